@@ -1,0 +1,95 @@
+// Package cluster describes the Redis topologies under test and the backends
+// that start them. A backend (local processes today, containers later) turns
+// a Spec into a running Cluster; everything above this package sees only
+// addresses and node names, so the same run works on any backend.
+package cluster
+
+import (
+	"context"
+	"fmt"
+)
+
+// Systems under test.
+const (
+	Single   = "single"   // one redis-server
+	Sentinel = "sentinel" // primary, replicas, sentinels
+	Redlock  = "redlock"  // N independent redis-servers
+)
+
+// Persistence modes of a node.
+const (
+	PersistNone     = "none"
+	PersistEverysec = "everysec"
+	PersistAlways   = "always"
+)
+
+// Spec is what a backend is asked to start.
+type Spec struct {
+	System string
+	// Nodes is the number of redis-server nodes under test (single: 1).
+	Nodes int
+	// Dir is the run's store directory; each node keeps its data directory
+	// and log file under Dir/nodes/<name>.
+	Dir string
+	// Persistence is one of PersistNone, PersistEverysec, PersistAlways.
+	Persistence string
+	// Resource asks for a separate redis-server that holds the protected
+	// resource of the counter workload. No fault touches it.
+	Resource bool
+}
+
+// Role of a node.
+const (
+	RolePrimary  = "primary"
+	RoleReplica  = "replica"
+	RoleNode     = "node"
+	RoleResource = "resource"
+)
+
+// Node is one server of a running cluster, as clients and reports see it.
+type Node struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Addr    string `json:"addr"` // host:port that clients dial
+	PID     int    `json:"pid,omitempty"`
+	LogPath string `json:"log,omitempty"`
+}
+
+// Cluster is a running topology. Close stops every process it started and
+// is safe to call more than once and from any goroutine.
+type Cluster interface {
+	Nodes() []Node
+	// Resource is the protected resource store, nil if the spec did not ask
+	// for one.
+	Resource() *Node
+	Close(ctx context.Context) error
+}
+
+// Backend starts clusters.
+type Backend interface {
+	Name() string
+	Start(ctx context.Context, spec Spec) (Cluster, error)
+}
+
+// Validate checks a spec before anything is started.
+func (s Spec) Validate() error {
+	switch s.System {
+	case Single:
+		if s.Nodes != 1 {
+			return fmt.Errorf("system %q has exactly 1 node, not %d", s.System, s.Nodes)
+		}
+	case Sentinel, Redlock:
+		return fmt.Errorf("system %q is not available yet (only %q)", s.System, Single)
+	default:
+		return fmt.Errorf("unknown system %q (want %q)", s.System, Single)
+	}
+	switch s.Persistence {
+	case PersistNone, PersistEverysec, PersistAlways:
+	default:
+		return fmt.Errorf("unknown persistence %q (want none, everysec or always)", s.Persistence)
+	}
+	if s.Dir == "" {
+		return fmt.Errorf("spec has no directory")
+	}
+	return nil
+}

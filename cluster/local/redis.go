@@ -1,0 +1,286 @@
+// Package local runs clusters as redis-server processes on loopback, owned by
+// the harness process: every process it starts is stopped by Close, and dies
+// with the harness if the harness is killed (Pdeathsig).
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+)
+
+// ErrMissingBinary is returned when redis-server cannot be found.
+var ErrMissingBinary = errors.New("redis-server not found")
+
+// ReadyTimeout bounds how long a starting node may take to answer PING.
+const ReadyTimeout = 10 * time.Second
+
+// Server is one redis-server process.
+type Server struct {
+	Name    string
+	Role    string
+	Host    string
+	Port    int
+	Dir     string // data directory
+	LogPath string
+	Args    []string // extra configuration, as "--name value" pairs
+
+	binary string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has been reaped
+}
+
+// FindRedisServer locates the redis-server binary: $LOCKJEPSEN_REDIS_SERVER,
+// else the PATH.
+func FindRedisServer() (string, error) {
+	if p := os.Getenv("LOCKJEPSEN_REDIS_SERVER"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: LOCKJEPSEN_REDIS_SERVER=%s: %v", ErrMissingBinary, p, err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("%w on PATH: install it (Debian/Ubuntu: apt-get install redis-server) or set LOCKJEPSEN_REDIS_SERVER to its path", ErrMissingBinary)
+	}
+	return p, nil
+}
+
+// freePort asks the kernel for a free port on host. Another process could
+// take it before redis binds it; Start retries in that case.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// PID of the running process, 0 if none.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) args() []string {
+	a := []string{
+		"--port", strconv.Itoa(s.Port),
+		"--bind", s.Host,
+		"--dir", s.Dir,
+		"--logfile", s.LogPath,
+		"--daemonize", "no",
+		"--save", "",
+		"--appendonly", "no",
+		"--protected-mode", "no",
+		"--enable-debug-command", "local",
+	}
+	return append(a, s.Args...)
+}
+
+// Start launches the process (picking a free port if Port is 0) and waits
+// until it answers PING.
+func (s *Server) Start(ctx context.Context) error {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return fmt.Errorf("start node %s: %w", s.Name, err)
+	}
+	pickPort := s.Port == 0
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if pickPort {
+			if s.Port, err = freePort(s.Host); err != nil {
+				return fmt.Errorf("start node %s: pick a port: %w", s.Name, err)
+			}
+		}
+		err = s.startOnce(ctx)
+		if err == nil || !pickPort || !strings.Contains(err.Error(), "in use") {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Server) startOnce(ctx context.Context) error {
+	logStart := fileSize(s.LogPath)
+	cmd := exec.Command(s.binary, s.args()...)
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Own process group: a Ctrl-C in the terminal reaches the harness,
+		// which then stops the servers in order, not the servers directly.
+		Setpgid: true,
+		// Die with the harness even if it is SIGKILLed.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start node %s: %w", s.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+
+	if err := s.waitReady(ctx, exited); err != nil {
+		s.kill()
+		tail := strings.TrimSpace(stderr.String() + "\n" + logTail(s.LogPath, logStart, 15))
+		return fmt.Errorf("start node %s on %s: %w\n--- output and log of %s:\n%s", s.Name, s.Addr(), err, s.Name, tail)
+	}
+	return nil
+}
+
+// waitReady polls PING until it answers, the process exits or the deadline
+// passes.
+func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{
+		Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, PoolSize: 1,
+	})
+	defer c.Close()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server exited during start-up")
+		default:
+		}
+		if lastErr = c.Ping(ctx).Err(); lastErr == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server exited during start-up")
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %v", ReadyTimeout, lastErr)
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop terminates the process: SIGTERM, then SIGKILL if it has not exited
+// within a second. It is a no-op for a process that is not running.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	// A paused process cannot act on SIGTERM.
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(time.Second):
+		s.kill()
+	}
+}
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Running reports whether the process is alive.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	if exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logTail returns the last n lines written to path after offset from.
+func logTail(path string, from int64, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < from {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b[from:]), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func nodeDir(spec cluster.Spec, name string) string {
+	return filepath.Join(spec.Dir, "nodes", name)
+}
+
+// NewServer describes a redis-server process; Start launches it. Port 0
+// picks a free port.
+func NewServer(binary, name, role, host string, port int, dataDir, logPath string, args []string) *Server {
+	return &Server{Name: name, Role: role, Host: host, Port: port, Dir: dataDir, LogPath: logPath, Args: args, binary: binary}
+}
+
+// Pause stops the process with SIGSTOP; Resume continues it.
+func (s *Server) Pause() error  { return s.signal(syscall.SIGSTOP) }
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || !s.Running() {
+		return fmt.Errorf("node %s is not running", s.Name)
+	}
+	return cmd.Process.Signal(sig)
+}

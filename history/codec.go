@@ -1,0 +1,276 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+)
+
+// AppendJSON appends op as one JSON object (no newline) to b. It is written
+// by hand because the recorder is on the clients' hot path.
+func AppendJSON(b []byte, op *Op) []byte {
+	b = append(b, `{"index":`...)
+	b = strconv.AppendInt(b, op.Index, 10)
+	b = append(b, `,"time":`...)
+	b = strconv.AppendInt(b, op.Time, 10)
+	b = append(b, `,"process":`...)
+	if op.Process == NemesisProcess {
+		b = append(b, `"nemesis"`...)
+	} else {
+		b = strconv.AppendInt(b, int64(op.Process), 10)
+	}
+	b = append(b, `,"type":`...)
+	b = strconv.AppendQuote(b, string(op.Type))
+	b = append(b, `,"f":`...)
+	b = appendString(b, op.F)
+	if op.Key != "" {
+		b = append(b, `,"key":`...)
+		b = appendString(b, op.Key)
+	}
+	if v := op.Value; v != nil {
+		b = append(b, `,"value":`...)
+		b = appendValue(b, v)
+	}
+	if op.Error != "" {
+		b = append(b, `,"error":`...)
+		b = appendString(b, op.Error)
+	}
+	return append(b, '}')
+}
+
+func appendValue(b []byte, v *Value) []byte {
+	b = append(b, '{')
+	first := true
+	field := func(name string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+	}
+	if v.TTL != 0 {
+		field("ttl")
+		b = strconv.AppendInt(b, v.TTL, 10)
+	}
+	if v.Token != "" {
+		field("token")
+		b = appendString(b, v.Token)
+	}
+	if v.ValidUntil != nil {
+		field("valid_until")
+		b = strconv.AppendInt(b, *v.ValidUntil, 10)
+	}
+	if v.Fence != nil {
+		field("fence")
+		b = strconv.AppendInt(b, *v.Fence, 10)
+	}
+	if v.N != nil {
+		field("n")
+		b = strconv.AppendInt(b, *v.N, 10)
+	}
+	if v.Phase != "" {
+		field("phase")
+		b = appendString(b, v.Phase)
+	}
+	if len(v.Targets) > 0 {
+		field("targets")
+		b = append(b, '[')
+		for i, t := range v.Targets {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, t)
+		}
+		b = append(b, ']')
+	}
+	if len(v.Clients) > 0 {
+		field("clients")
+		b = append(b, '[')
+		for i, c := range v.Clients {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(c), 10)
+		}
+		b = append(b, ']')
+	}
+	if v.Detail != "" {
+		field("detail")
+		b = appendString(b, v.Detail)
+	}
+	return append(b, '}')
+}
+
+// appendString writes s as a JSON string. Tokens and keys are plain ASCII
+// almost always; anything else goes through encoding/json for correct escaping.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			enc, _ := json.Marshal(s)
+			return append(b, enc...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// MarshalJSON writes the file format.
+func (op Op) MarshalJSON() ([]byte, error) { return AppendJSON(nil, &op), nil }
+
+// UnmarshalJSON reads the file format; process is a number or "nemesis".
+func (op *Op) UnmarshalJSON(data []byte) error {
+	type plain Op
+	var aux struct {
+		plain
+		Process json.RawMessage `json:"process"`
+	}
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	*op = Op(aux.plain)
+	switch {
+	case len(aux.Process) == 0:
+		return errors.New(`missing "process"`)
+	case string(aux.Process) == `"nemesis"`:
+		op.Process = NemesisProcess
+	default:
+		p, err := strconv.Atoi(string(aux.Process))
+		if err != nil || p < 0 {
+			return fmt.Errorf(`"process" must be a non-negative integer or "nemesis", got %s`, aux.Process)
+		}
+		op.Process = p
+	}
+	return nil
+}
+
+// FormatError is a problem in a history file, located by line.
+type FormatError struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)
+}
+
+// ReadResult is what ReadFile could read.
+type ReadResult struct {
+	Ops []Op
+	// Truncated is set when the file's last line is incomplete (a harness
+	// that died mid-write); Ops then holds the readable prefix.
+	Truncated bool
+	// TruncatedAt describes where the readable prefix ends.
+	TruncatedAt string
+}
+
+// ReadFile reads and validates a history file. A damaged last line (no
+// trailing newline) is tolerated and reported through ReadResult.Truncated;
+// any other malformed line is a *FormatError.
+func ReadFile(path string) (*ReadResult, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	return Decode(f, path)
+}
+
+// Decode is ReadFile on any reader; name is used in errors.
+func Decode(r io.Reader, name string) (*ReadResult, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	res := &ReadResult{}
+	v := newValidator(name)
+	for line := 1; ; line++ {
+		raw, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		last := err == io.EOF
+		if last && len(raw) == 0 {
+			break
+		}
+		text := bytes.TrimSpace(raw)
+		if len(text) == 0 {
+			if last {
+				break
+			}
+			continue
+		}
+		var op Op
+		if perr := json.Unmarshal(text, &op); perr != nil {
+			if last {
+				res.Truncated = true
+				res.TruncatedAt = fmt.Sprintf("line %d is incomplete (%s); the %d events before it were read", line, perr, len(res.Ops))
+				break
+			}
+			return nil, &FormatError{name, line, fmt.Sprintf("not a history event: %v", perr)}
+		}
+		if verr := v.check(&op, line); verr != nil {
+			return nil, verr
+		}
+		res.Ops = append(res.Ops, op)
+		if last {
+			break
+		}
+	}
+	return res, nil
+}
+
+// validator checks the invariants other tools may rely on.
+type validator struct {
+	name     string
+	next     int64
+	lastTime int64
+	open     map[int]string // process -> f of its pending invoke
+}
+
+func newValidator(name string) *validator {
+	return &validator{name: name, open: map[int]string{}}
+}
+
+func (v *validator) check(op *Op, line int) error {
+	bad := func(format string, a ...any) error {
+		return &FormatError{v.name, line, fmt.Sprintf(format, a...)}
+	}
+	if !op.Type.valid() {
+		return bad("type %q is not one of invoke, ok, fail, info", op.Type)
+	}
+	if op.F == "" {
+		return bad(`missing "f"`)
+	}
+	if op.Index != v.next {
+		return bad("index %d, expected %d (events must be numbered from 0 in order)", op.Index, v.next)
+	}
+	if op.Time < v.lastTime {
+		return bad("time %d goes back from %d", op.Time, v.lastTime)
+	}
+	v.next++
+	v.lastTime = op.Time
+	if op.Process == NemesisProcess {
+		return nil
+	}
+	f, pending := v.open[op.Process]
+	switch {
+	case op.Type == Invoke && pending:
+		return bad("process %d invokes %s while its %s has not completed", op.Process, op.F, f)
+	case op.Type == Invoke:
+		v.open[op.Process] = op.F
+	case !pending:
+		return bad("%s %s for process %d, which has no pending invoke", op.Type, op.F, op.Process)
+	case f != op.F:
+		return bad("%s %s for process %d, whose pending invoke is %s", op.Type, op.F, op.Process, f)
+	default:
+		delete(v.open, op.Process)
+	}
+	return nil
+}

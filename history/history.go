@@ -1,0 +1,105 @@
+// Package history defines lockjepsen's recorded operations and the JSON Lines
+// file format they are stored in (history.jsonl). The format is a public
+// contract: other tools read it, so fields are only ever added, never renamed.
+//
+// Every client operation is an "invoke" event followed by exactly one
+// completion from the same process: "ok" (it happened), "fail" (it definitely
+// did not happen) or "info" (unknown: a timeout or a connection error, it may
+// or may not have happened). Nemesis events are single "info" markers with
+// process "nemesis" and value.phase "start" or "stop".
+package history
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Type is the kind of an event.
+type Type string
+
+const (
+	Invoke Type = "invoke"
+	OK     Type = "ok"
+	Fail   Type = "fail"
+	Info   Type = "info"
+)
+
+// Operation names (the "f" field) of client operations.
+const (
+	Acquire = "acquire"
+	Release = "release"
+	Extend  = "extend"
+	Read    = "read"
+	Write   = "write"
+)
+
+// NemesisProcess is the process number of nemesis events; it is written as
+// the string "nemesis" in the file.
+const NemesisProcess = -1
+
+// Op is one event of a history.
+type Op struct {
+	Index   int64  `json:"index"`
+	Time    int64  `json:"time"` // ns since the run started, one monotonic clock for all processes
+	Process int    `json:"process"`
+	Type    Type   `json:"type"`
+	F       string `json:"f"`
+	Key     string `json:"key,omitempty"`
+	Value   *Value `json:"value,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Value carries the payload of an event; which fields are set depends on f
+// and type (see the README's "History format").
+type Value struct {
+	// TTL requested by an acquire or extend invoke, in ns.
+	TTL int64 `json:"ttl,omitempty"`
+	// Token of the lease (ok acquire; invoke release/extend/write).
+	Token string `json:"token,omitempty"`
+	// ValidUntil is the client's belief of when it must stop, in ns on the
+	// history's clock (ok acquire and ok extend). Absent: no limit (no TTL).
+	ValidUntil *int64 `json:"valid_until,omitempty"`
+	// Fence is the lease's fencing token, when the lock has one.
+	Fence *int64 `json:"fence,omitempty"`
+	// N is the counter value read (ok read) or written (invoke write).
+	N *int64 `json:"n,omitempty"`
+
+	// Nemesis fields.
+	Phase   string   `json:"phase,omitempty"`   // "start" or "stop"
+	Targets []string `json:"targets,omitempty"` // what the fault hits, readable
+	Clients []int    `json:"clients,omitempty"` // client processes the fault hits
+	Detail  string   `json:"detail,omitempty"`  // parameters, readable
+}
+
+// IsNemesis reports whether op is a nemesis event.
+func (op *Op) IsNemesis() bool { return op.Process == NemesisProcess }
+
+// ProcessName is the process as written in the file.
+func ProcessName(p int) string {
+	if p == NemesisProcess {
+		return "nemesis"
+	}
+	return strconv.Itoa(p)
+}
+
+// I64 returns a pointer to v, for the optional fields of Value.
+func I64(v int64) *int64 { return &v }
+
+func (t Type) valid() bool {
+	switch t {
+	case Invoke, OK, Fail, Info:
+		return true
+	}
+	return false
+}
+
+func (op Op) String() string {
+	s := fmt.Sprintf("#%d %dns p=%s %s %s", op.Index, op.Time, ProcessName(op.Process), op.Type, op.F)
+	if op.Key != "" {
+		s += " " + op.Key
+	}
+	if op.Error != "" {
+		s += " (" + op.Error + ")"
+	}
+	return s
+}

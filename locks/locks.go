@@ -1,0 +1,58 @@
+// Package locks defines the Locker interface the harness drives and the Redis
+// locks under test. A lock's answers are either definite (ErrNotAcquired,
+// ErrNotHeld, a Redis error reply: the operation did not take effect) or
+// unknown (timeouts, connection errors: it may have taken effect), and the
+// harness records them differently.
+package locks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotAcquired is the definite answer that the lock is held by someone
+// else and was not granted.
+var ErrNotAcquired = errors.New("not acquired")
+
+// ErrNotHeld is the definite answer that the caller no longer holds the lock
+// it tried to extend or release.
+var ErrNotHeld = errors.New("not held")
+
+// Locker takes locks. Implementations must be safe for use by one client
+// (goroutine) at a time; the harness gives each client its own Locker.
+type Locker interface {
+	// TryAcquire makes one attempt. It returns ErrNotAcquired if the lock is
+	// definitely held by another, and any other error when the outcome is
+	// unknown.
+	TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lease, error)
+}
+
+// Lease is a granted lock.
+type Lease interface {
+	Token() string
+	// ValidUntil is the client's own belief of when it must stop acting
+	// under the lock. The zero time means no limit (a lock without TTL).
+	ValidUntil() time.Time
+	// Fence is a fencing token that increases with every grant, if the lock
+	// has one.
+	Fence() (int64, bool)
+	// Extend asks for ttl more from now; ErrNotHeld if the lock was lost.
+	Extend(ctx context.Context, ttl time.Duration) error
+	// Release gives the lock up; ErrNotHeld if it was no longer held.
+	Release(ctx context.Context) error
+}
+
+// Definite reports whether err is an answer that the operation did not take
+// effect, as opposed to an unknown outcome.
+func Definite(err error) bool {
+	if errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNotHeld) {
+		return true
+	}
+	// A Redis error reply (READONLY, LOADING, a script error) means the
+	// server refused the command: it did not run.
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}
