@@ -1,0 +1,200 @@
+// Command lockjepsen tests Redis locks under faults. The CLI only turns flags
+// into a harness.Config, runs it and maps the outcome to an exit code:
+// 0 the run met its expectation, 1 it did not, 2 bad usage, 3 the harness
+// failed.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+)
+
+// Exit codes.
+const (
+	exitMet     = 0
+	exitNotMet  = 1
+	exitUsage   = 2
+	exitHarness = 3
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitError carries an exit code through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(args, stdout, stderr)
+	root.SetArgs(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitMet
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		// Cobra's own errors: unknown flags, bad values, missing arguments.
+		fmt.Fprintf(stderr, "lockjepsen: %v\nRun 'lockjepsen --help' for usage.\n", err)
+		return exitUsage
+	}
+}
+
+func newRoot(args []string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lockjepsen",
+		Short: "Jepsen-style fault-injection tests for Redis locks",
+		Long: `lockjepsen runs concurrent clients that take and release a Redis lock while
+a nemesis injects faults, records every operation, and checks the history for
+mutual-exclusion violations, resource damage and stuck locks.
+
+Exit codes: 0 the run met its expectation, 1 it did not, 2 bad usage or
+input, 3 the harness itself failed.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newTestCmd(args, stdout, stderr), newCheckCmd(stdout, stderr))
+	return root
+}
+
+func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
+	cfg := harness.DefaultConfig()
+	var nem string
+	cmd := &cobra.Command{
+		Use:   "test",
+		Short: "Run one test against a Redis system and check it",
+		Example: `  lockjepsen test --lock token --nemesis none --time-limit 10s
+  lockjepsen test --lock setnx-del --nemesis client-pause --expect unsafe
+  lockjepsen test --lock setnx-nottl --nemesis client-crash --expect stuck
+  lockjepsen test --workload counter --lock fenced --nemesis client-pause`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := nemesis.ParseList(nem)
+			if err != nil {
+				return usageErr(stderr, err)
+			}
+			cfg.Nemesis = list
+			cfg.Command = append([]string{"lockjepsen"}, args...)
+			cfg.Progress = stderr
+			out, err := harness.Run(cmd.Context(), cfg)
+			if err != nil {
+				return failure(stderr, err)
+			}
+			printSummary(stdout, out.Dir, out.Results)
+			return verdictExit(out.Results)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single")
+	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.Names, ", "))
+	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")
+	f.StringVar(&nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
+	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
+	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
+	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration)")
+	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "duration of the fault phase")
+	f.DurationVar(&cfg.Recovery, "recovery", cfg.Recovery, "fault-free phase after healing, to judge liveness")
+	f.StringVar(&cfg.Hold, "hold", cfg.Hold, "how long a client holds the lock: 10ms (fixed), 5ms..50ms (uniform) or exp:20ms")
+	f.Float64Var(&cfg.LongHoldRate, "long-hold-rate", cfg.LongHoldRate, "fraction of holds that outlast the TTL (0..1)")
+	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", cfg.RetryBackoff, "longest random wait after a failed acquire")
+	f.DurationVar(&cfg.OpTimeout, "op-timeout", cfg.OpTimeout, "timeout of each Redis operation; past it the outcome is unknown")
+	f.StringVar(&cfg.Persistence, "persistence", cfg.Persistence, "Redis persistence: none, everysec or always (AOF)")
+	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of clients and nemesis")
+	f.StringVar(&cfg.Store, "store", cfg.Store, "directory where runs are stored")
+	f.StringVar(&cfg.Name, "name", "", "test name in the store (default system-lock-workload-nemesis)")
+	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
+	return cmd
+}
+
+func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check RUN_DIR",
+		Short: "Re-run the checkers on a stored run and rewrite its results.json",
+		Long: `check reads RUN_DIR/history.jsonl and RUN_DIR/config.json, runs every checker
+again and rewrites RUN_DIR/results.json. A history whose last line is
+incomplete (a harness that died mid-write) is checked on its readable prefix,
+and the results say so; any other malformed line is an error (exit 2).`,
+		Example: "  lockjepsen check store/latest",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := harness.Check(args[0])
+			if err != nil {
+				return failure(stderr, err)
+			}
+			if res.Truncated != "" {
+				fmt.Fprintf(stderr, "warning: the history is truncated: %s\n", res.Truncated)
+			}
+			printSummary(stdout, args[0], res)
+			return verdictExit(res)
+		},
+	}
+}
+
+func usageErr(stderr io.Writer, err error) error {
+	fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
+	return exitError{exitUsage}
+}
+
+func failure(stderr io.Writer, err error) error {
+	if harness.IsUsage(err) {
+		return usageErr(stderr, err)
+	}
+	fmt.Fprintf(stderr, "lockjepsen: harness failure: %v\n", err)
+	var he *harness.HarnessError
+	if errors.As(err, &he) && he.Dir != "" {
+		fmt.Fprintf(stderr, "the run's files so far are in %s\n", he.Dir)
+	}
+	return exitError{exitHarness}
+}
+
+func verdictExit(res *harness.Results) error {
+	if res.MetExpectation {
+		return nil
+	}
+	return exitError{exitNotMet}
+}
+
+func printSummary(w io.Writer, dir string, res *harness.Results) {
+	fmt.Fprintln(w)
+	for _, line := range res.Summary() {
+		fmt.Fprintln(w, line)
+	}
+	if res.Interrupted {
+		fmt.Fprintln(w, "The run was interrupted; the history up to that point was checked.")
+	}
+	for _, e := range res.Errors {
+		fmt.Fprintf(w, "harness error: %s\n", e)
+	}
+	expect := "met"
+	if !res.MetExpectation {
+		expect = "NOT met"
+	}
+	fmt.Fprintf(w, "Expected %s: %s.\n", res.Expect, expect)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	fmt.Fprintf(w, "Files: %s (history.jsonl, results.json, config.json, nodes/)\n", abs)
+}
+

@@ -1,0 +1,188 @@
+// Package harness runs one lockjepsen test: it starts the system, runs the
+// clients and the nemesis, records the history, checks it and stores every
+// file of the run. The CLI and the Go API are thin layers over Run and Check.
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+// Expectations a run can be held to.
+const (
+	ExpectSafe   = "safe"   // no safety violation and no stuck lock
+	ExpectUnsafe = "unsafe" // a safety violation is found
+	ExpectStuck  = "stuck"  // a liveness failure: the lock gets stuck
+	ExpectAny    = "any"    // only harness failures fail the run
+)
+
+// Config is one test run. The zero value is not usable; start from
+// DefaultConfig.
+type Config struct {
+	System          string        `json:"system"`
+	Lock            string        `json:"lock"`
+	Workload        string        `json:"workload"`
+	Nemesis         []string      `json:"nemesis"`
+	NemesisInterval time.Duration `json:"nemesis_interval"`
+	Clients         int           `json:"clients"`
+	Keys            int           `json:"keys"`
+	TTL             time.Duration `json:"ttl"`
+	TimeLimit       time.Duration `json:"time_limit"`
+	// Recovery is a fault-free phase after the faults are healed, so that
+	// liveness after faults can be judged.
+	Recovery     time.Duration `json:"recovery"`
+	Hold         string        `json:"hold"`
+	LongHoldRate float64       `json:"long_hold_rate"`
+	RetryBackoff time.Duration `json:"retry_backoff"`
+	OpTimeout    time.Duration `json:"op_timeout"`
+	Persistence  string        `json:"persistence"`
+	Seed         int64         `json:"seed"`
+	Store        string        `json:"store"`
+	// Name of the test in the store; derived from the options when empty.
+	Name   string `json:"name"`
+	Expect string `json:"expect"`
+	// Command is the command line that reproduces the run, for the record.
+	Command []string `json:"command,omitempty"`
+
+	// Locker, when set, replaces the named lock: a user's own lock under
+	// test. It is called once per client process with a connection to the
+	// system's node.
+	Locker LockerFactory `json:"-"`
+	// Backend starts the system; nil is the local-process backend.
+	Backend cluster.Backend `json:"-"`
+	// Progress receives a line every few seconds and the final summary;
+	// nil is silent.
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultConfig is the configuration of `lockjepsen test` with no flags.
+func DefaultConfig() Config {
+	return Config{
+		System:          cluster.Single,
+		Lock:            locks.Token,
+		Workload:        workloads.Mutex,
+		NemesisInterval: time.Second,
+		Clients:         10,
+		Keys:            1,
+		TTL:             500 * time.Millisecond,
+		TimeLimit:       30 * time.Second,
+		Recovery:        3 * time.Second,
+		Hold:            "0..20ms",
+		RetryBackoff:    2 * time.Millisecond,
+		OpTimeout:       250 * time.Millisecond,
+		Persistence:     cluster.PersistNone,
+		Seed:            1,
+		Store:           "store",
+		Expect:          ExpectSafe,
+	}
+}
+
+// UsageError is a configuration the harness refuses before starting
+// anything (exit code 2).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usage(format string, a ...any) error {
+	return &UsageError{fmt.Errorf(format, a...)}
+}
+
+// IsUsage reports whether err is a usage error.
+func IsUsage(err error) bool {
+	var u *UsageError
+	return errors.As(err, &u)
+}
+
+// Validate checks every option and names the one that is wrong.
+func (c *Config) Validate() error {
+	switch c.System {
+	case cluster.Single:
+	case cluster.Sentinel, cluster.Redlock:
+		return usage("--system %s is not available yet; available: %s", c.System, cluster.Single)
+	default:
+		return usage("--system %q is unknown; want %s", c.System, cluster.Single)
+	}
+	if c.Locker == nil && !contains(locks.Names, c.Lock) {
+		return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.Names, ", "))
+	}
+	if !contains(workloads.Names, c.Workload) {
+		return usage("--workload %q is unknown; want one of %s", c.Workload, strings.Join(workloads.Names, ", "))
+	}
+	for _, n := range c.Nemesis {
+		if _, ok := nemesis.Known[n]; !ok {
+			return usage("--nemesis %q is unknown; want none or a comma list of %s", n, strings.Join(nemesis.KnownNames(), ", "))
+		}
+	}
+	checks := []struct {
+		ok   bool
+		flag string
+		msg  string
+	}{
+		{c.Clients >= 1 && c.Clients <= 1000, "--clients", "must be between 1 and 1000"},
+		{c.Keys >= 1 && c.Keys <= 10000, "--keys", "must be between 1 and 10000"},
+		{c.TTL >= 10*time.Millisecond, "--ttl", "must be at least 10ms"},
+		{c.TimeLimit > 0, "--time-limit", "must be positive"},
+		{c.Recovery >= 0, "--recovery", "must not be negative"},
+		{c.NemesisInterval >= 10*time.Millisecond, "--nemesis-interval", "must be at least 10ms"},
+		{c.RetryBackoff >= 0, "--retry-backoff", "must not be negative"},
+		{c.OpTimeout >= time.Millisecond, "--op-timeout", "must be at least 1ms"},
+		{c.LongHoldRate >= 0 && c.LongHoldRate <= 1, "--long-hold-rate", "must be between 0 and 1"},
+		{c.Store != "", "--store", "must not be empty"},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			return usage("%s %s", ch.flag, ch.msg)
+		}
+	}
+	if _, err := workloads.ParseDist(c.Hold); err != nil {
+		return usage("--hold: %v", err)
+	}
+	switch c.Persistence {
+	case cluster.PersistNone, cluster.PersistEverysec, cluster.PersistAlways:
+	default:
+		return usage("--persistence %q is unknown; want none, everysec or always", c.Persistence)
+	}
+	switch c.Expect {
+	case ExpectSafe, ExpectUnsafe, ExpectStuck, ExpectAny:
+	default:
+		return usage("--expect %q is unknown; want safe, unsafe, stuck or any", c.Expect)
+	}
+	if strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == ".." {
+		return usage("--name %q must be a plain name, not a path", c.Name)
+	}
+	return nil
+}
+
+// TestName is the run's name in the store.
+func (c *Config) TestName() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	nem := "none"
+	if len(c.Nemesis) > 0 {
+		nem = strings.Join(c.Nemesis, "+")
+	}
+	lock := c.Lock
+	if c.Locker != nil {
+		lock = "custom"
+	}
+	return strings.Join([]string{c.System, lock, c.Workload, nem}, "-")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

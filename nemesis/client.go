@@ -1,0 +1,123 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+// ClientFaults stalls or crashes clients from inside their critical
+// section. The schedule arms a client; the fault happens at that client's
+// next critical section, after its last validity check, which is exactly
+// where a GC pause or a crash hurts most. It implements workloads.Hooks.
+type ClientFaults struct {
+	Rec     *history.Recorder
+	TTL     time.Duration
+	Workers int
+
+	mu    sync.Mutex
+	armed map[int]string // worker -> fault name
+	stop  chan struct{}  // closed by Heal to end pauses in progress
+}
+
+// NewClientFaults returns client faults for a run with workers clients.
+func NewClientFaults(rec *history.Recorder, ttl time.Duration, workers int) *ClientFaults {
+	return &ClientFaults{Rec: rec, TTL: ttl, Workers: workers, armed: map[int]string{}, stop: make(chan struct{})}
+}
+
+// Fault returns the schedulable fault of the given name (ClientPause or
+// ClientCrash).
+func (c *ClientFaults) Fault(name string) Fault { return clientFault{c, name} }
+
+type clientFault struct {
+	c    *ClientFaults
+	name string
+}
+
+func (f clientFault) Name() string { return f.name }
+
+// Inject arms one client, drawn from rng, that is not armed yet.
+func (f clientFault) Inject(ctx context.Context, rng *rand.Rand) error {
+	w := rng.Intn(f.c.Workers)
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if _, busy := f.c.armed[w]; !busy {
+		f.c.armed[w] = f.name
+	}
+	return nil
+}
+
+// Heal disarms every client and wakes clients that are stalled now.
+func (f clientFault) Heal(ctx context.Context) error {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	for w, name := range f.c.armed {
+		if name == f.name {
+			delete(f.c.armed, w)
+		}
+	}
+	if f.name == ClientPause {
+		select {
+		case <-f.c.stop:
+		default:
+			close(f.c.stop)
+		}
+	}
+	return nil
+}
+
+// InCriticalSection is called by a client after its last validity check.
+func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process int, lease locks.Lease) bool {
+	c.mu.Lock()
+	name, ok := c.armed[worker]
+	delete(c.armed, worker)
+	stop := c.stop
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	switch name {
+	case ClientCrash:
+		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientCrash,
+			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: []string{clientName(process)},
+				Detail: "crashed holding " + lease.Token() + " without releasing it"}})
+		return true
+	case ClientPause:
+		d, why := c.pauseFor(lease)
+		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
+			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: []string{clientName(process)},
+				Detail: fmt.Sprintf("stall %s holding %s (%s)", d.Round(time.Millisecond), lease.Token(), why)}})
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+		}
+		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
+			Value: &history.Value{Phase: "stop", Clients: []int{process}, Targets: []string{clientName(process)}}})
+	}
+	return false
+}
+
+// pauseFor stalls past the lease's remaining validity by half a TTL, so
+// that the key has surely expired on the server when the client wakes.
+func (c *ClientFaults) pauseFor(lease locks.Lease) (time.Duration, string) {
+	vu := lease.ValidUntil()
+	if vu.IsZero() {
+		return 2 * c.TTL, "no expiry: 2×TTL"
+	}
+	remaining := time.Until(vu)
+	if remaining < 0 {
+		remaining = 0
+	}
+	return remaining + c.TTL/2, fmt.Sprintf("remaining validity %s + TTL/2", remaining.Round(time.Millisecond))
+}
+
+func clientName(process int) string { return fmt.Sprintf("client %d", process) }

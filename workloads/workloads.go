@@ -1,0 +1,301 @@
+// Package workloads holds the client loops that drive a Locker and record
+// every operation in the history: mutex (acquire, hold, release) and counter
+// (acquire, read-modify-write a protected resource, release).
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+// Names of the workloads.
+const (
+	Mutex   = "mutex"
+	Counter = "counter"
+)
+
+// Names lists every workload.
+var Names = []string{Mutex, Counter}
+
+// Config is what every client of a run does.
+type Config struct {
+	Workload string
+	Keys     []string
+	TTL      time.Duration
+	// Hold is how long a client keeps the lock (mutex) or works between its
+	// read and its write (counter).
+	Hold Dist
+	// LongHoldRate is the fraction of holds that deliberately outlast the
+	// lease (until half a TTL past ValidUntil), as a slow client would.
+	LongHoldRate float64
+	// RetryBackoff is the most a client waits after a failed acquire.
+	RetryBackoff time.Duration
+	// OpTimeout bounds each operation; past it the outcome is unknown.
+	OpTimeout time.Duration
+	Seed      int64
+}
+
+// Hooks let a nemesis act inside clients. InCriticalSection is called after
+// a client's last validity check and before it writes or releases; it may
+// stall (a client pause) and returns true when the client must crash: stop
+// for good without releasing, as a killed process would.
+type Hooks interface {
+	InCriticalSection(ctx context.Context, worker, process int, lease locks.Lease) (crash bool)
+}
+
+// LockerFactory gives each client process its own Locker, as separate
+// application instances would have. The closer releases its connections.
+type LockerFactory func(process int) (locks.Locker, io.Closer, error)
+
+// Env is what the clients run against.
+type Env struct {
+	Rec       *history.Recorder
+	NewLocker LockerFactory
+	Resource  *Resource // counter only
+	Hooks     Hooks     // nil: no client faults
+	// OnPanic is told of a panic inside a client; the client records the
+	// operation as unknown and goes on.
+	OnPanic func(process int, v any)
+}
+
+// Validate checks a config against its workload.
+func (c Config) Validate(env Env) error {
+	switch c.Workload {
+	case Mutex:
+	case Counter:
+		if env.Resource == nil {
+			return errors.New("the counter workload needs a resource store")
+		}
+	default:
+		return fmt.Errorf("unknown workload %q (want mutex or counter)", c.Workload)
+	}
+	if len(c.Keys) == 0 {
+		return errors.New("no lock keys")
+	}
+	if c.OpTimeout <= 0 {
+		return errors.New("op timeout must be positive")
+	}
+	return nil
+}
+
+// Run starts workers clients and returns when ctx is done and every client
+// has stopped. Clients are numbered 0..workers-1; a client that crashes
+// comes back as a new process (its number plus workers), as in Jepsen.
+func Run(ctx context.Context, cfg Config, env Env, workers int) error {
+	if err := cfg.Validate(env); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &client{cfg: cfg, env: env, worker: w, process: w, workers: workers,
+				rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(w)))}
+			if err := c.run(ctx); err != nil {
+				errs <- fmt.Errorf("client %d: %w", w, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return errors.Join(collect(errs)...)
+}
+
+func collect(ch <-chan error) []error {
+	var out []error
+	for e := range ch {
+		out = append(out, e)
+	}
+	return out
+}
+
+type client struct {
+	cfg     Config
+	env     Env
+	worker  int
+	process int
+	workers int
+	rng     *rand.Rand
+
+	locker locks.Locker
+	closer io.Closer
+}
+
+func (c *client) run(ctx context.Context) error {
+	if err := c.connect(); err != nil {
+		return err
+	}
+	defer func() { c.closer.Close() }()
+	for ctx.Err() == nil {
+		key := c.cfg.Keys[c.rng.Intn(len(c.cfg.Keys))]
+		crashed := c.cycle(ctx, key)
+		if crashed {
+			// A crashed process never acts again; its replacement is a new
+			// process with fresh connections.
+			c.closer.Close()
+			c.process += c.workers
+			if err := c.connect(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *client) connect() error {
+	l, closer, err := c.env.NewLocker(c.process)
+	if err != nil {
+		return fmt.Errorf("connect process %d: %w", c.process, err)
+	}
+	c.locker, c.closer = l, closer
+	return nil
+}
+
+// cycle runs one acquire ... release; it reports whether the client crashed.
+func (c *client) cycle(ctx context.Context, key string) (crashed bool) {
+	lease := c.acquire(ctx, key)
+	if lease == nil {
+		sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
+		return false
+	}
+	// Whatever happens to the run, a holder gives the lock back.
+	cleanup := context.WithoutCancel(ctx)
+	fence := fenceOf(lease)
+
+	var read int64
+	if c.cfg.Workload == Counter {
+		v, err := c.do(ctx, history.Read, key, &history.Value{Fence: fence}, func(ctx context.Context) (*history.Value, error) {
+			n, err := c.env.Resource.Read(ctx, key, fence)
+			if err != nil {
+				return nil, err
+			}
+			return &history.Value{N: history.I64(n)}, nil
+		})
+		if err != nil {
+			c.release(cleanup, key, lease)
+			return false
+		}
+		read = *v.N
+	}
+
+	sleep(ctx, c.holdFor(lease))
+
+	if c.cfg.Workload == Counter {
+		// The last validity check: a careful client stops here when its
+		// lease has run out. A pause after this line is Kleppmann's case.
+		if vu := lease.ValidUntil(); !vu.IsZero() && time.Now().After(vu) {
+			c.release(cleanup, key, lease)
+			return false
+		}
+	}
+	if c.env.Hooks != nil && c.env.Hooks.InCriticalSection(ctx, c.worker, c.process, lease) {
+		return true
+	}
+	if c.cfg.Workload == Counter && ctx.Err() == nil {
+		n := read + 1
+		c.do(ctx, history.Write, key, &history.Value{N: &n, Fence: fence}, func(ctx context.Context) (*history.Value, error) {
+			return nil, c.env.Resource.Write(ctx, key, n, fence)
+		})
+	}
+	c.release(cleanup, key, lease)
+	return false
+}
+
+func (c *client) holdFor(lease locks.Lease) time.Duration {
+	if c.cfg.LongHoldRate > 0 && c.rng.Float64() < c.cfg.LongHoldRate {
+		if vu := lease.ValidUntil(); !vu.IsZero() {
+			return time.Until(vu) + c.cfg.TTL/2
+		}
+		return c.cfg.TTL * 3 / 2
+	}
+	return c.cfg.Hold.Sample(c.rng)
+}
+
+func (c *client) acquire(ctx context.Context, key string) locks.Lease {
+	var lease locks.Lease
+	c.do(ctx, history.Acquire, key, &history.Value{TTL: int64(c.cfg.TTL)}, func(ctx context.Context) (*history.Value, error) {
+		l, err := c.locker.TryAcquire(ctx, key, c.cfg.TTL)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			return nil, errors.New("lock returned neither a lease nor an error")
+		}
+		lease = l
+		v := &history.Value{Token: l.Token(), Fence: fenceOf(l)}
+		if vu := l.ValidUntil(); !vu.IsZero() {
+			v.ValidUntil = history.I64(c.env.Rec.At(vu))
+		}
+		return v, nil
+	})
+	return lease
+}
+
+func (c *client) release(ctx context.Context, key string, lease locks.Lease) {
+	c.do(ctx, history.Release, key, &history.Value{Token: lease.Token()}, func(ctx context.Context) (*history.Value, error) {
+		return nil, lease.Release(ctx)
+	})
+}
+
+// do records one operation: its invoke, then ok, fail (a definite no) or
+// info (unknown outcome, including a panic inside the lock).
+func (c *client) do(ctx context.Context, f, key string, in *history.Value, fn func(context.Context) (*history.Value, error)) (out *history.Value, err error) {
+	rec := c.env.Rec
+	rec.Record(history.Op{Process: c.process, Type: history.Invoke, F: f, Key: key, Value: in})
+	opCtx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+	defer cancel()
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				out, err = nil, fmt.Errorf("panic: %v", v)
+				if c.env.OnPanic != nil {
+					c.env.OnPanic(c.process, v)
+				}
+			}
+		}()
+		out, err = fn(opCtx)
+	}()
+	done := history.Op{Process: c.process, Type: history.OK, F: f, Key: key, Value: out}
+	if err != nil {
+		done.Type, done.Value, done.Error = history.Info, nil, err.Error()
+		if definite(err) {
+			done.Type = history.Fail
+		}
+	}
+	rec.Record(done)
+	return out, err
+}
+
+func definite(err error) bool {
+	return locks.Definite(err) || errors.Is(err, ErrStaleFence)
+}
+
+func fenceOf(l locks.Lease) *int64 {
+	if f, ok := l.Fence(); ok {
+		return &f
+	}
+	return nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
