@@ -311,5 +311,3 @@ func nemesisName(cfg Config) string {
 	}
 	return strings.Join(cfg.Nemesis, ",")
 }
-
-

@@ -197,4 +197,3 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	}
 	fmt.Fprintf(w, "Files: %s (history.jsonl, results.json, config.json, nodes/)\n", abs)
 }
-
