@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+)
+
+// The test binary doubles as the CLI, so that a test can run it as a
+// separate process and signal it.
+func TestMain(m *testing.M) {
+	if os.Getenv("LOCKJEPSEN_BE_CLI") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	store := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"test", "--clients", "0", "--store", store}, "--clients"},
+		{[]string{"test", "--clients", "many", "--store", store}, "clients"},
+		{[]string{"test", "--no-such-flag"}, "no-such-flag"},
+		{[]string{"test", "--nemesis", "meteor", "--store", store}, "meteor"},
+		{[]string{"test", "--lock", "nope", "--store", store}, "--lock"},
+		{[]string{"test", "--ttl", "soon", "--store", store}, "ttl"},
+		{[]string{"test", "--system", "sentinel", "--store", store}, "not available yet"},
+		{[]string{"check"}, "arg"},
+		{[]string{"check", filepath.Join(store, "nothing")}, "not a lockjepsen run directory"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestHelpListsEveryFlagWithDefault(t *testing.T) {
+	code, out, _ := runCLI(t, "test", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--system", "--lock", "--workload", "--nemesis", "--clients", "--ttl", "--time-limit",
+		"--seed", "--store", "--expect", "(default 500ms)", "setnx-del", "client-pause"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help does not mention %q", want)
+		}
+	}
+}
+
+func TestExitCodesFollowTheExpectation(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	base := []string{"test", "--time-limit", "1s", "--recovery", "0s", "--store", store}
+	if code, out, errOut := runCLI(t, base...); code != exitMet || !strings.Contains(out, "SAFE") {
+		t.Fatalf("safe run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, append(base, "--expect", "unsafe")...); code != exitNotMet || !strings.Contains(out, "NOT met") {
+		t.Fatalf("safe run expected unsafe: exit %d\n%s", code, out)
+	}
+	code, out, _ := runCLI(t, "check", filepath.Join(store, "latest"))
+	if code != exitNotMet || !strings.Contains(out, "SAFE") {
+		t.Fatalf("check of the last run (expecting unsafe): exit %d\n%s", code, out)
+	}
+}
+
+func TestMissingRedisExits3(t *testing.T) {
+	t.Setenv("LOCKJEPSEN_REDIS_SERVER", "/nonexistent/redis-server")
+	code, _, stderr := runCLI(t, "test", "--time-limit", "1s", "--store", t.TempDir())
+	if code != exitHarness || !strings.Contains(stderr, "redis-server") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Ctrl-C mid-run: the servers stop, the history is checked and the run is
+// marked interrupted.
+func TestInterruptStopsServersAndKeepsTheRun(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	cmd := exec.Command(os.Args[0], "test", "--time-limit", "60s", "--store", store)
+	cmd.Env = append(os.Environ(), "LOCKJEPSEN_BE_CLI=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	latest := filepath.Join(store, "latest")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if st, err := os.Stat(filepath.Join(latest, "history.jsonl")); err == nil && st.Size() > 10000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not start recording:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(latest, "nodes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []struct{ PID int }
+	json.Unmarshal(b, &nodes)
+	if len(nodes) == 0 {
+		t.Fatal("no nodes recorded")
+	}
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the harness did not stop after SIGINT:\n%s", out.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitMet {
+		t.Fatalf("exit %d after an interrupted safe run:\n%s", code, out.String())
+	}
+	for _, n := range nodes {
+		if n.PID > 0 && syscall.Kill(n.PID, 0) == nil {
+			t.Fatalf("redis-server %d still running after SIGINT", n.PID)
+		}
+	}
+	var res struct {
+		Interrupted bool   `json:"interrupted"`
+		Verdict     string `json:"verdict"`
+	}
+	b, err = os.ReadFile(filepath.Join(latest, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &res)
+	if !res.Interrupted || res.Verdict != "safe" {
+		t.Fatalf("results: %+v", res)
+	}
+	if !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("the summary does not say the run was interrupted:\n%s", out.String())
+	}
+}

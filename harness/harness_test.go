@@ -1,0 +1,343 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+var long = flag.Bool("long", false, "run the scenarios for 30s each instead of a few seconds")
+
+func shortConfig(t *testing.T) harness.Config {
+	cfg := harness.DefaultConfig()
+	cfg.Store = t.TempDir()
+	cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
+	cfg.NemesisInterval = 400 * time.Millisecond
+	if *long {
+		cfg.TimeLimit, cfg.Recovery = 30*time.Second, 3*time.Second
+	}
+	return cfg
+}
+
+// The scenarios of the foundation issue, each with what the checkers must
+// find. They run in parallel: each is bound by wall-clock time, not CPU.
+func TestScenarios(t *testing.T) {
+	redistest.RequireBinary(t)
+	cases := []struct {
+		name    string
+		edit    func(*harness.Config)
+		verdict string
+		check   func(t *testing.T, r *harness.Results)
+	}{
+		{
+			name:    "token baseline is safe",
+			edit:    func(c *harness.Config) {},
+			verdict: checker.VerdictSafe,
+			check: func(t *testing.T, r *harness.Results) {
+				if r.Ops < 1000 {
+					t.Errorf("only %d operations", r.Ops)
+				}
+				if r.Exclusion.Holds < 50 {
+					t.Errorf("only %d holds", r.Exclusion.Holds)
+				}
+			},
+		},
+		{
+			name:    "token under client pauses is safe",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"client-pause"} },
+			verdict: checker.VerdictSafe,
+		},
+		{
+			name:    "setnx-del under client pauses deletes others' locks",
+			edit:    func(c *harness.Config) { c.Lock = locks.SetnxDel; c.Nemesis = []string{"client-pause"} },
+			verdict: checker.VerdictUnsafe,
+			check:   requireDELWitness,
+		},
+		{
+			name:    "setnx-del with holds past the TTL deletes others' locks",
+			edit:    func(c *harness.Config) { c.Lock = locks.SetnxDel; c.LongHoldRate = 0.05 },
+			verdict: checker.VerdictUnsafe,
+			check:   requireDELWitness,
+		},
+		{
+			name:    "setnx-nottl with a crashed holder is stuck",
+			edit:    func(c *harness.Config) { c.Lock = locks.SetnxNoTTL; c.Nemesis = []string{"client-crash"} },
+			verdict: checker.VerdictStuck,
+			check: func(t *testing.T, r *harness.Results) {
+				if r.Violations != 0 {
+					t.Errorf("a stuck lock is not a safety violation, got %d", r.Violations)
+				}
+			},
+		},
+		{
+			name:    "token with a crashed holder recovers after the TTL",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"client-crash"} },
+			verdict: checker.VerdictSafe,
+		},
+		{
+			name: "counter under token: the lock looks fine, the data does not",
+			edit: func(c *harness.Config) {
+				c.Workload = "counter"
+				c.Nemesis = []string{"client-pause"}
+			},
+			verdict: checker.VerdictUnsafe,
+			check: func(t *testing.T, r *harness.Results) {
+				if r.Violations != 0 {
+					t.Errorf("exclusion found %d violations; the pause is after the lease, so it must find none", r.Violations)
+				}
+				if r.Resource.Valid || r.Resource.LostUpdates == 0 && r.Resource.Duplicates == 0 {
+					t.Errorf("resource: %+v", r.Resource)
+				}
+			},
+		},
+		{
+			name: "counter under fenced: stale writes are rejected",
+			edit: func(c *harness.Config) {
+				c.Workload = "counter"
+				c.Lock = locks.Fenced
+				c.Nemesis = []string{"client-pause"}
+			},
+			verdict: checker.VerdictSafe,
+			check: func(t *testing.T, r *harness.Results) {
+				if r.Resource.RejectedStale+r.Resource.RejectedReads == 0 {
+					t.Errorf("no stale operation was rejected: %+v", r.Resource)
+				}
+				if r.Resource.LostUpdates != 0 {
+					t.Errorf("%d lost updates", r.Resource.LostUpdates)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := shortConfig(t)
+			tc.edit(&cfg)
+			cfg.Expect = tc.verdict
+			out, err := harness.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Results
+			if r.Verdict != tc.verdict || !r.MetExpectation {
+				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
+			}
+			if r.Disagreement != "" {
+				t.Fatal(r.Disagreement)
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			requireReproducible(t, out)
+			requireNoServers(t, out.Dir)
+		})
+	}
+}
+
+// The witness must show the cause: a release by a third process between the
+// two overlapping grants.
+func requireDELWitness(t *testing.T, r *harness.Results) {
+	t.Helper()
+	if r.Violations == 0 || len(r.Exclusion.Violations) == 0 {
+		t.Fatal("no violation")
+	}
+	for _, v := range r.Exclusion.Violations {
+		for _, e := range v.Between {
+			if e.Process != v.First.Process && e.Process != v.Second.Process && e.F == "release" {
+				if v.Story == "" {
+					t.Fatal("violation without a story")
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no violation names a foreign release as its cause; first: %s", r.Exclusion.Violations[0].Story)
+}
+
+func requireReproducible(t *testing.T, out *harness.Outcome) {
+	t.Helper()
+	again, err := harness.Check(out.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := out.Results, again
+	if a.Verdict != b.Verdict || a.Violations != b.Violations || a.Ops != b.Ops || a.MetExpectation != b.MetExpectation {
+		t.Fatalf("check of the stored run gives %s/%d/%d, the run gave %s/%d/%d",
+			b.Verdict, b.Violations, b.Ops, a.Verdict, a.Violations, a.Ops)
+	}
+}
+
+func requireNoServers(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "nodes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pidsIn(string(b)) {
+		if processAlive(pid) {
+			t.Fatalf("redis-server pid %d still running after the run", pid)
+		}
+	}
+}
+
+func TestStoreLayout(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := shortConfig(t)
+	cfg.TimeLimit, cfg.Recovery = 500*time.Millisecond, 0
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"history.jsonl", "results.json", "config.json", "run.json", "nodes.json", "nodes/n1/redis.log"} {
+		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	if rel, _ := filepath.Rel(cfg.Store, out.Dir); !strings.HasPrefix(rel, "single-token-mutex-none"+string(filepath.Separator)) {
+		t.Errorf("run stored in %s", rel)
+	}
+	latest, err := filepath.EvalSymlinks(filepath.Join(cfg.Store, "latest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(out.Dir)
+	if latest != want {
+		t.Errorf("store/latest is %s, want %s", latest, want)
+	}
+	html, _ := filepath.Glob(filepath.Join(out.Dir, "linearizability*.html"))
+	if len(html) == 0 {
+		t.Error("no porcupine visualization in the store")
+	}
+}
+
+func TestCheckOnDamagedHistories(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := shortConfig(t)
+	cfg.TimeLimit, cfg.Recovery = 500*time.Millisecond, 0
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := filepath.Join(out.Dir, harness.HistoryFile)
+	orig, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(orig), "\n")
+
+	t.Run("truncated last line: the prefix is checked", func(t *testing.T) {
+		cut := strings.Join(lines[:len(lines)/2], "") + lines[len(lines)/2][:10]
+		os.WriteFile(hist, []byte(cut), 0o644)
+		res, err := harness.Check(out.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Truncated == "" {
+			t.Fatal("the results do not say the history was truncated")
+		}
+	})
+	t.Run("malformed line: a usage error naming the line", func(t *testing.T) {
+		bad := append(append([]string{}, lines[:3]...), "{garbage\n")
+		bad = append(bad, lines[3:]...)
+		os.WriteFile(hist, []byte(strings.Join(bad, "")), 0o644)
+		_, err := harness.Check(out.Dir)
+		if !harness.IsUsage(err) || !strings.Contains(err.Error(), ":4:") {
+			t.Fatalf("got %v, want a usage error at line 4", err)
+		}
+	})
+	t.Run("not a run directory", func(t *testing.T) {
+		_, err := harness.Check(t.TempDir())
+		if !harness.IsUsage(err) {
+			t.Fatalf("got %v, want a usage error", err)
+		}
+	})
+}
+
+// A lock that panics must not take the run down: the operation is recorded
+// as unknown, the error is reported and the servers still stop.
+func TestPanickingLockIsRecorded(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := shortConfig(t)
+	cfg.TimeLimit, cfg.Recovery = time.Second, 0
+	cfg.Clients = 3
+	cfg.Locker = func(rdb *redis.Client, process int) (locks.Locker, error) {
+		real, err := locks.NewRedisLock(rdb, locks.Token, "x")
+		return panicky{real, process}, err
+	}
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results
+	if r.Liveness.AcquireUnknown == 0 || len(r.Errors) == 0 || !strings.Contains(r.Errors[0], "panicked") {
+		t.Fatalf("the panics were not recorded: unknown=%d errors=%v", r.Liveness.AcquireUnknown, r.Errors)
+	}
+	if r.Liveness.AcquireOK == 0 {
+		t.Fatal("the healthy clients made no progress")
+	}
+	requireNoServers(t, out.Dir)
+}
+
+type panicky struct {
+	locks.Locker
+	process int
+}
+
+func (p panicky) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	if p.process == 0 {
+		panic("boom")
+	}
+	return p.Locker.TryAcquire(ctx, key, ttl)
+}
+
+func TestInvalidConfigIsAUsageError(t *testing.T) {
+	cases := []struct {
+		edit func(*harness.Config)
+		flag string
+	}{
+		{func(c *harness.Config) { c.Clients = 0 }, "--clients"},
+		{func(c *harness.Config) { c.Lock = "nope" }, "--lock"},
+		{func(c *harness.Config) { c.System = "sentinel" }, "--system"},
+		{func(c *harness.Config) { c.Workload = "x" }, "--workload"},
+		{func(c *harness.Config) { c.TTL = time.Millisecond }, "--ttl"},
+		{func(c *harness.Config) { c.Hold = "soon" }, "--hold"},
+		{func(c *harness.Config) { c.Expect = "maybe" }, "--expect"},
+		{func(c *harness.Config) { c.Nemesis = []string{"meteor"} }, "--nemesis"},
+		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
+		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
+	}
+	for _, tc := range cases {
+		cfg := harness.DefaultConfig()
+		cfg.Store = t.TempDir()
+		tc.edit(&cfg)
+		_, err := harness.Run(context.Background(), cfg)
+		if !harness.IsUsage(err) || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("got %v, want a usage error naming %s", err, tc.flag)
+		}
+		if entries, _ := os.ReadDir(cfg.Store); len(entries) != 0 {
+			t.Errorf("%s: a refused config created files in the store", tc.flag)
+		}
+	}
+}
+
+func TestMissingRedisIsAHarnessError(t *testing.T) {
+	t.Setenv("LOCKJEPSEN_REDIS_SERVER", "/nonexistent/redis-server")
+	cfg := shortConfig(t)
+	_, err := harness.Run(context.Background(), cfg)
+	var he *harness.HarnessError
+	if !errors.As(err, &he) || !strings.Contains(err.Error(), "redis-server") {
+		t.Fatalf("got %v, want a harness error about redis-server", err)
+	}
+}
