@@ -104,11 +104,19 @@ func (s *Server) args() []string {
 // Start launches the process (picking a free port if Port is 0) and waits
 // until it answers PING.
 func (s *Server) Start(ctx context.Context) error {
+	// redis-server runs in its data directory and reads paths relative to
+	// it, so every path it is given must be absolute.
+	var err error
+	if s.Dir, err = filepath.Abs(s.Dir); err != nil {
+		return fmt.Errorf("start node %s: %w", s.Name, err)
+	}
+	if s.LogPath, err = filepath.Abs(s.LogPath); err != nil {
+		return fmt.Errorf("start node %s: %w", s.Name, err)
+	}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return fmt.Errorf("start node %s: %w", s.Name, err)
 	}
 	pickPort := s.Port == 0
-	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if pickPort {
 			if s.Port, err = freePort(s.Host); err != nil {

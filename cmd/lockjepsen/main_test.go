@@ -70,7 +70,10 @@ func TestHelpListsEveryFlagWithDefault(t *testing.T) {
 
 func TestExitCodesFollowTheExpectation(t *testing.T) {
 	redistest.RequireBinary(t)
-	store := t.TempDir()
+	// A relative store, as users type it: redis-server runs in another
+	// directory, so the harness must hand it absolute paths.
+	t.Chdir(t.TempDir())
+	store := "store"
 	base := []string{"test", "--time-limit", "1s", "--recovery", "0s", "--store", store}
 	if code, out, errOut := runCLI(t, base...); code != exitMet || !strings.Contains(out, "SAFE") {
 		t.Fatalf("safe run: exit %d\n%s\n%s", code, out, errOut)
