@@ -138,7 +138,7 @@ func (c *client) run(ctx context.Context) error {
 	defer func() { c.closer.Close() }()
 	for ctx.Err() == nil {
 		key := c.cfg.Keys[c.rng.Intn(len(c.cfg.Keys))]
-		crashed := c.cycle(ctx, key)
+		crashed := c.safeCycle(ctx, key)
 		if crashed {
 			// A crashed process never acts again; its replacement is a new
 			// process with fresh connections.
@@ -159,6 +159,21 @@ func (c *client) connect() error {
 	}
 	c.locker, c.closer = l, closer
 	return nil
+}
+
+// safeCycle is cycle with a guard: a panic outside an operation (in a
+// lease's accessors, say) is reported and the client goes on with a fresh
+// process, since the one that panicked is in an unknown state.
+func (c *client) safeCycle(ctx context.Context, key string) (crashed bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if c.env.OnPanic != nil {
+				c.env.OnPanic(c.process, v)
+			}
+			crashed = true
+		}
+	}()
+	return c.cycle(ctx, key)
 }
 
 // cycle runs one acquire ... release; it reports whether the client crashed.

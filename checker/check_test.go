@@ -1,0 +1,122 @@
+package checker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+func TestStats(t *testing.T) {
+	ops := new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 0, 30, fail, "", 0).
+		release(1, "k", 50, 60, ok, "a").acquire(3, "k", 100, -1, ok, "", 0).
+		fault(200, "pause", "start").fault(1000, "pause", "stop").build(t)
+	s := ComputeStats(ops)
+	if s.Ops != 3 || s.Pending != 1 || s.Counts["acquire"]["ok"] != 1 || s.Counts["acquire"]["fail"] != 1 ||
+		s.Counts["acquire"]["pending"] != 1 || s.Counts["release"]["ok"] != 1 || s.NemesisEvents != 2 {
+		t.Fatalf("%+v", s)
+	}
+	if l := s.Latency["acquire"]; l.Count != 2 || l.P50 != ms(30) || l.Max != ms(30) {
+		t.Fatalf("latency %+v", l)
+	}
+	if s.Duration != ms(1000) || s.AcquireThroughput != 1 || s.OpThroughput != 3 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestCheckVerdicts(t *testing.T) {
+	stuck := new(hb).acquire(1, "k", 0, 10, ok, "a", -1).crash(100, 1)
+	for i := int64(0); i < 10; i++ {
+		stuck.acquire(2, "k", 200+i*1000, 210+i*1000, fail, "", 0)
+	}
+	cases := []struct {
+		name    string
+		b       *hb
+		opts    Options
+		verdict string
+		valid   Validity
+		first   string
+	}{
+		{"empty", new(hb), Options{}, VerdictSafe, ValidTrue, "SAFE"},
+		{"safe", new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).release(1, "k", 50, 60, ok, "a"),
+			Options{}, VerdictSafe, ValidTrue, "SAFE: no mutual-exclusion violations in 1 holds"},
+		{"unsafe", new(hb).acquire(3, "lock-0", 0, 10, ok, "a", 1000).acquire(7, "lock-0", 20, 30, ok, "b", 1000).
+			release(3, "lock-0", 342, 350, ok, "a"),
+			Options{}, VerdictUnsafe, ValidFalse,
+			"UNSAFE: 1 mutual-exclusion violation: processes 3 and 7 held lock-0 at the same time for 312ms"},
+		{"resource unsafe", new(hb).write(1, "k", 0, 1, ok, 1, nil).write(2, "k", 2, 3, ok, 1, nil).read(1, "k", 5, 6, ok, 1),
+			Options{}, VerdictUnsafe, ValidFalse, "UNSAFE: the lock looked fine but the protected resource"},
+		{"stuck", stuck, Options{}, VerdictStuck, ValidFalse, "STUCK: nobody could acquire k from 0.200s"},
+		{"unknown", new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).release(1, "k", 50, 60, ok, "a"),
+			Options{LinearizabilityBudget: time.Nanosecond}, VerdictUnknown, ValidUnknown, "UNKNOWN"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(c.b.build(t), c.opts)
+			if r.Verdict != c.verdict || r.Valid != c.valid || r.Disagreement != "" {
+				t.Fatalf("verdict %s valid %v disagreement %q", r.Verdict, r.Valid, r.Disagreement)
+			}
+			sum := r.Summary()
+			if len(sum) == 0 || !strings.HasPrefix(sum[0], c.first) {
+				t.Fatalf("summary %q", sum)
+			}
+		})
+	}
+}
+
+func TestResultsJSONRoundTrip(t *testing.T) {
+	ops := new(hb).acquire(1, "k", 0, 10, ok, "a", -1).acquire(2, "k", 20, 30, ok, "b", 1000).
+		write(1, "k", 40, 41, ok, 1, nil).build(t)
+	for _, v := range []Validity{ValidTrue, ValidFalse, ValidUnknown} {
+		r := Check(ops, Options{})
+		r.Valid = v
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]any
+		if err := json.Unmarshal(b, &raw); err != nil {
+			t.Fatal(err)
+		}
+		want := map[Validity]any{ValidTrue: true, ValidFalse: false, ValidUnknown: "unknown"}[v]
+		if raw["valid"] != want || raw["violations"] != float64(1) || raw["exclusion"] == nil || raw["verdict"] != "unsafe" {
+			t.Fatalf("json: valid=%v violations=%v", raw["valid"], raw["violations"])
+		}
+		var back Results
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Valid != v || back.Violations != r.Violations || back.Exclusion.Violations[0].Story != r.Exclusion.Violations[0].Story ||
+			back.Linearizability.Valid != r.Linearizability.Valid {
+			t.Fatalf("round trip: %+v", back)
+		}
+	}
+	var v Validity
+	if err := json.Unmarshal([]byte(`"maybe"`), &v); err == nil {
+		t.Fatal("accepted a bad validity")
+	}
+}
+
+// A history with odd but valid shapes must not make any checker panic.
+func TestCheckOddHistories(t *testing.T) {
+	odd := []*hb{
+		new(hb).ev(0, 1, "invoke", "acquire", "", nil).ev(1, 1, "ok", "acquire", "", nil),
+		new(hb).ev(0, 1, "invoke", "release", "k", nil).ev(1, 1, "fail", "release", "k", nil),
+		new(hb).ev(0, 1, "invoke", "extend", "k", nil).ev(1, 1, "ok", "extend", "k", nil),
+		new(hb).ev(0, 1, "invoke", "write", "k", nil).ev(1, 1, "ok", "write", "k", nil),
+		new(hb).ev(0, 1, "invoke", "read", "k", nil).ev(1, 1, "ok", "read", "k", nil),
+		new(hb).ev(0, -1, "info", "client-crash", "", nil).ev(0, -1, "info", "x", "", &history.Value{Phase: "stop"}),
+		new(hb).ev(0, 1, "invoke", "frobnicate", "k", nil),
+	}
+	for _, b := range odd {
+		Check(b.build(t), Options{OutDir: t.TempDir()}).Summary()
+	}
+}
+
+func TestSummaryOfZeroResults(t *testing.T) {
+	if s := (&Results{}).Summary(); len(s) == 0 {
+		t.Fatal("empty summary")
+	}
+}

@@ -1,0 +1,231 @@
+// Package checker decides whether a lockjepsen history is safe: the lock's
+// mutual exclusion (believed holds that overlap), the same question put to
+// porcupine as linearizability of a mutex, what a protected resource
+// suffered, and liveness. It is pure computation over a history that
+// history.Decode validated, and must never panic on one (an empty history
+// included).
+package checker
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// Options tune the checkers; the zero value means the defaults.
+type Options struct {
+	// TTL is the lock's lease; it only scales StuckAfter's default.
+	TTL time.Duration
+	// StuckAfter is how long a key must be unavailable up to the end of
+	// the history to be stuck. Default max(5×TTL, 2s).
+	StuckAfter time.Duration
+	// MaxSegmentOps caps a linearizability segment; bigger segments are
+	// reported unknown rather than risk porcupine's memory. Default 2000.
+	MaxSegmentOps int
+	// SegmentTimeout bounds porcupine on one segment. Default 10s.
+	SegmentTimeout time.Duration
+	// LinearizabilityBudget bounds the whole porcupine check; segments left
+	// when it runs out are unknown. Default 60s.
+	LinearizabilityBudget time.Duration
+	// OutDir receives porcupine's HTML visualizations; "" writes none.
+	OutDir string
+}
+
+func (o Options) withDefaults() Options {
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = max(5*o.TTL, 2*time.Second)
+	}
+	if o.MaxSegmentOps <= 0 {
+		o.MaxSegmentOps = 2000
+	}
+	if o.SegmentTimeout <= 0 {
+		o.SegmentTimeout = 10 * time.Second
+	}
+	if o.LinearizabilityBudget <= 0 {
+		o.LinearizabilityBudget = 60 * time.Second
+	}
+	return o
+}
+
+// Validity is true, false or unknown; it is JSON true, false or "unknown".
+type Validity int8
+
+const (
+	// ValidUnknown is the zero value, so that a forgotten verdict is not
+	// read as a pass.
+	ValidUnknown Validity = iota
+	// ValidTrue: checked, and no violation.
+	ValidTrue
+	// ValidFalse: a violation was found.
+	ValidFalse
+)
+
+func (v Validity) String() string {
+	switch v {
+	case ValidTrue:
+		return "true"
+	case ValidFalse:
+		return "false"
+	}
+	return "unknown"
+}
+
+// MarshalJSON writes true, false or "unknown".
+func (v Validity) MarshalJSON() ([]byte, error) {
+	switch v {
+	case ValidTrue:
+		return []byte("true"), nil
+	case ValidFalse:
+		return []byte("false"), nil
+	}
+	return []byte(`"unknown"`), nil
+}
+
+// UnmarshalJSON reads true, false or "unknown".
+func (v *Validity) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*v = ValidTrue
+	case "false":
+		*v = ValidFalse
+	case `"unknown"`:
+		*v = ValidUnknown
+	default:
+		return fmt.Errorf("validity must be true, false or \"unknown\", got %s", b)
+	}
+	return nil
+}
+
+// Verdicts (Results.Verdict).
+const (
+	VerdictSafe    = "safe"
+	VerdictUnsafe  = "unsafe"
+	VerdictStuck   = "stuck"
+	VerdictUnknown = "unknown"
+)
+
+// Results is everything the checkers found; it is results.json.
+type Results struct {
+	Valid   Validity `json:"valid"`
+	Verdict string   `json:"verdict"`
+	// Violations counts mutual-exclusion violations.
+	Violations int `json:"violations"`
+	// Ops counts completed client operations.
+	Ops int `json:"ops"`
+	// Disagreement is set when the exclusion checker and porcupine give
+	// opposite definite answers, which means a bug in lockjepsen itself.
+	Disagreement    string                 `json:"disagreement,omitempty"`
+	Exclusion       *ExclusionResult       `json:"exclusion"`
+	Linearizability *LinearizabilityResult `json:"linearizability"`
+	Resource        *ResourceResult        `json:"resource"`
+	Liveness        *LivenessResult        `json:"liveness"`
+	Stats           *Stats                 `json:"stats"`
+}
+
+// Check runs every checker on a validated history.
+func Check(ops []history.Op, opts Options) *Results {
+	opts = opts.withDefaults()
+	a := scan(ops)
+	r := &Results{
+		Exclusion:       a.exclusion(),
+		Linearizability: a.linearizability(opts),
+		Resource:        a.resource(),
+		Liveness:        a.liveness(opts),
+		Stats:           a.stats(),
+	}
+	r.Violations = r.Exclusion.Count
+	r.Ops = r.Stats.Ops
+	lin := r.Linearizability.Valid
+	switch {
+	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse:
+		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
+	case r.Liveness.Stuck:
+		r.Verdict, r.Valid = VerdictStuck, ValidFalse
+	case lin == ValidUnknown:
+		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
+	default:
+		r.Verdict, r.Valid = VerdictSafe, ValidTrue
+	}
+	switch {
+	case r.Exclusion.Count > 0 && lin == ValidTrue:
+		r.Disagreement = fmt.Sprintf("harness bug: the exclusion checker found %d violations but porcupine found every segment linearizable", r.Exclusion.Count)
+	case r.Exclusion.Count == 0 && lin == ValidFalse:
+		r.Disagreement = fmt.Sprintf("harness bug: porcupine found %d illegal segments but the exclusion checker found no overlapping holds", r.Linearizability.SegmentsIllegal)
+	}
+	return r
+}
+
+// Summary is a few lines for a human, the verdict first.
+func (r *Results) Summary() []string {
+	var lines []string
+	ex, res, live, lin := r.Exclusion, r.Resource, r.Liveness, r.Linearizability
+	switch r.Verdict {
+	case VerdictUnsafe:
+		switch {
+		case ex != nil && ex.Count > 0:
+			s := fmt.Sprintf("UNSAFE: %d mutual-exclusion %s", ex.Count, plural(ex.Count, "violation", "violations"))
+			if len(ex.Violations) > 0 {
+				v := ex.Violations[0]
+				s += fmt.Sprintf(": processes %d and %d held %s at the same time for %s", v.First.Process, v.Second.Process, v.Key, fmtD(v.Overlap))
+			}
+			lines = append(lines, s)
+		case res != nil && res.Checked && !res.Valid:
+			lines = append(lines, "UNSAFE: the lock looked fine but the protected resource was corrupted: "+res.Explanation)
+		default:
+			lines = append(lines, fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal))
+		}
+	case VerdictStuck:
+		lines = append(lines, fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end of the run (%s) although clients kept trying",
+			live.StuckKey, fmtT(live.StuckSince), fmtD(live.StuckKeys[0].For)))
+	case VerdictUnknown:
+		lines = append(lines, fmt.Sprintf("UNKNOWN: no violation found, but porcupine could not check %d of %d segments (%d too large, %d timed out, %d over budget)",
+			lin.SegmentsUnknown, lin.Segments, lin.TooLarge, lin.TimedOut, lin.OverBudget))
+	case VerdictSafe:
+		lines = append(lines, fmt.Sprintf("SAFE: no mutual-exclusion violations in %d holds; porcupine found the history linearizable", ex.Holds))
+	default:
+		lines = append(lines, "NOT CHECKED")
+	}
+	if r.Disagreement != "" {
+		lines = append(lines, "WARNING: "+r.Disagreement)
+	}
+	if res != nil && res.Checked {
+		s := fmt.Sprintf("resource: %d writes, %d accepted, %d rejected as stale, %d unknown", res.Writes, res.Accepted, res.RejectedStale, res.UnknownWrites)
+		if res.Final != nil {
+			s += fmt.Sprintf("; final value %d", *res.Final)
+		}
+		if res.LostUpdates > 0 {
+			s += fmt.Sprintf("; %d lost updates", res.LostUpdates)
+		}
+		if res.Duplicates > 0 {
+			s += fmt.Sprintf("; %d interleaved writes", res.Duplicates)
+		}
+		lines = append(lines, s)
+	}
+	if live != nil {
+		s := fmt.Sprintf("liveness: %d acquire attempts, %d ok (%.1f%%), %d failed, %d unknown",
+			live.AcquireAttempts, live.AcquireOK, 100*live.SuccessRate, live.AcquireFail, live.AcquireUnknown)
+		if live.Longest != nil {
+			s += fmt.Sprintf("; longest unavailability %s on %s from %s", fmtD(live.Longest.Duration), live.Longest.Key, fmtT(live.Longest.Start))
+		}
+		lines = append(lines, s)
+	}
+	if lin != nil {
+		lines = append(lines, fmt.Sprintf("linearizability: %s (%d segments, %d checked, %d illegal, %d unknown; %d of %d ops checked)",
+			lin.Valid, lin.Segments, lin.SegmentsChecked, lin.SegmentsIllegal, lin.SegmentsUnknown, lin.OpsChecked, lin.Ops))
+	}
+	if st := r.Stats; st != nil {
+		lines = append(lines, fmt.Sprintf("%d operations in %s (%.0f ops/s, %.1f acquires/s)", st.Ops, fmtD(st.Duration), st.OpThroughput, st.AcquireThroughput))
+	}
+	return lines
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+var _ json.Marshaler = ValidTrue

@@ -1,0 +1,309 @@
+package checker
+
+import (
+	"math"
+	"sort"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// Reasons a believed hold ended (Hold.EndReason).
+const (
+	EndRelease    = "release"     // the holder invoked its release
+	EndValidUntil = "valid-until" // the lease's valid_until (as extended) passed
+	EndLost       = "lost"        // a failed extend or release told the holder it had lost the lock
+	EndCrash      = "crash"       // the nemesis crashed the holder
+	EndAbandoned  = "abandoned"   // the holder invoked a new acquire without releasing
+	EndOpen       = "open"        // nothing ended it: the belief never ends
+)
+
+// Never is the End of a hold whose belief never ends (no TTL, never
+// released).
+const Never = math.MaxInt64
+
+// Hold is a believed hold: the span during which a client, going only by
+// what it had been told, was entitled to think it held the lock.
+type Hold struct {
+	Key     string `json:"key"`
+	Process int    `json:"process"`
+	Token   string `json:"token,omitempty"`
+	Fence   *int64 `json:"fence,omitempty"`
+	// Invoke is the acquire's invocation time; the grant happened somewhere
+	// in [Invoke, Start], which is what the linearizability check uses.
+	Invoke int64 `json:"invoke"`
+	// Start is the ok completion of the acquire: the belief starts when the
+	// client is told, not when the server decided.
+	Start int64 `json:"start"`
+	// End is when the belief ends; Never when it does not. End == Start
+	// means the client never had a usable hold (its lease had already run
+	// out when the ok arrived, or it crashed first).
+	End       int64  `json:"end"`
+	EndReason string `json:"end_reason"`
+	// AcquireIndex is the event index of the ok acquire.
+	AcquireIndex int64 `json:"acquire_index"`
+	// EndIndex is the event that ended the belief (release invoke, failed
+	// extend/release completion, crash, new acquire), -1 when the lease ran
+	// out or the belief never ended.
+	EndIndex int64 `json:"end_index"`
+	// ValidUntil is the last valid_until the client was told (acquire or
+	// ok extend); nil means no limit.
+	ValidUntil *int64 `json:"valid_until,omitempty"`
+}
+
+// Empty reports whether the hold confers no belief at all. Empty holds take
+// part in neither the exclusion nor the linearizability check, so that the
+// two agree: a client whose lease expired before it heard "ok" never
+// believed it held the lock.
+func (h *Hold) Empty() bool { return h.End <= h.Start }
+
+// Holds returns the believed holds of a history, one per ok acquire, in
+// order of Start.
+func Holds(ops []history.Op) []Hold { return scan(ops).holds }
+
+// call is a client operation as indices into the history, a compact
+// history.Operation: a million of these cost 16 MB instead of 100+.
+type call struct {
+	inv, comp int // comp is -1 when the operation never completed
+}
+
+// fault is a nemesis fault's active interval.
+type fault struct {
+	Fault
+}
+
+// analysis is one pass over a history shared by all checkers.
+type analysis struct {
+	ops    []history.Op
+	holds  []Hold
+	calls  []call
+	faults []fault
+	end    int64 // time of the last event
+}
+
+type procState struct {
+	pending   int // index of the pending invoke, -1 if none
+	call      int // index into analysis.calls of the pending call
+	hold      int // index of the latest hold, -1 if none
+	crashed   bool
+	crashedAt int64
+}
+
+// procTable maps process numbers to their state; a slice covers the usual
+// small process numbers without hashing.
+type procTable struct {
+	small []procState
+	big   map[int]*procState
+}
+
+const smallProcs = 1 << 16
+
+func (t *procTable) get(p int) *procState {
+	if p >= 0 && p < smallProcs {
+		for p >= len(t.small) {
+			t.small = append(t.small, procState{pending: -1, hold: -1})
+		}
+		return &t.small[p]
+	}
+	if t.big == nil {
+		t.big = map[int]*procState{}
+	}
+	s := t.big[p]
+	if s == nil {
+		s = &procState{pending: -1, hold: -1}
+		t.big[p] = s
+	}
+	return s
+}
+
+func scan(ops []history.Op) *analysis {
+	a := &analysis{ops: ops, calls: make([]call, 0, len(ops)/2+1)}
+	if len(ops) > 0 {
+		a.end = ops[len(ops)-1].Time
+	}
+	var procs procTable
+	openFault := map[string]int{}
+	for i := range ops {
+		op := &ops[i]
+		if op.Process == history.NemesisProcess {
+			a.nemesis(i, openFault, &procs)
+			continue
+		}
+		ps := procs.get(op.Process)
+		if op.Type == history.Invoke {
+			ps.pending = i
+			ps.call = len(a.calls)
+			a.calls = append(a.calls, call{inv: i, comp: -1})
+			if ps.crashed && op.Time > ps.crashedAt {
+				// A crashed process that acts again is a new client.
+				ps.crashed = false
+			}
+			a.invoke(i, ps)
+			continue
+		}
+		if ps.pending < 0 {
+			continue // a completion without an invoke: not a validated history
+		}
+		inv := ps.pending
+		ps.pending = -1
+		a.calls[ps.call].comp = i
+		a.complete(inv, i, ps)
+	}
+	for i := range a.holds {
+		h := &a.holds[i]
+		if h.EndReason == "" {
+			if h.ValidUntil != nil {
+				h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
+			} else {
+				h.End, h.EndReason, h.EndIndex = Never, EndOpen, -1
+			}
+		}
+	}
+	// Holds are appended at their ok completion, so they are in Start order
+	// for any validated history; sort only if given something else.
+	if !sort.SliceIsSorted(a.holds, func(i, j int) bool { return a.holds[i].Start < a.holds[j].Start }) {
+		sort.SliceStable(a.holds, func(i, j int) bool { return a.holds[i].Start < a.holds[j].Start })
+	}
+	return a
+}
+
+// finish ends hold h's belief at t (event idx) unless its lease ran out
+// first.
+func finish(h *Hold, t int64, reason string, idx int64) {
+	if h.EndReason != "" {
+		return
+	}
+	if h.ValidUntil != nil && *h.ValidUntil <= t {
+		h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
+		return
+	}
+	h.End, h.EndReason, h.EndIndex = max(t, h.Start), reason, idx
+}
+
+// current returns the process's hold that op (a release or extend) refers
+// to, or nil when it refers to none.
+func (a *analysis) current(op *history.Op, ps *procState) *Hold {
+	if ps.hold < 0 {
+		return nil
+	}
+	h := &a.holds[ps.hold]
+	if op.Key != "" && h.Key != "" && op.Key != h.Key {
+		return nil
+	}
+	if op.Value != nil && op.Value.Token != "" && h.Token != "" && op.Value.Token != h.Token {
+		return nil
+	}
+	return h
+}
+
+func (a *analysis) invoke(i int, ps *procState) {
+	op := &a.ops[i]
+	switch op.F {
+	case history.Acquire:
+		if ps.hold >= 0 {
+			finish(&a.holds[ps.hold], op.Time, EndAbandoned, op.Index)
+		}
+	case history.Release:
+		if h := a.current(op, ps); h != nil {
+			finish(h, op.Time, EndRelease, op.Index)
+		}
+	}
+}
+
+func (a *analysis) complete(inv, i int, ps *procState) {
+	iop, op := &a.ops[inv], &a.ops[i]
+	switch iop.F {
+	case history.Acquire:
+		if op.Type != history.OK {
+			return // a failed or unknown acquire confers no belief
+		}
+		key := iop.Key
+		if key == "" {
+			key = op.Key
+		}
+		h := Hold{Key: key, Process: op.Process, Invoke: iop.Time, Start: op.Time,
+			AcquireIndex: op.Index, EndIndex: -1}
+		if v := op.Value; v != nil {
+			h.Token, h.Fence, h.ValidUntil = v.Token, v.Fence, v.ValidUntil
+		}
+		if ps.crashed && ps.crashedAt >= iop.Time {
+			// The ok reached a dead client.
+			h.End, h.EndReason = h.Start, EndCrash
+		} else if h.ValidUntil != nil && *h.ValidUntil <= h.Start {
+			h.End, h.EndReason = h.Start, EndValidUntil
+		}
+		ps.hold = len(a.holds)
+		a.holds = append(a.holds, h)
+	case history.Extend:
+		h := a.current(iop, ps)
+		if h == nil || h.EndReason != "" {
+			return
+		}
+		switch op.Type {
+		case history.OK:
+			if h.ValidUntil != nil && *h.ValidUntil <= op.Time {
+				// The lease ran out before the extension arrived; the
+				// belief ended then and is not revived.
+				finish(h, op.Time, EndValidUntil, -1)
+				return
+			}
+			if op.Value != nil && op.Value.ValidUntil != nil {
+				h.ValidUntil = op.Value.ValidUntil
+				if *h.ValidUntil <= op.Time {
+					h.End, h.EndReason, h.EndIndex = op.Time, EndValidUntil, -1
+				}
+			}
+		case history.Fail:
+			finish(h, op.Time, EndLost, op.Index)
+		}
+	}
+	// A release's outcome does not matter: the belief ended at its invoke,
+	// before a failed release could tell the client it had lost the lock.
+}
+
+func (a *analysis) nemesis(i int, open map[string]int, procs *procTable) {
+	op := &a.ops[i]
+	var v history.Value
+	if op.Value != nil {
+		v = *op.Value
+	}
+	switch v.Phase {
+	case "start", "":
+		f := fault{Fault: Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets,
+			Clients: v.Clients, Detail: v.Detail}}
+		if op.F != "client-crash" && v.Phase == "start" {
+			open[op.F] = len(a.faults)
+			f.End = Never
+		}
+		a.faults = append(a.faults, f)
+	case "stop":
+		if j, ok := open[op.F]; ok {
+			a.faults[j].End = op.Time
+			delete(open, op.F)
+		}
+	}
+	if op.F == "client-crash" && v.Phase != "stop" {
+		for _, p := range v.Clients {
+			ps := procs.get(p)
+			ps.crashed, ps.crashedAt = true, op.Time
+			if ps.hold >= 0 {
+				finish(&a.holds[ps.hold], op.Time, EndCrash, op.Index)
+			}
+		}
+	}
+}
+
+// outcome of a call: ok, fail or info (never completed counts as info).
+func (a *analysis) outcome(c call) history.Type {
+	if c.comp < 0 {
+		return history.Info
+	}
+	return a.ops[c.comp].Type
+}
+
+// endOf is the completion time of c, or the end of the history.
+func (a *analysis) endOf(c call) int64 {
+	if c.comp < 0 {
+		return a.end
+	}
+	return a.ops[c.comp].Time
+}

@@ -1,0 +1,222 @@
+package checker
+
+import (
+	"sort"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// Window is a span during which clients tried to acquire a key and nobody
+// held it (by anyone's belief) and every attempt failed or went unanswered.
+type Window struct {
+	Key      string `json:"key"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end"`
+	Duration int64  `json:"duration_ns"`
+	Attempts int    `json:"attempts"`
+	Failed   int    `json:"failed"`
+	Unknown  int    `json:"unknown"`
+	// Recovered is true when a hold followed the window.
+	Recovered bool `json:"recovered"`
+}
+
+// KeyLiveness is the liveness tally for one key.
+type KeyLiveness struct {
+	Key             string  `json:"key"`
+	AcquireAttempts int     `json:"acquire_attempts"`
+	AcquireOK       int     `json:"acquire_ok"`
+	AcquireFail     int     `json:"acquire_fail"`
+	AcquireUnknown  int     `json:"acquire_unknown"`
+	SuccessRate     float64 `json:"success_rate"`
+	Windows         int     `json:"windows"`
+	Longest         int64   `json:"longest_ns"`
+}
+
+// StuckKey is a key that nobody could acquire from Since to the end of the
+// history although clients kept trying.
+type StuckKey struct {
+	Key   string `json:"key"`
+	Since int64  `json:"since"`
+	For   int64  `json:"for_ns"`
+}
+
+// LivenessResult is the liveness checker's report.
+type LivenessResult struct {
+	AcquireAttempts int     `json:"acquire_attempts"`
+	AcquireOK       int     `json:"acquire_ok"`
+	AcquireFail     int     `json:"acquire_fail"`
+	AcquireUnknown  int     `json:"acquire_unknown"`
+	SuccessRate     float64 `json:"success_rate"`
+	// Windows counts unavailability windows; Top lists the longest ones.
+	Windows int      `json:"windows"`
+	Longest *Window  `json:"longest,omitempty"`
+	Top     []Window `json:"top,omitempty"`
+	// Stuck is set when a key was unavailable from some point to the end of
+	// the history for at least Options.StuckAfter.
+	Stuck      bool          `json:"stuck"`
+	StuckKey   string        `json:"stuck_key,omitempty"`
+	StuckSince int64         `json:"stuck_since,omitempty"`
+	StuckAfter int64         `json:"stuck_after_ns"`
+	StuckKeys  []StuckKey    `json:"stuck_keys,omitempty"`
+	Keys       []KeyLiveness `json:"keys,omitempty"`
+}
+
+const topWindows = 10
+
+// Liveness measures acquire success and unavailability.
+func Liveness(ops []history.Op, opts Options) *LivenessResult {
+	return scan(ops).liveness(opts.withDefaults())
+}
+
+type attempt struct {
+	invoke, end int64
+	outcome     history.Type
+	open        bool // never completed: counts as unknown, but as a failure for windows
+}
+
+func (a *analysis) liveness(opts Options) *LivenessResult {
+	r := &LivenessResult{StuckAfter: int64(opts.StuckAfter)}
+	attempts := map[string][]attempt{}
+	for _, c := range a.calls {
+		inv := &a.ops[c.inv]
+		if inv.F != history.Acquire {
+			continue
+		}
+		o := a.outcome(c)
+		attempts[inv.Key] = append(attempts[inv.Key], attempt{invoke: inv.Time, end: a.endOf(c),
+			outcome: o, open: c.comp < 0})
+	}
+	// Union of believed holds per key, in Start order.
+	type span struct{ start, end int64 }
+	union := map[string][]span{}
+	for i := range a.holds {
+		h := &a.holds[i]
+		if h.Empty() {
+			continue
+		}
+		u := union[h.Key]
+		if n := len(u); n > 0 && h.Start <= u[n-1].end {
+			u[n-1].end = max(u[n-1].end, h.End)
+		} else {
+			u = append(u, span{h.Start, h.End})
+		}
+		union[h.Key] = u
+	}
+	keys := make([]string, 0, len(attempts))
+	for k := range attempts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	// Attempts must reach this close to the end for a key to count as stuck
+	// rather than abandoned by the workload.
+	slack := max(int64(time.Second), a.end/10)
+	for _, k := range keys {
+		atts, u := attempts[k], union[k]
+		kl := KeyLiveness{Key: k, AcquireAttempts: len(atts)}
+		for _, at := range atts {
+			switch at.outcome {
+			case history.OK:
+				kl.AcquireOK++
+			case history.Fail:
+				kl.AcquireFail++
+			default:
+				kl.AcquireUnknown++
+			}
+		}
+		if kl.AcquireAttempts > 0 {
+			kl.SuccessRate = float64(kl.AcquireOK) / float64(kl.AcquireAttempts)
+		}
+		// Walk the gaps of the union; attempts are in invoke order.
+		j := 0
+		gapStart := int64(0)
+		var last *Window
+		for g := 0; g <= len(u); g++ {
+			gapEnd := int64(Never)
+			if g < len(u) {
+				gapEnd = u[g].start
+			}
+			w := Window{Key: k, Recovered: g < len(u)}
+			first, lastEnd := int64(-1), int64(0)
+			for ; j < len(atts) && atts[j].invoke < gapEnd; j++ {
+				at := atts[j]
+				if at.invoke < gapStart {
+					continue
+				}
+				if first < 0 {
+					first = at.invoke
+				}
+				w.Attempts++
+				lastEnd = max(lastEnd, at.end)
+				if at.outcome == history.OK || at.end > gapEnd {
+					// An attempt still running when the next hold began
+					// lost a race to it; that is contention, not
+					// unavailability.
+					continue
+				}
+				if at.outcome == history.Fail || at.open {
+					w.Failed++
+				} else {
+					w.Unknown++
+				}
+			}
+			if w.Failed+w.Unknown > 0 {
+				w.Start = max(gapStart, first)
+				if w.Recovered {
+					w.End = gapEnd
+				} else {
+					w.End = lastEnd
+				}
+				w.Duration = w.End - w.Start
+				kl.Windows++
+				kl.Longest = max(kl.Longest, w.Duration)
+				r.Windows++
+				r.Top = insertTop(r.Top, w)
+				last = &w
+			} else {
+				last = nil
+			}
+			if g < len(u) {
+				gapStart = u[g].end
+				if gapStart == Never {
+					break
+				}
+			}
+		}
+		if last != nil && !last.Recovered && last.End >= a.end-slack && a.end-last.Start >= int64(opts.StuckAfter) {
+			r.StuckKeys = append(r.StuckKeys, StuckKey{Key: k, Since: last.Start, For: a.end - last.Start})
+		}
+		r.AcquireAttempts += kl.AcquireAttempts
+		r.AcquireOK += kl.AcquireOK
+		r.AcquireFail += kl.AcquireFail
+		r.AcquireUnknown += kl.AcquireUnknown
+		r.Keys = append(r.Keys, kl)
+	}
+	if r.AcquireAttempts > 0 {
+		r.SuccessRate = float64(r.AcquireOK) / float64(r.AcquireAttempts)
+	}
+	if len(r.Top) > 0 {
+		l := r.Top[0]
+		r.Longest = &l
+	}
+	if len(r.StuckKeys) > 0 {
+		sort.SliceStable(r.StuckKeys, func(i, j int) bool { return r.StuckKeys[i].Since < r.StuckKeys[j].Since })
+		r.Stuck, r.StuckKey, r.StuckSince = true, r.StuckKeys[0].Key, r.StuckKeys[0].Since
+	}
+	return r
+}
+
+// insertTop keeps the topWindows longest windows, longest first, without
+// sorting all of them.
+func insertTop(top []Window, w Window) []Window {
+	if len(top) == topWindows && top[len(top)-1].Duration >= w.Duration {
+		return top
+	}
+	i := sort.Search(len(top), func(i int) bool { return top[i].Duration < w.Duration })
+	if len(top) < topWindows {
+		top = append(top, Window{})
+	}
+	copy(top[i+1:], top[i:])
+	top[i] = w
+	return top
+}

@@ -1,0 +1,208 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// Write is an accepted write to the protected resource.
+type Write struct {
+	Process int    `json:"process"`
+	N       int64  `json:"n"`
+	Token   string `json:"token,omitempty"`
+	Fence   *int64 `json:"fence,omitempty"`
+	Invoke  int64  `json:"invoke"`
+	Time    int64  `json:"time"` // completion
+	Index   int64  `json:"index"`
+}
+
+// Interleaving is a pair of accepted writes of the same value: both writers
+// read n-1, so one increment overwrote the other.
+type Interleaving struct {
+	Key    string `json:"key"`
+	First  Write  `json:"first"`
+	Second Write  `json:"second"`
+	Story  string `json:"story"`
+}
+
+// ResourceKey is the resource checker's tally for one key.
+type ResourceKey struct {
+	Key           string `json:"key"`
+	Writes        int    `json:"writes"`
+	Accepted      int    `json:"accepted"`
+	RejectedStale int    `json:"rejected_stale"`
+	UnknownWrites int    `json:"unknown_writes"`
+	Reads         int    `json:"reads"`
+	RejectedReads int    `json:"rejected_reads"`
+	// Final is the value of the last ok read invoked after every write had
+	// completed; nil when there is none.
+	Final       *int64 `json:"final"`
+	LostUpdates int    `json:"lost_updates"`
+	Duplicates  int    `json:"duplicates"`
+	Valid       bool   `json:"valid"`
+}
+
+// ResourceResult is what the application would have suffered: the counter
+// workload's reads and writes under the lock.
+type ResourceResult struct {
+	// Checked is false when the history has no writes (not a counter run);
+	// Valid is then true.
+	Checked       bool   `json:"checked"`
+	Valid         bool   `json:"valid"`
+	Writes        int    `json:"writes"`
+	Accepted      int    `json:"accepted"`
+	RejectedStale int    `json:"rejected_stale"`
+	UnknownWrites int    `json:"unknown_writes"`
+	Reads         int    `json:"reads"`
+	RejectedReads int    `json:"rejected_reads"`
+	Final         *int64 `json:"final"` // the single key's final value; nil with several keys
+	LostUpdates   int    `json:"lost_updates"`
+	// Duplicates counts accepted writes that wrote a value already written.
+	Duplicates  int            `json:"duplicates"`
+	Interleaved []Interleaving `json:"interleaved,omitempty"`
+	Keys        []ResourceKey  `json:"keys,omitempty"`
+	Explanation string         `json:"explanation,omitempty"`
+}
+
+// Resource checks the protected resource's reads and writes.
+func Resource(ops []history.Op) *ResourceResult { return scan(ops).resource() }
+
+func (a *analysis) resource() *ResourceResult {
+	r := &ResourceResult{Valid: true}
+	type keyState struct {
+		ResourceKey
+		lastWriteEnd int64
+		lastRead     int // call index of the ok read with the latest invoke
+		firstWrite   map[int64]Write
+	}
+	keys := map[string]*keyState{}
+	get := func(k string) *keyState {
+		ks := keys[k]
+		if ks == nil {
+			ks = &keyState{ResourceKey: ResourceKey{Key: k}, lastRead: -1, firstWrite: map[int64]Write{}}
+			keys[k] = ks
+		}
+		return ks
+	}
+	for ci, c := range a.calls {
+		inv := &a.ops[c.inv]
+		switch inv.F {
+		case history.Write:
+			ks := get(inv.Key)
+			ks.Writes++
+			end := a.endOf(c)
+			if c.comp < 0 {
+				end = Never // may still take effect: no read is "after" it
+			}
+			ks.lastWriteEnd = max(ks.lastWriteEnd, end)
+			switch a.outcome(c) {
+			case history.OK:
+				ks.Accepted++
+				w := Write{Process: inv.Process, Invoke: inv.Time, Time: a.ops[c.comp].Time, Index: a.ops[c.comp].Index}
+				if v := inv.Value; v != nil {
+					w.Token, w.Fence = v.Token, v.Fence
+					if v.N == nil {
+						continue
+					}
+					w.N = *v.N
+				} else {
+					continue
+				}
+				if first, dup := ks.firstWrite[w.N]; dup {
+					ks.Duplicates++
+					if len(r.Interleaved) < MaxViolations {
+						r.Interleaved = append(r.Interleaved, interleaving(inv.Key, first, w))
+					}
+				} else {
+					ks.firstWrite[w.N] = w
+				}
+			case history.Fail:
+				ks.RejectedStale++
+			default:
+				ks.UnknownWrites++
+			}
+		case history.Read:
+			ks := get(inv.Key)
+			ks.Reads++
+			switch a.outcome(c) {
+			case history.OK:
+				if v := a.ops[c.comp].Value; v != nil && v.N != nil {
+					ks.lastRead = ci
+				}
+			case history.Fail:
+				ks.RejectedReads++
+			}
+		}
+	}
+	names := make([]string, 0, len(keys))
+	for k, ks := range keys {
+		if ks.Writes > 0 {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	var why []string
+	for _, k := range names {
+		ks := keys[k]
+		ks.Valid = true
+		// Calls are in invoke order, so lastRead is the latest-invoked ok
+		// read; it counts only if no write could land after it.
+		if ks.lastRead >= 0 && a.ops[a.calls[ks.lastRead].inv].Time > ks.lastWriteEnd {
+			ks.Final = a.ops[a.calls[ks.lastRead].comp].Value.N
+		}
+		if ks.Final != nil && *ks.Final < int64(ks.Accepted) {
+			ks.LostUpdates = ks.Accepted - int(*ks.Final)
+		}
+		if ks.Duplicates > 0 {
+			ks.Valid = false
+			why = append(why, fmt.Sprintf("%s: %d accepted writes wrote a value already written (interleaved read-modify-write)", k, ks.Duplicates))
+		}
+		if ks.LostUpdates > 0 {
+			ks.Valid = false
+			why = append(why, fmt.Sprintf("%s: %d accepted increments but the final value is %d: %d lost updates", k, ks.Accepted, *ks.Final, ks.LostUpdates))
+		}
+		if ks.Final != nil && *ks.Final > int64(ks.Accepted+ks.UnknownWrites) {
+			ks.Valid = false
+			why = append(why, fmt.Sprintf("%s: final value %d exceeds the %d accepted and %d unknown writes", k, *ks.Final, ks.Accepted, ks.UnknownWrites))
+		}
+		r.Checked = true
+		r.Valid = r.Valid && ks.Valid
+		r.Writes += ks.Writes
+		r.Accepted += ks.Accepted
+		r.RejectedStale += ks.RejectedStale
+		r.UnknownWrites += ks.UnknownWrites
+		r.Reads += ks.Reads
+		r.RejectedReads += ks.RejectedReads
+		r.LostUpdates += ks.LostUpdates
+		r.Duplicates += ks.Duplicates
+		r.Keys = append(r.Keys, ks.ResourceKey)
+	}
+	if len(r.Keys) == 1 {
+		r.Final = r.Keys[0].Final
+	}
+	r.Explanation = strings.Join(why, "; ")
+	return r
+}
+
+func interleaving(key string, first, second Write) Interleaving {
+	desc := func(w Write) string {
+		var parts []string
+		if w.Token != "" {
+			parts = append(parts, "token "+w.Token)
+		}
+		if w.Fence != nil {
+			parts = append(parts, fmt.Sprintf("fence %d", *w.Fence))
+		}
+		s := fmt.Sprintf("process %d", w.Process)
+		if len(parts) > 0 {
+			s += " (" + strings.Join(parts, ", ") + ")"
+		}
+		return s
+	}
+	story := fmt.Sprintf("%s and %s both wrote %d to %s, accepted at %s and %s: each had read %d, so one increment overwrote the other.",
+		desc(first), desc(second), second.N, key, fmtT(first.Time), fmtT(second.Time), second.N-1)
+	return Interleaving{Key: key, First: first, Second: second, Story: story}
+}
