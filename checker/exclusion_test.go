@@ -128,3 +128,24 @@ func TestExclusionKeepsAtMostMaxViolations(t *testing.T) {
 		t.Fatalf("count %d detailed %d", r.Count, len(r.Violations))
 	}
 }
+
+// Two faults of one kind on different targets overlap; each stop must close
+// its own start, or the witness would name the wrong fault window.
+func TestOverlappingFaultsOfOneKind(t *testing.T) {
+	ops := new(hb).
+		fault(0, "pause", "start", "n1").
+		fault(10, "pause", "start", "n2").
+		fault(20, "pause", "stop", "n1").
+		acquire(0, "k", 30, 31, ok, "a", 100).
+		acquire(1, "k", 40, 41, ok, "b", 100).
+		fault(90, "pause", "stop", "n2").
+		build(t)
+	r := Exclusion(ops)
+	if r.Count != 1 {
+		t.Fatalf("count %d", r.Count)
+	}
+	f := r.Violations[0].Faults
+	if len(f) != 1 || f[0].Targets[0] != "n2" || f[0].End != ms(90) {
+		t.Fatalf("faults active during the overlap: %+v", f)
+	}
+}

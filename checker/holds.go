@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -266,19 +267,22 @@ func (a *analysis) nemesis(i int, open map[string]int, procs *procTable) {
 	if op.Value != nil {
 		v = *op.Value
 	}
+	// Faults of one kind can overlap (two clients paused at once), so a
+	// stop matches the start of the same fault on the same targets.
+	id := faultID(op.F, v)
 	switch v.Phase {
 	case "start", "":
 		f := fault{Fault: Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets,
 			Clients: v.Clients, Detail: v.Detail}}
 		if op.F != "client-crash" && v.Phase == "start" {
-			open[op.F] = len(a.faults)
+			open[id] = len(a.faults)
 			f.End = Never
 		}
 		a.faults = append(a.faults, f)
 	case "stop":
-		if j, ok := open[op.F]; ok {
+		if j, ok := open[id]; ok {
 			a.faults[j].End = op.Time
-			delete(open, op.F)
+			delete(open, id)
 		}
 	}
 	if op.F == "client-crash" && v.Phase != "stop" {
@@ -290,6 +294,10 @@ func (a *analysis) nemesis(i int, open map[string]int, procs *procTable) {
 			}
 		}
 	}
+}
+
+func faultID(f string, v history.Value) string {
+	return fmt.Sprintf("%s|%v|%v", f, v.Targets, v.Clients)
 }
 
 // outcome of a call: ok, fail or info (never completed counts as info).
