@@ -16,7 +16,9 @@ import (
 
 // Options tune the checkers; the zero value means the defaults.
 type Options struct {
-	// TTL is the lock's lease; it only scales StuckAfter's default.
+	// TTL is the lock's lease. It scales StuckAfter's default, and a
+	// violation's witness lists the faults active from a TTL before the
+	// first hold (a fault that ended before an overlap often caused it).
 	TTL time.Duration
 	// StuckAfter is how long a key must be unavailable up to the end of
 	// the history to be stuck. Default max(5×TTL, 2s).
@@ -30,6 +32,8 @@ type Options struct {
 	// when it runs out are unknown. Default 60s.
 	LinearizabilityBudget time.Duration
 	// OutDir receives porcupine's HTML visualizations; "" writes none.
+	// Check first removes the linearizability-*.html files already there, so
+	// that the directory holds only those its results list.
 	OutDir string
 }
 
@@ -110,8 +114,10 @@ const (
 type Results struct {
 	Valid   Validity `json:"valid"`
 	Verdict string   `json:"verdict"`
-	// Violations counts mutual-exclusion violations.
+	// Violations counts mutual-exclusion violations; Incidents the
+	// connected groups of overlapping holds they form.
 	Violations int `json:"violations"`
+	Incidents  int `json:"incidents"`
 	// Ops counts completed client operations.
 	Ops int `json:"ops"`
 	// Disagreement is set when the exclusion checker and porcupine give
@@ -129,13 +135,14 @@ func Check(ops []history.Op, opts Options) *Results {
 	opts = opts.withDefaults()
 	a := scan(ops)
 	r := &Results{
-		Exclusion:       a.exclusion(),
+		Exclusion:       a.exclusion(opts.TTL),
 		Linearizability: a.linearizability(opts),
 		Resource:        a.resource(),
 		Liveness:        a.liveness(opts),
 		Stats:           a.stats(),
 	}
 	r.Violations = r.Exclusion.Count
+	r.Incidents = r.Exclusion.Incidents
 	r.Ops = r.Stats.Ops
 	lin := r.Linearizability.Valid
 	switch {
@@ -143,6 +150,10 @@ func Check(ops []history.Op, opts Options) *Results {
 		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
 	case r.Liveness.Stuck:
 		r.Verdict, r.Valid = VerdictStuck, ValidFalse
+	case r.Exclusion.untested():
+		// A run where no lock was granted (a dead server, a broken lock)
+		// found no violation only because it tested nothing.
+		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
 	case lin == ValidUnknown:
 		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
 	default:
@@ -165,7 +176,8 @@ func (r *Results) Summary() []string {
 	case VerdictUnsafe:
 		switch {
 		case ex != nil && ex.Count > 0:
-			s := fmt.Sprintf("UNSAFE: %d mutual-exclusion %s", ex.Count, plural(ex.Count, "violation", "violations"))
+			s := fmt.Sprintf("UNSAFE: %d mutual-exclusion %s in %d %s", ex.Count, plural(ex.Count, "violation", "violations"),
+				ex.Incidents, plural(ex.Incidents, "incident", "incidents"))
 			if len(ex.Violations) > 0 {
 				v := ex.Violations[0]
 				s += fmt.Sprintf(": processes %d and %d held %s at the same time for %s", v.First.Process, v.Second.Process, v.Key, fmtD(v.Overlap))
@@ -180,10 +192,25 @@ func (r *Results) Summary() []string {
 		lines = append(lines, fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end of the run (%s) although clients kept trying",
 			live.StuckKey, fmtT(live.StuckSince), fmtD(live.StuckKeys[0].For)))
 	case VerdictUnknown:
-		lines = append(lines, fmt.Sprintf("UNKNOWN: no violation found, but porcupine could not check %d of %d segments (%d too large, %d timed out, %d over budget)",
-			lin.SegmentsUnknown, lin.Segments, lin.TooLarge, lin.TimedOut, lin.OverBudget))
+		switch {
+		case ex != nil && ex.untested():
+			s := "UNKNOWN: no lock was ever granted: nothing was tested"
+			switch {
+			case ex.Holds > 0:
+				s = fmt.Sprintf("UNKNOWN: no lock was ever granted usably: nothing was tested (%d %s, each arriving after its lease had run out or its holder had crashed)",
+					ex.Holds, plural(ex.Holds, "grant", "grants"))
+			case live != nil:
+				s += fmt.Sprintf(" (%d acquire %s, none ok)", live.AcquireAttempts, plural(live.AcquireAttempts, "attempt", "attempts"))
+			}
+			lines = append(lines, s)
+		case lin != nil:
+			lines = append(lines, fmt.Sprintf("UNKNOWN: no violation found, but porcupine could not check %d of %d segments (%d too large, %d timed out, %d over budget)",
+				lin.SegmentsUnknown, lin.Segments, lin.TooLarge, lin.TimedOut, lin.OverBudget))
+		default:
+			lines = append(lines, "UNKNOWN")
+		}
 	case VerdictSafe:
-		lines = append(lines, fmt.Sprintf("SAFE: no mutual-exclusion violations in %d holds; porcupine found the history linearizable", ex.Holds))
+		lines = append(lines, fmt.Sprintf("SAFE: no mutual-exclusion violations in %d %s; porcupine found the history linearizable", ex.Holds, plural(ex.Holds, "hold", "holds")))
 	default:
 		lines = append(lines, "NOT CHECKED")
 	}
@@ -204,8 +231,8 @@ func (r *Results) Summary() []string {
 		lines = append(lines, s)
 	}
 	if live != nil {
-		s := fmt.Sprintf("liveness: %d acquire attempts, %d ok (%.1f%%), %d failed, %d unknown",
-			live.AcquireAttempts, live.AcquireOK, 100*live.SuccessRate, live.AcquireFail, live.AcquireUnknown)
+		s := fmt.Sprintf("liveness: %d acquire %s, %d ok (%.1f%%), %d failed, %d unknown",
+			live.AcquireAttempts, plural(live.AcquireAttempts, "attempt", "attempts"), live.AcquireOK, 100*live.SuccessRate, live.AcquireFail, live.AcquireUnknown)
 		if live.Longest != nil {
 			s += fmt.Sprintf("; longest unavailability %s on %s from %s", fmtD(live.Longest.Duration), live.Longest.Key, fmtT(live.Longest.Start))
 		}
@@ -216,10 +243,18 @@ func (r *Results) Summary() []string {
 			lin.Valid, lin.Segments, lin.SegmentsChecked, lin.SegmentsIllegal, lin.SegmentsUnknown, lin.OpsChecked, lin.Ops))
 	}
 	if st := r.Stats; st != nil {
-		lines = append(lines, fmt.Sprintf("%d operations in %s (%.0f ops/s, %.1f acquires/s)", st.Ops, fmtD(st.Duration), st.OpThroughput, st.AcquireThroughput))
+		s := fmt.Sprintf("%d %s in %s", st.Ops, plural(st.Ops, "operation", "operations"), fmtD(st.Duration))
+		if st.rated() {
+			s += fmt.Sprintf(" (%.0f ops/s, %.1f acquires/s)", st.OpThroughput, st.AcquireThroughput)
+		}
+		lines = append(lines, s)
 	}
 	return lines
 }
+
+// untested reports whether the history had no believed hold at all, so that
+// finding no violation in it says nothing about the lock.
+func (r *ExclusionResult) untested() bool { return r.Holds == r.EmptyHolds }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
 )
@@ -55,7 +56,11 @@ type Violation struct {
 	// key between First.Start and Second.Start: usually the cause (someone
 	// deleting a lock that was not theirs).
 	Between []Event `json:"between,omitempty"`
-	// Faults are the nemesis faults active during the overlap.
+	// Faults are the nemesis faults active during the overlap and, when the
+	// TTL is known, those active in the TTL before First.Start: the cause is
+	// often a fault that ended just before the overlap (a client paused past
+	// its lease wakes and deletes someone's key). A fault whose End is before
+	// OverlapStart is one of the latter.
 	Faults []Fault `json:"faults,omitempty"`
 	Story  string  `json:"story"`
 }
@@ -70,39 +75,62 @@ type ExclusionResult struct {
 	Keys       int `json:"keys"`
 	// Count is the number of holds that started while another hold on the
 	// same key was believed.
-	Count      int         `json:"count"`
+	Count int `json:"count"`
+	// Incidents is the number of connected groups of overlapping holds (per
+	// key, holds linked by overlap: a–b and b–c are one incident). One stale
+	// hold that overlaps dozens of later ones is one incident, and so is the
+	// chain of wrong deletes one bad release starts.
+	Incidents  int         `json:"incidents"`
 	Violations []Violation `json:"violations,omitempty"`
 }
 
 // Exclusion checks that no two believed holds on one key overlap.
-func Exclusion(ops []history.Op) *ExclusionResult { return scan(ops).exclusion() }
+func Exclusion(ops []history.Op) *ExclusionResult { return scan(ops).exclusion(0) }
 
-func (a *analysis) exclusion() *ExclusionResult {
+// ExclusionWith is Exclusion with options: Options.TTL widens the faults
+// listed with a violation to those active in the TTL before it.
+func ExclusionWith(ops []history.Op, opts Options) *ExclusionResult {
+	return scan(ops).exclusion(opts.TTL)
+}
+
+func (a *analysis) exclusion(ttl time.Duration) *ExclusionResult {
 	r := &ExclusionResult{Holds: len(a.holds)}
 	type pair struct{ first, second int }
 	var found []pair
 	// Sweep in Start order keeping, per key, the hold whose belief reaches
-	// furthest: a new hold overlaps some earlier one iff it overlaps that one.
-	active := map[string]int{}
+	// furthest: a new hold overlaps some earlier one iff it overlaps that
+	// one, and a hold that overlaps none starts a new connected group.
+	type keyState struct {
+		furthest   int
+		inIncident bool // the current group already counts as an incident
+	}
+	active := map[string]*keyState{}
 	for i := range a.holds {
 		h := &a.holds[i]
 		if h.Empty() {
 			r.EmptyHolds++
 			continue
 		}
-		j, ok := active[h.Key]
-		if !ok {
-			active[h.Key] = i
+		ks := active[h.Key]
+		if ks == nil {
+			active[h.Key] = &keyState{furthest: i}
 			continue
 		}
+		j := ks.furthest
 		if h.Start < a.holds[j].End {
 			r.Count++
+			if !ks.inIncident {
+				r.Incidents++
+				ks.inIncident = true
+			}
 			if len(found) < MaxViolations {
 				found = append(found, pair{j, i})
 			}
+		} else {
+			ks.inIncident = false
 		}
 		if h.End > a.holds[j].End {
-			active[h.Key] = i
+			ks.furthest = i
 		}
 	}
 	r.Keys = len(active)
@@ -112,7 +140,7 @@ func (a *analysis) exclusion() *ExclusionResult {
 	}
 	between := a.releaseExtendByKey()
 	for _, p := range found {
-		r.Violations = append(r.Violations, a.violation(&a.holds[p.first], &a.holds[p.second], between))
+		r.Violations = append(r.Violations, a.violation(&a.holds[p.first], &a.holds[p.second], between, ttl))
 	}
 	return r
 }
@@ -140,7 +168,7 @@ func (a *analysis) releaseExtendByKey() map[string][]keyedEvent {
 	return m
 }
 
-func (a *analysis) violation(first, second *Hold, between map[string][]keyedEvent) Violation {
+func (a *analysis) violation(first, second *Hold, between map[string][]keyedEvent, ttl time.Duration) Violation {
 	v := Violation{Key: second.Key, First: *first, Second: *second,
 		OverlapStart: second.Start, OverlapEnd: min(first.End, second.End)}
 	end := v.OverlapEnd
@@ -166,8 +194,12 @@ func (a *analysis) violation(first, second *Hold, between map[string][]keyedEven
 	for i, j := 0, len(v.Between)-1; i < j; i, j = i+1, j-1 {
 		v.Between[i], v.Between[j] = v.Between[j], v.Between[i]
 	}
+	from := v.OverlapStart
+	if ttl > 0 {
+		from = min(from, first.Start-int64(ttl))
+	}
 	for _, f := range a.faults {
-		if f.Start <= end && f.End >= v.OverlapStart {
+		if f.Start <= end && f.End >= from {
 			v.Faults = append(v.Faults, f.Fault)
 		}
 	}
@@ -231,12 +263,22 @@ func (v *Violation) story() string {
 		}
 		b.WriteString(".")
 	}
-	if len(v.Faults) > 0 {
-		names := make([]string, len(v.Faults))
-		for i, f := range v.Faults {
-			names[i] = f.describe()
+	var during, before []string
+	for _, f := range v.Faults {
+		switch {
+		case f.End < v.OverlapStart && f.End == f.Start: // an instant fault: a crash
+			before = append(before, fmt.Sprintf("%s, %s before the overlap", f.describe(), fmtD(v.OverlapStart-f.End)))
+		case f.End < v.OverlapStart:
+			before = append(before, fmt.Sprintf("%s, ended %s before the overlap", f.describe(), fmtD(v.OverlapStart-f.End)))
+		default:
+			during = append(during, f.describe())
 		}
-		b.WriteString(" Faults active: " + strings.Join(names, "; ") + ".")
+	}
+	if len(during) > 0 {
+		b.WriteString(" Faults active during the overlap: " + strings.Join(during, "; ") + ".")
+	}
+	if len(before) > 0 {
+		b.WriteString(" Earlier faults: " + strings.Join(before, "; ") + ".")
 	}
 	return b.String()
 }

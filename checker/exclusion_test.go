@@ -1,8 +1,12 @@
 package checker
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
 )
 
 // safetyCases are judged the same way by the exclusion checker and by
@@ -19,7 +23,7 @@ var safetyCases = []struct {
 	{"touching intervals are legal", func() *hb {
 		// 2's ok arrives at the very instant 1 invokes its release.
 		return new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 20, -1, ok, "", 0).
-			release(1, "k", 50, 60, ok, "a").ev(50, 2, ok, "acquire", "k", nil)
+			release(1, "k", 50, 60, ok, "a").ev(50, 2, ok, "acquire", "k", &history.Value{Token: "b"})
 	}, true},
 	{"overlap", func() *hb {
 		return new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 20, 30, ok, "b", 1000).
@@ -147,5 +151,137 @@ func TestOverlappingFaultsOfOneKind(t *testing.T) {
 	f := r.Violations[0].Faults
 	if len(f) != 1 || f[0].Targets[0] != "n2" || f[0].End != ms(90) {
 		t.Fatalf("faults active during the overlap: %+v", f)
+	}
+}
+
+// Count says how many holds started while another was believed; incidents
+// how many separate things went wrong.
+func TestExclusionIncidents(t *testing.T) {
+	// One stale no-TTL hold that dozens of later holds overlap.
+	stale := new(hb).acquire(0, "k", 0, 1, ok, "x", -1)
+	for i := 1; i <= 30; i++ {
+		stale.acquire(i, "k", int64(i)*10, int64(i)*10+1, ok, "y", int64(i)*10+5)
+	}
+	cases := []struct {
+		name             string
+		b                *hb
+		count, incidents int
+	}{
+		{"none", new(hb).acquire(1, "k", 0, 10, ok, "a", 100).acquire(2, "k", 200, 210, ok, "b", 300), 0, 0},
+		{"one pair", new(hb).acquire(1, "k", 0, 10, ok, "a", 100).acquire(2, "k", 20, 30, ok, "b", 300), 1, 1},
+		{"one stale hold, many overlaps", stale, 30, 1},
+		{"a chain a-b, b-c is one incident", new(hb).
+			acquire(1, "k", 0, 10, ok, "a", 100).    // [10,100]
+			acquire(2, "k", 50, 90, ok, "b", 200).   // [90,200] overlaps a
+			acquire(3, "k", 140, 150, ok, "c", 300), // [150,300] overlaps b only
+			2, 1},
+		{"touching holds do not link", new(hb).
+			acquire(1, "k", 0, 10, ok, "a", 100).acquire(2, "k", 20, 30, ok, "b", 200).      // one incident
+			acquire(3, "k", 190, 200, ok, "c", 300).acquire(4, "k", 210, 220, ok, "d", 400), // starts when b ends: another
+			2, 2},
+		{"separate groups", new(hb).
+			acquire(1, "k", 0, 10, ok, "a", 100).acquire(2, "k", 20, 30, ok, "b", 100).
+			acquire(3, "k", 500, 510, ok, "c", 600).acquire(4, "k", 520, 530, ok, "d", 600).acquire(5, "k", 540, 550, ok, "e", 600),
+			3, 2},
+		{"keys are separate", new(hb).
+			acquire(1, "k", 0, 10, ok, "a", 100).acquire(2, "k", 20, 30, ok, "b", 100).
+			acquire(3, "j", 0, 10, ok, "c", 100).acquire(4, "j", 20, 30, ok, "d", 100),
+			2, 2},
+		{"interleaved keys keep their own groups", new(hb).
+			acquire(1, "k", 0, 10, ok, "a", 1000).acquire(3, "j", 15, 20, ok, "c", 30).
+			acquire(2, "k", 40, 50, ok, "b", 1000).acquire(4, "j", 60, 70, ok, "d", 80).
+			acquire(5, "k", 100, 110, ok, "e", 1000),
+			2, 1},
+		{"an empty hold does not link", new(hb).
+			acquire(1, "k", 0, 10, ok, "a", 100).acquire(2, "k", 0, 120, ok, "b", 110). // empty
+			acquire(3, "k", 130, 140, ok, "c", 200).acquire(4, "k", 150, 160, ok, "d", 300),
+			1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ops := c.b.build(t)
+			r := Exclusion(ops)
+			if r.Count != c.count || r.Incidents != c.incidents {
+				t.Fatalf("count %d incidents %d, want %d and %d", r.Count, r.Incidents, c.count, c.incidents)
+			}
+			res := Check(ops, Options{})
+			b, _ := json.Marshal(res)
+			var raw map[string]any
+			if err := json.Unmarshal(b, &raw); err != nil {
+				t.Fatal(err)
+			}
+			if res.Incidents != c.incidents || raw["incidents"] != float64(c.incidents) ||
+				raw["exclusion"].(map[string]any)["incidents"] != float64(c.incidents) {
+				t.Fatalf("results: incidents %d, json %v", res.Incidents, raw["incidents"])
+			}
+		})
+	}
+}
+
+// The cause of an overlap is often a fault that ended just before it: a
+// client paused past its lease wakes and deletes the next holder's key.
+func TestExclusionFaultsBeforeTheOverlap(t *testing.T) {
+	b := new(hb).
+		fault(10, "partition", "start", "n1").fault(20, "partition", "stop", "n1"). // long before: not listed
+		acquire(2, "k", 95, 100, ok, "p2.1", 590).
+		ev(600, -1, info, "client-pause", "", &history.Value{Phase: "start", Clients: []int{2}, Targets: []string{"client 2"}}).
+		acquire(1, "k", 1400, 1410, ok, "p1.1", 1900).
+		ev(1600, -1, info, "client-pause", "", &history.Value{Phase: "stop", Clients: []int{2}, Targets: []string{"client 2"}}).
+		release(2, "k", 1600, 1601, ok, "p2.1"). // DEL of p1's key
+		crash(1601, 7).
+		acquire(3, "k", 1601, 1602, ok, "p3.1", 2000).
+		fault(1605, "partition", "start", "n2").
+		release(1, "k", 1650, 1651, ok, "p1.1").
+		fault(1700, "partition", "stop", "n2")
+	ops := b.build(t)
+	cases := []struct {
+		name    string
+		run     func() *ExclusionResult
+		faults  []string // names in order
+		story   []string
+		noStory []string
+	}{
+		{"without TTL: only the overlap", func() *ExclusionResult { return Exclusion(ops) },
+			[]string{"partition"},
+			[]string{"Faults active during the overlap: partition on n2 from 1.605s to 1.700s."},
+			[]string{"client-pause", "ended before"}},
+		{"with TTL: the TTL before the first hold too", func() *ExclusionResult { return ExclusionWith(ops, Options{TTL: 500 * time.Millisecond}) },
+			[]string{"client-pause", "client-crash", "partition"},
+			[]string{"Faults active during the overlap: partition on n2 from 1.605s to 1.700s.",
+				"Earlier faults: client-pause on client 2 from 0.600s to 1.600s, ended 2ms before the overlap; " +
+					"client-crash of processes 7 at 1.601s, 1ms before the overlap."},
+			[]string{"n1"}},
+		{"through Check", func() *ExclusionResult {
+			return Check(ops, Options{TTL: 500 * time.Millisecond}).Exclusion
+		}, []string{"client-pause", "client-crash", "partition"}, []string{"ended 2ms before the overlap"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.run()
+			if r.Count != 1 {
+				t.Fatalf("count %d", r.Count)
+			}
+			v := r.Violations[0]
+			if v.First.Process != 1 || v.Second.Process != 3 {
+				t.Fatalf("witness %d/%d", v.First.Process, v.Second.Process)
+			}
+			var names []string
+			for _, f := range v.Faults {
+				names = append(names, f.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(c.faults, ",") {
+				t.Errorf("faults %v, want %v", names, c.faults)
+			}
+			for _, want := range c.story {
+				if !strings.Contains(v.Story, want) {
+					t.Errorf("story lacks %q:\n%s", want, v.Story)
+				}
+			}
+			for _, bad := range c.noStory {
+				if strings.Contains(v.Story, bad) {
+					t.Errorf("story has %q:\n%s", bad, v.Story)
+				}
+			}
+		})
 	}
 }

@@ -89,11 +89,9 @@ func (b *hb) read(p int, key string, inv, comp int64, typ history.Type, n int64)
 
 func (b *hb) build(tb testing.TB) []history.Op {
 	tb.Helper()
-	ops := append([]history.Op(nil), b.events...)
-	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Time < ops[j].Time })
+	ops := b.buildRaw()
 	var buf []byte
 	for i := range ops {
-		ops[i].Index = int64(i)
 		buf = history.AppendJSON(buf, &ops[i])
 		buf = append(buf, '\n')
 	}
@@ -102,4 +100,15 @@ func (b *hb) build(tb testing.TB) []history.Op {
 		tb.Fatalf("invalid test history: %v", err)
 	}
 	return res.Ops
+}
+
+// buildRaw orders and numbers the events without validating them: Check is
+// exported, and a caller may hand it events that never went through Decode.
+func (b *hb) buildRaw() []history.Op {
+	ops := append([]history.Op(nil), b.events...)
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Time < ops[j].Time })
+	for i := range ops {
+		ops[i].Index = int64(i)
+	}
+	return ops
 }

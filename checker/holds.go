@@ -285,7 +285,9 @@ func (a *analysis) nemesis(i int, open map[string]int, procs *procTable) {
 			delete(open, id)
 		}
 	}
-	if op.F == "client-crash" && v.Phase != "stop" {
+	// Only a crash that happened ends beliefs: "error" and "skipped" mark
+	// one that was never applied.
+	if op.F == "client-crash" && (v.Phase == "start" || v.Phase == "") {
 		for _, p := range v.Clients {
 			ps := procs.get(p)
 			ps.crashed, ps.crashedAt = true, op.Time

@@ -93,3 +93,23 @@ func TestHoldsEmptyHistory(t *testing.T) {
 		t.Fatalf("holds of an empty history: %v", hs)
 	}
 }
+
+// A client-crash that did not happen must not end anyone's belief.
+func TestCrashPhases(t *testing.T) {
+	for _, c := range []struct {
+		phase string
+		end   int64 // ms; -1 = Never
+	}{{"start", 40}, {"error", -1}, {"skipped", -1}} {
+		t.Run(c.phase, func(t *testing.T) {
+			hs := Holds(new(hb).acquire(1, "k", 0, 10, ok, "a", -1).
+				ev(40, history.NemesisProcess, info, "client-crash", "", &history.Value{Phase: c.phase, Clients: []int{1}}).build(t))
+			want := ms(c.end)
+			if c.end < 0 {
+				want = Never
+			}
+			if len(hs) != 1 || hs[0].End != want {
+				t.Fatalf("holds %+v, want end %d", hs, want)
+			}
+		})
+	}
+}

@@ -2,7 +2,9 @@ package checker
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -66,6 +68,8 @@ const (
 	// visCap bounds the ops in the visualization of a legal history: the
 	// HTML is for a human, and porcupine's verbose mode is not free.
 	visCap = 2000
+	// visWindowCap bounds the window drawn around an illegal segment.
+	visWindowCap = 4000
 	// Segments up to smallSegment ops are grouped into chunks of up to
 	// chunkOps, and chunks checked about batchOps ops at a time in one
 	// porcupine call (a partition each): a call per two-op segment would
@@ -126,6 +130,11 @@ func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
 	began := time.Now()
 	r := &LinearizabilityResult{Valid: ValidTrue}
 	lc := &linChecker{a: a, opts: opts, clients: map[int]int{}, deadline: began.Add(opts.LinearizabilityBudget)}
+	if opts.OutDir != "" {
+		// A re-check must not leave the pictures of an earlier check beside
+		// results that do not list them.
+		removeVisualizations(r, opts.OutDir)
+	}
 	byKey := map[string][]linOp{}
 	var keys []string
 	for i := range a.holds {
@@ -194,7 +203,7 @@ func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
 		}
 		info := s.info()
 		if i < maxIllegalFiles && opts.OutDir != "" {
-			info.File = lc.visualize(r, s.key, s.n, []*segment{s})
+			info.File = lc.visualizeIllegal(r, s, perKey[s.key])
 		}
 		r.Illegal = append(r.Illegal, info)
 	}
@@ -208,7 +217,7 @@ func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
 			n += len(ks[j].ops)
 			j++
 		}
-		lc.visualize(r, first.key, first.n, ks[first.n:j])
+		lc.visualize(r, first.key, first.n, ks[first.n:j], "")
 	}
 	r.Elapsed = int64(time.Since(began))
 	return r
@@ -476,23 +485,91 @@ func (lc *linChecker) checkAll(nsegs int, cs []chunk) []int8 {
 	return results
 }
 
+// visualizeIllegal draws an illegal segment. A segment cut while a hold
+// was open shows that holder only as a synthetic initial state, so the
+// picture would show one process acquiring a lock that looks free in it;
+// drawing the key's history from the holder's real acquire shows both sides
+// of the conflict. The verdict is unaffected: this is for the human.
+func (lc *linChecker) visualizeIllegal(r *LinearizabilityResult, s *segment, ks []*segment) string {
+	if w := window(s, ks); w != nil {
+		if name := lc.visualize(r, s.key, s.n, w, porcupine.Illegal); name != "" {
+			return name
+		}
+	}
+	return lc.visualize(r, s.key, s.n, []*segment{s}, "")
+}
+
+// window returns the key's consecutive segments from the one holding the
+// real acquire of the hold open at s's start through s; nil when s starts
+// with the lock free or the window would exceed visWindowCap operations.
+// Only one hold is open at a cut, so that hold is the earliest one open.
+func window(s *segment, ks []*segment) []*segment {
+	if s.init < 0 || s.n >= len(ks) || ks[s.n] != s {
+		return nil
+	}
+	n := len(s.ops)
+	for j := s.n - 1; j >= 0; j-- {
+		n += len(ks[j].ops)
+		if n > visWindowCap {
+			return nil
+		}
+		for _, o := range ks[j].ops {
+			if o.hold == s.init && !o.release {
+				return ks[j : s.n+1]
+			}
+		}
+	}
+	return nil
+}
+
 // visualize writes porcupine's HTML for segs (consecutive segments of one
-// key) and returns the file's base name, "" on failure.
-func (lc *linChecker) visualize(r *LinearizabilityResult, key string, n int, segs []*segment) string {
+// key) and returns the file's base name, "" on failure. With want set,
+// nothing is written unless porcupine's answer is want.
+func (lc *linChecker) visualize(r *LinearizabilityResult, key string, n int, segs []*segment, want porcupine.CheckResult) string {
 	if err := os.MkdirAll(lc.opts.OutDir, 0o755); err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("visualization: %v", err))
 		return ""
 	}
 	ops := lc.operations(nil, segs, 0, map[int]int{})
 	timeout := min(lc.opts.SegmentTimeout, max(time.Until(lc.deadline), time.Second))
-	_, info := porcupine.CheckOperationsVerbose(lc.model, ops, timeout)
-	name := fmt.Sprintf("linearizability-%s-%d.html", safeName(key), n)
+	res, info := porcupine.CheckOperationsVerbose(lc.model, ops, timeout)
+	if want != "" && res != want {
+		return ""
+	}
+	name := fmt.Sprintf("%s%s-%d%s", visPrefix, safeName(key), n, visSuffix)
 	if err := porcupine.VisualizePath(lc.model, info, filepath.Join(lc.opts.OutDir, name)); err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("visualization %s: %v", name, err))
 		return ""
 	}
 	r.Files = append(r.Files, name)
 	return name
+}
+
+// The visualizations' file names: linearizability-<key>-<segment>.html.
+const (
+	visPrefix = "linearizability-"
+	visSuffix = ".html"
+)
+
+// removeVisualizations deletes the visualization files in dir, and only
+// those: the run directory holds everything else of the run.
+func removeVisualizations(r *LinearizabilityResult, dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.Errors = append(r.Errors, fmt.Sprintf("remove old visualizations: %v", err))
+		}
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, visPrefix) || !strings.HasSuffix(name, visSuffix) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.Errors = append(r.Errors, fmt.Sprintf("remove old visualization: %v", err))
+		}
+	}
 }
 
 func safeName(s string) string {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
 )
 
 func TestLinearizability(t *testing.T) {
@@ -99,4 +101,106 @@ func TestLinearizabilityVisualization(t *testing.T) {
 	if err != nil || strings.Count(string(html), "acquire → ok") < 10 {
 		t.Fatalf("legal visualization: %v", err)
 	}
+}
+
+// An illegal segment cut while a hold was open must be drawn with that
+// holder's real acquire, not only the synthetic "held at segment start".
+func TestIllegalVisualizationShowsBothHolders(t *testing.T) {
+	cases := []struct {
+		name string
+		b    *hb
+		want []string // in every illegal segment's HTML
+	}{
+		{"cut while held", new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 20, 30, ok, "b", 1000),
+			[]string{"p1 acquire → ok", "p2 acquire → ok"}},
+		{"no cut: both in one segment", new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 5, 30, ok, "b", 1000),
+			[]string{"p1 acquire → ok", "p2 acquire → ok"}},
+		{"a stale no-TTL holder overlapped twice", new(hb).acquire(7, "k", 0, 10, ok, "a", -1).
+			acquire(1, "k", 20, 30, ok, "b", 1000).release(1, "k", 40, 41, ok, "b").
+			acquire(2, "k", 50, 60, ok, "c", 1000).release(2, "k", 70, 71, ok, "c"),
+			[]string{"p7 acquire → ok"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := Linearizability(c.b.build(t), Options{OutDir: dir})
+			if r.Valid != ValidFalse || len(r.Illegal) == 0 || len(r.Errors) > 0 {
+				t.Fatalf("%+v", r)
+			}
+			for _, seg := range r.Illegal {
+				b, err := os.ReadFile(filepath.Join(dir, seg.File))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(string(b), w) {
+						t.Errorf("%s does not mention %q", seg.File, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The run directory must hold only the visualizations results.json lists.
+func TestStaleVisualizationsRemoved(t *testing.T) {
+	illegal := new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 20, 30, ok, "b", 1000)
+	cases := []struct {
+		name  string
+		ops   []history.Op
+		files int
+	}{
+		{"legal", sequentialRounds(new(hb), "k", 3, 0).build(t), 1},
+		{"illegal", illegal.build(t), 1},
+		{"nothing to draw", nil, 0},
+	}
+	kept := []string{"history.jsonl", "results.json", "linearizability.html", "linearizability-k-0.htm",
+		"old-linearizability-k-0.html", "linearizability-k-0.html.bak"}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range append([]string{"linearizability-k-0.html", "linearizability-k-9.html", "linearizability-other-1.html"}, kept...) {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("old"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A directory with a matching name is not ours to delete.
+			if err := os.Mkdir(filepath.Join(dir, "linearizability-d-0.html"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := Check(c.ops, Options{OutDir: dir})
+			if len(r.Linearizability.Files) != c.files || len(r.Linearizability.Errors) > 0 {
+				t.Fatalf("files %v errors %v", r.Linearizability.Files, r.Linearizability.Errors)
+			}
+			want := map[string]bool{"linearizability-d-0.html": true}
+			for _, f := range append(kept, r.Linearizability.Files...) {
+				want[f] = true
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if !want[e.Name()] {
+					t.Errorf("%s left in the directory; results list %v", e.Name(), r.Linearizability.Files)
+				}
+				delete(want, e.Name())
+			}
+			if len(want) > 0 {
+				t.Errorf("missing %v", want)
+			}
+			for _, f := range r.Linearizability.Files {
+				if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) == "old" {
+					t.Errorf("%s was not rewritten", f)
+				}
+			}
+		})
+	}
+	t.Run("no directory yet", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "new")
+		r := Check(illegal.build(t), Options{OutDir: dir})
+		if len(r.Linearizability.Files) != 1 || len(r.Linearizability.Errors) > 0 {
+			t.Fatalf("files %v errors %v", r.Linearizability.Files, r.Linearizability.Errors)
+		}
+	})
 }

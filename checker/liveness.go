@@ -127,33 +127,42 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 		if kl.AcquireAttempts > 0 {
 			kl.SuccessRate = float64(kl.AcquireOK) / float64(kl.AcquireAttempts)
 		}
-		// Walk the gaps of the union; attempts are in invoke order.
+		// Walk the gaps of the union; attempts are in invoke order. An
+		// attempt counts for a gap when it was trying during the gap and
+		// did not get the lock, even if it began during the previous hold
+		// (clients blocked on a paused node) or ended after the next hold
+		// began: someone wanted the lock while nobody held it.
 		j := 0
 		gapStart := int64(0)
+		var carry []attempt // attempts that may still run into the next gap
 		var last *Window
 		for g := 0; g <= len(u); g++ {
 			gapEnd := int64(Never)
 			if g < len(u) {
 				gapEnd = u[g].start
 			}
-			w := Window{Key: k, Recovered: g < len(u)}
-			first, lastEnd := int64(-1), int64(0)
-			for ; j < len(atts) && atts[j].invoke < gapEnd; j++ {
-				at := atts[j]
-				if at.invoke < gapStart {
-					continue
+			cand := carry[:0:0]
+			for _, at := range carry {
+				if at.end > gapStart {
+					cand = append(cand, at)
 				}
-				if first < 0 {
-					first = at.invoke
+			}
+			for ; j < len(atts) && atts[j].invoke < gapEnd; j++ {
+				cand = append(cand, atts[j])
+			}
+			carry = carry[:0]
+			w := Window{Key: k, Recovered: g < len(u)}
+			first, lastEnd := int64(Never), int64(0)
+			for _, at := range cand {
+				if at.end > gapEnd {
+					carry = append(carry, at)
+				}
+				if at.end <= gapStart || at.outcome == history.OK {
+					continue
 				}
 				w.Attempts++
+				first = min(first, max(at.invoke, gapStart))
 				lastEnd = max(lastEnd, at.end)
-				if at.outcome == history.OK || at.end > gapEnd {
-					// An attempt still running when the next hold began
-					// lost a race to it; that is contention, not
-					// unavailability.
-					continue
-				}
 				if at.outcome == history.Fail || at.open {
 					w.Failed++
 				} else {
@@ -161,13 +170,13 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 				}
 			}
 			if w.Failed+w.Unknown > 0 {
-				w.Start = max(gapStart, first)
+				w.Start = first
 				if w.Recovered {
 					w.End = gapEnd
 				} else {
-					w.End = lastEnd
+					w.End = min(lastEnd, a.end)
 				}
-				w.Duration = w.End - w.Start
+				w.Duration = max(0, w.End-w.Start)
 				kl.Windows++
 				kl.Longest = max(kl.Longest, w.Duration)
 				r.Windows++

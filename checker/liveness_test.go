@@ -20,6 +20,12 @@ func TestLiveness(t *testing.T) {
 		{"failures while held are not unavailability",
 			new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 20, 30, fail, "", 0).release(1, "k", 50, 60, ok, "a"),
 			0, 0, false, 0},
+		{"clients blocked since during the previous hold count from its end",
+			// A paused node: 2's attempt hangs from 20 to 400, past 1's
+			// release at 50; 3 gets the lock at 420.
+			new(hb).acquire(1, "k", 0, 10, ok, "a", 1000).acquire(2, "k", 20, 400, info, "", 0).
+				release(1, "k", 50, 60, ok, "a").acquire(3, "k", 300, 420, ok, "c", 2000),
+			1, 370, false, 0},
 		{"recovering window",
 			// 1's belief ends at 100 (crash) but the key stays; 2 fails until
 			// the server expires it and 2 gets it at 3000.

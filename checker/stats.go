@@ -2,6 +2,7 @@ package checker
 
 import (
 	"slices"
+	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
 )
@@ -26,9 +27,10 @@ type Stats struct {
 	// Duration is the time of the last event, in ns.
 	Duration int64 `json:"duration_ns"`
 	// AcquireThroughput is ok acquires per second; OpThroughput completed
-	// operations per second.
-	AcquireThroughput float64             `json:"acquire_throughput"`
-	OpThroughput      float64             `json:"op_throughput"`
+	// operations per second. Both are absent (0) for a history shorter
+	// than minRated: a rate over a few ns says nothing.
+	AcquireThroughput float64             `json:"acquire_throughput,omitempty"`
+	OpThroughput      float64             `json:"op_throughput,omitempty"`
 	NemesisEvents     int                 `json:"nemesis_events"`
 	Latency           map[string]*Latency `json:"latency"`
 }
@@ -65,10 +67,15 @@ func (a *analysis) stats() *Stats {
 		q := func(p float64) int64 { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
 		s.Latency[f] = &Latency{Count: len(ds), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: ds[len(ds)-1]}
 	}
-	if a.end > 0 {
+	if s.rated() {
 		secs := float64(a.end) / 1e9
 		s.AcquireThroughput = float64(s.Counts[history.Acquire]["ok"]) / secs
 		s.OpThroughput = float64(s.Ops) / secs
 	}
 	return s
 }
+
+// minRated is the shortest history whose throughput is reported.
+const minRated = int64(time.Second)
+
+func (s *Stats) rated() bool { return s.Duration >= minRated }

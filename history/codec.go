@@ -226,16 +226,26 @@ func Decode(r io.Reader, name string) (*ReadResult, error) {
 	return res, nil
 }
 
+// MaxProcess is the largest client process number a history may use. The
+// harness numbers a crashed client's replacement number + clients and the
+// counter workload's final reads clients×1,000,000, so the limit must stay
+// well above both; 1<<31-1 keeps every number an int32 for other tools.
+const MaxProcess = 1<<31 - 1
+
 // validator checks the invariants other tools may rely on.
 type validator struct {
 	name     string
 	next     int64
 	lastTime int64
-	open     map[int]string // process -> f of its pending invoke
+	open     map[int]pending // process -> its pending invoke
+}
+
+type pending struct {
+	f, key string
 }
 
 func newValidator(name string) *validator {
-	return &validator{name: name, open: map[int]string{}}
+	return &validator{name: name, open: map[int]pending{}}
 }
 
 func (v *validator) check(op *Op, line int) error {
@@ -257,20 +267,80 @@ func (v *validator) check(op *Op, line int) error {
 	v.next++
 	v.lastTime = op.Time
 	if op.Process == NemesisProcess {
-		return nil
+		return v.checkNemesis(op, bad)
 	}
-	f, pending := v.open[op.Process]
+	if op.Process < 0 || op.Process > MaxProcess {
+		return bad("process %d is out of range (0..%d, or \"nemesis\")", op.Process, MaxProcess)
+	}
+	if !clientF(op.F) {
+		return bad("f %q is not one of acquire, release, extend, read, write", op.F)
+	}
+	p, isPending := v.open[op.Process]
 	switch {
-	case op.Type == Invoke && pending:
-		return bad("process %d invokes %s while its %s has not completed", op.Process, op.F, f)
+	case op.Type == Invoke && isPending:
+		return bad("process %d invokes %s while its %s has not completed", op.Process, op.F, p.f)
 	case op.Type == Invoke:
-		v.open[op.Process] = op.F
-	case !pending:
+		v.open[op.Process] = pending{op.F, op.Key}
+	case !isPending:
 		return bad("%s %s for process %d, which has no pending invoke", op.Type, op.F, op.Process)
-	case f != op.F:
-		return bad("%s %s for process %d, whose pending invoke is %s", op.Type, op.F, op.Process, f)
+	case p.f != op.F:
+		return bad("%s %s for process %d, whose pending invoke is %s", op.Type, op.F, op.Process, p.f)
 	default:
 		delete(v.open, op.Process)
 	}
+	if op.Key == "" {
+		return bad(`%s %s by process %d has no "key"`, op.Type, op.F, op.Process)
+	}
+	if op.Type != Invoke && op.Key != p.key {
+		return bad("%s %s for process %d names key %q, its invoke %q", op.Type, op.F, op.Process, op.Key, p.key)
+	}
+	return v.checkValue(op, bad)
+}
+
+// checkValue rejects the values the checkers would otherwise have to guess
+// about: a grant without a token cannot be matched to its release, and a
+// write without its value cannot be checked against the counter.
+func (v *validator) checkValue(op *Op, bad func(string, ...any) error) error {
+	val := op.Value
+	switch {
+	case op.Type == OK && op.F == Acquire:
+		if val == nil || val.Token == "" {
+			return bad(`ok acquire by process %d has no value.token`, op.Process)
+		}
+		if val.ValidUntil != nil && *val.ValidUntil < 0 {
+			return bad("ok acquire by process %d has valid_until %d < 0", op.Process, *val.ValidUntil)
+		}
+	case op.Type == Invoke && op.F == Write:
+		if val == nil || val.N == nil {
+			return bad(`invoke write by process %d has no value.n`, op.Process)
+		}
+	}
 	return nil
+}
+
+// checkNemesis: nemesis events are single markers whose phase says what
+// happened to the fault; without it the checkers cannot tell when a fault
+// was active. "error" (the fault could not be applied) and "skipped" (a
+// client fault drawn for a client already armed) mark faults that never
+// took effect.
+func (v *validator) checkNemesis(op *Op, bad func(string, ...any) error) error {
+	if op.Type != Info {
+		return bad("nemesis event %s has type %q, want info", op.F, op.Type)
+	}
+	if op.Value == nil || op.Value.Phase == "" {
+		return bad("nemesis event %s has no value.phase", op.F)
+	}
+	switch op.Value.Phase {
+	case "start", "stop", "error", "skipped":
+		return nil
+	}
+	return bad("nemesis event %s has phase %q, want start, stop, error or skipped", op.F, op.Value.Phase)
+}
+
+func clientF(f string) bool {
+	switch f {
+	case Acquire, Release, Extend, Read, Write:
+		return true
+	}
+	return false
 }

@@ -6,7 +6,8 @@
 // completion from the same process: "ok" (it happened), "fail" (it definitely
 // did not happen) or "info" (unknown: a timeout or a connection error, it may
 // or may not have happened). Nemesis events are single "info" markers with
-// process "nemesis" and value.phase "start" or "stop".
+// process "nemesis" and value.phase "start", "stop", "error" (the fault
+// could not be applied) or "skipped" (it was drawn but not applied).
 package history
 
 import (
@@ -65,7 +66,7 @@ type Value struct {
 	N *int64 `json:"n,omitempty"`
 
 	// Nemesis fields.
-	Phase   string   `json:"phase,omitempty"`   // "start" or "stop"
+	Phase   string   `json:"phase,omitempty"`   // "start", "stop", "error" or "skipped"
 	Targets []string `json:"targets,omitempty"` // what the fault hits, readable
 	Clients []int    `json:"clients,omitempty"` // client processes the fault hits
 	Detail  string   `json:"detail,omitempty"`  // parameters, readable

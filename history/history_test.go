@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,14 +65,14 @@ func TestDecodeProblems(t *testing.T) {
 		{"good", good, false, 0, ""},
 		{"empty", "", false, 0, ""},
 		{"truncated last line", good + `{"index":2,"time":3,"pro`, true, 0, ""},
-		{"garbage in the middle", `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\nnot json\n" + good, false, 2, "not a history event"},
-		{"bad type", `{"index":0,"time":1,"process":0,"type":"maybe","f":"acquire"}` + "\n", false, 1, "type"},
-		{"bad process", `{"index":0,"time":1,"process":"x","type":"invoke","f":"acquire"}` + "\n", false, 1, "process"},
-		{"index gap", `{"index":1,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n", false, 1, "index"},
-		{"time goes back", `{"index":0,"time":5,"process":0,"type":"invoke","f":"acquire"}` + "\n" + `{"index":1,"time":4,"process":0,"type":"ok","f":"acquire"}` + "\n", false, 2, "time"},
-		{"completion without invoke", `{"index":0,"time":1,"process":0,"type":"ok","f":"acquire"}` + "\n", false, 1, "no pending invoke"},
-		{"double invoke", `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n" + `{"index":1,"time":2,"process":0,"type":"invoke","f":"release"}` + "\n", false, 2, "has not completed"},
-		{"wrong f", `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n" + `{"index":1,"time":2,"process":0,"type":"ok","f":"release"}` + "\n", false, 2, "pending invoke is acquire"},
+		{"garbage in the middle", `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\nnot json\n" + good, false, 2, "not a history event"},
+		{"bad type", `{"index":0,"time":1,"process":0,"type":"maybe","f":"acquire","key":"k"}` + "\n", false, 1, "type"},
+		{"bad process", `{"index":0,"time":1,"process":"x","type":"invoke","f":"acquire","key":"k"}` + "\n", false, 1, "process"},
+		{"index gap", `{"index":1,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\n", false, 1, "index"},
+		{"time goes back", `{"index":0,"time":5,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\n" + `{"index":1,"time":4,"process":0,"type":"ok","f":"acquire","key":"k","value":{"token":"t"}}` + "\n", false, 2, "time"},
+		{"completion without invoke", `{"index":0,"time":1,"process":0,"type":"ok","f":"acquire","key":"k","value":{"token":"t"}}` + "\n", false, 1, "no pending invoke"},
+		{"double invoke", `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\n" + `{"index":1,"time":2,"process":0,"type":"invoke","f":"release","key":"k"}` + "\n", false, 2, "has not completed"},
+		{"wrong f", `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\n" + `{"index":1,"time":2,"process":0,"type":"ok","f":"release","key":"k"}` + "\n", false, 2, "pending invoke is acquire"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,4 +170,108 @@ func BenchmarkRecord(b *testing.B) {
 			rec.Record(Op{Process: 3, Type: OK, F: Acquire, Key: "lock-0", Value: v})
 		}
 	})
+}
+
+// Events that are well formed JSON but mean nothing the checkers can judge
+// must be rejected with the line, not checked.
+func TestDecodeRejectsOddEvents(t *testing.T) {
+	const inv = `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k","value":{"ttl":5}}` + "\n"
+	line := func(index int, rest string) string {
+		return `{"index":` + strconv.Itoa(index) + `,"time":2,` + rest + "}\n"
+	}
+	cases := []struct {
+		name   string
+		input  string
+		errHas string
+	}{
+		{"unknown f", line(0, `"process":0,"type":"invoke","f":"frobnicate","key":"k"`), `f "frobnicate"`},
+		{"client op without key", line(0, `"process":0,"type":"invoke","f":"acquire"`), `no "key"`},
+		{"completion without key", inv + line(1, `"process":0,"type":"ok","f":"acquire","value":{"token":"t"}`), `no "key"`},
+		{"completion on another key", inv + line(1, `"process":0,"type":"ok","f":"acquire","key":"j","value":{"token":"t"}`), `names key "j"`},
+		{"ok acquire without value", inv + line(1, `"process":0,"type":"ok","f":"acquire","key":"k"`), "value.token"},
+		{"ok acquire without token", inv + line(1, `"process":0,"type":"ok","f":"acquire","key":"k","value":{"valid_until":9}`), "value.token"},
+		{"ok acquire with negative valid_until", inv + line(1, `"process":0,"type":"ok","f":"acquire","key":"k","value":{"token":"t","valid_until":-1}`), "valid_until -1 < 0"},
+		{"invoke write without value", line(0, `"process":0,"type":"invoke","f":"write","key":"k"`), "value.n"},
+		{"invoke write without n", line(0, `"process":0,"type":"invoke","f":"write","key":"k","value":{"fence":3}`), "value.n"},
+		{"process above the limit", line(0, `"process":2147483648,"type":"invoke","f":"acquire","key":"k"`), "out of range"},
+		{"huge process", line(0, `"process":99999999999999,"type":"invoke","f":"acquire","key":"k"`), "out of range"},
+		{"nemesis invoke", line(0, `"process":"nemesis","type":"invoke","f":"client-pause","value":{"phase":"start"}`), "want info"},
+		{"nemesis ok", line(0, `"process":"nemesis","type":"ok","f":"client-pause","value":{"phase":"start"}`), "want info"},
+		{"nemesis without value", line(0, `"process":"nemesis","type":"info","f":"client-pause"`), "no value.phase"},
+		{"nemesis without phase", line(0, `"process":"nemesis","type":"info","f":"client-pause","value":{"targets":["n1"]}`), "no value.phase"},
+		{"nemesis with an unknown phase", line(0, `"process":"nemesis","type":"info","f":"client-pause","value":{"phase":"begin"}`), `phase "begin"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(strings.NewReader(tc.input), "h.jsonl")
+			var fe *FormatError
+			if !errors.As(err, &fe) {
+				t.Fatalf("got %v, want a FormatError", err)
+			}
+			want := strings.Count(tc.input, "\n")
+			if fe.Line != want || !strings.Contains(fe.Msg, tc.errHas) {
+				t.Fatalf("got %v, want line %d mentioning %q", fe, want, tc.errHas)
+			}
+		})
+	}
+}
+
+// Everything the harness records (see workloads, nemesis and harness's
+// final reads) must stay acceptable.
+func TestDecodeAcceptsHarnessEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	rec, err := Create(path, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients = 2000
+	ok := func(p int, f, key string, in, out *Value) {
+		rec.Record(Op{Process: p, Type: Invoke, F: f, Key: key, Value: in})
+		rec.Record(Op{Process: p, Type: OK, F: f, Key: key, Value: out})
+	}
+	// mutex workload, token lock without fence, one with fence, no TTL
+	ok(3, Acquire, "lock-0", &Value{TTL: 5e8}, &Value{Token: "p3.1", ValidUntil: I64(0)})
+	ok(3, Extend, "lock-0", &Value{TTL: 5e8, Token: "p3.1"}, &Value{ValidUntil: I64(9e8)})
+	ok(3, Release, "lock-0", &Value{Token: "p3.1"}, nil)
+	ok(4, Acquire, "lock-1", &Value{TTL: 5e8}, &Value{Token: "p4.1", Fence: I64(0), ValidUntil: I64(4e8)})
+	ok(5, Acquire, "lock-2", &Value{TTL: 5e8}, &Value{Token: "p5.1"})
+	// counter workload: fenced and unfenced reads and writes
+	ok(4, Read, "lock-1", &Value{Fence: I64(0)}, &Value{N: I64(0)})
+	ok(4, Read, "lock-1", &Value{}, &Value{N: I64(0)})
+	ok(4, Write, "lock-1", &Value{N: I64(1), Fence: I64(0)}, nil)
+	ok(4, Write, "lock-1", &Value{N: I64(2)}, nil)
+	// failures and unknown outcomes carry no value
+	for _, typ := range []Type{Fail, Info} {
+		for _, f := range []string{Acquire, Release, Extend, Read} {
+			rec.Record(Op{Process: 6, Type: Invoke, F: f, Key: "lock-0", Value: &Value{TTL: 5e8, Token: "p6.1"}})
+			rec.Record(Op{Process: 6, Type: typ, F: f, Key: "lock-0", Error: "no"})
+		}
+		rec.Record(Op{Process: 6, Type: Invoke, F: Write, Key: "lock-0", Value: &Value{N: I64(3), Fence: I64(1)}})
+		rec.Record(Op{Process: 6, Type: typ, F: Write, Key: "lock-0", Error: "stale fence"})
+	}
+	// nemesis: client faults, node faults (which may fail), a replacement
+	// process after a crash
+	for _, phase := range []string{"start", "stop"} {
+		rec.Record(Op{Process: NemesisProcess, Type: Info, F: "client-pause",
+			Value: &Value{Phase: phase, Clients: []int{3}, Targets: []string{"client 3"}, Detail: "stall"}})
+	}
+	rec.Record(Op{Process: NemesisProcess, Type: Info, F: "client-crash",
+		Value: &Value{Phase: "start", Clients: []int{5}, Targets: []string{"client 5"}, Detail: "crashed"}})
+	for _, phase := range []string{"start", "stop", "error", "skipped"} {
+		rec.Record(Op{Process: NemesisProcess, Type: Info, F: "partition", Value: &Value{Phase: phase, Targets: []string{"n1"}}, Error: "x"})
+	}
+	rec.Record(Op{Process: NemesisProcess, Type: Info, F: "kill", Value: &Value{Phase: "stop"}})
+	ok(5+clients, Acquire, "lock-2", &Value{TTL: 5e8}, &Value{Token: "p2005.1"})
+	// the counter workload's final reads
+	ok(clients*1_000_000, Read, "lock-1", nil, &Value{N: I64(2)})
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ReadFile(rec.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.Count(); int64(len(res.Ops)) != n || res.Truncated {
+		t.Fatalf("read %d of %d events", len(res.Ops), n)
+	}
 }

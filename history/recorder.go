@@ -47,6 +47,9 @@ func Create(path string, start time.Time) (*Recorder, error) {
 	return r, nil
 }
 
+// Path is the history file's path.
+func (r *Recorder) Path() string { return r.f.Name() }
+
 // Start is the instant that time 0 of the history stands for.
 func (r *Recorder) Start() time.Time { return r.start }
 
