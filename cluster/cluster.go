@@ -7,6 +7,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Systems under test.
@@ -36,6 +37,9 @@ type Spec struct {
 	// Resource asks for a separate redis-server that holds the protected
 	// resource of the counter workload. No fault touches it.
 	Resource bool
+	// FakeClock starts the nodes under test with a clock the nemesis can
+	// move (libfaketime). It costs throughput, so only clock faults ask.
+	FakeClock bool
 }
 
 // Role of a node.
@@ -63,6 +67,24 @@ type Cluster interface {
 	// for one.
 	Resource() *Node
 	Close(ctx context.Context) error
+}
+
+// Controller is implemented by clusters whose nodes the nemesis can act
+// on. Node names are those of Nodes().
+type Controller interface {
+	// Pause freezes a node's process (SIGSTOP); Resume continues it.
+	Pause(node string) error
+	Resume(node string) error
+	// Kill ends a node's process at once (SIGKILL), losing whatever it had
+	// not persisted. With loseUnsynced, the tail of its append-only file
+	// written in the last second is cut off too, as if the machine had
+	// crashed before the fsync.
+	Kill(node string, loseUnsynced bool) error
+	// Restart starts a killed node again on the same address and data.
+	Restart(ctx context.Context, node string) error
+	// SetClock moves a node's wall clock to real time + offset; only for a
+	// cluster started with Spec.FakeClock.
+	SetClock(node string, offset time.Duration) error
 }
 
 // Backend starts clusters.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +40,23 @@ type Config struct {
 	TimeLimit       time.Duration `json:"time_limit"`
 	// Recovery is a fault-free phase after the faults are healed, so that
 	// liveness after faults can be judged.
-	Recovery     time.Duration `json:"recovery"`
+	Recovery time.Duration `json:"recovery"`
+	// Fault parameters (see nemesis.Options).
+	Targets       string        `json:"targets"`
+	FaultDuration time.Duration `json:"fault_duration"`
+	RestartDelay  time.Duration `json:"restart_delay"`
+	LoseUnsynced  bool          `json:"lose_unsynced"`
+	// ClockJump is a duration ("750ms", "-2s") or a multiple of the TTL
+	// ("1.5ttl").
+	ClockJump string        `json:"clock_jump"`
+	ClockRate float64       `json:"clock_rate"`
+	Latency   time.Duration `json:"latency"`
+	Jitter    time.Duration `json:"jitter"`
+	Bandwidth int64         `json:"bandwidth_kbps"`
+	// Script replaces the random schedule with timed steps (named
+	// scenarios use it); Nemesis is then ignored.
+	Script []nemesis.Step `json:"script,omitempty"`
+
 	Hold         string        `json:"hold"`
 	LongHoldRate float64       `json:"long_hold_rate"`
 	RetryBackoff time.Duration `json:"retry_backoff"`
@@ -76,6 +94,13 @@ func DefaultConfig() Config {
 		TimeLimit:       30 * time.Second,
 		Recovery:        3 * time.Second,
 		Hold:            "0..20ms",
+		Targets:         nemesis.TargetOne,
+		FaultDuration:   time.Second,
+		ClockJump:       "1.5ttl",
+		ClockRate:       1.05,
+		Latency:         100 * time.Millisecond,
+		Jitter:          20 * time.Millisecond,
+		Bandwidth:       64,
 		RetryBackoff:    2 * time.Millisecond,
 		OpTimeout:       250 * time.Millisecond,
 		Persistence:     cluster.PersistNone,
@@ -122,6 +147,11 @@ func (c *Config) Validate() error {
 			return usage("--nemesis %q is unknown; want none or a comma list of %s", n, strings.Join(nemesis.KnownNames(), ", "))
 		}
 	}
+	jump, err := c.ClockJumpDuration()
+	if err != nil {
+		return usage("--clock-jump: %v", err)
+	}
+	clock := nemesis.NeedsFakeClock(c.Nemesis)
 	checks := []struct {
 		ok   bool
 		flag string
@@ -137,6 +167,14 @@ func (c *Config) Validate() error {
 		{c.OpTimeout >= time.Millisecond, "--op-timeout", "must be at least 1ms"},
 		{c.LongHoldRate >= 0 && c.LongHoldRate <= 1, "--long-hold-rate", "must be between 0 and 1"},
 		{c.Store != "", "--store", "must not be empty"},
+		{c.FaultDuration >= 0, "--fault-duration", "must not be negative"},
+		{c.RestartDelay >= 0, "--restart-delay", "must not be negative"},
+		{c.ClockRate > 0 && c.ClockRate <= 100, "--clock-rate", "must be in (0, 100]"},
+		{!clock || jump != 0 || !containsAny(c.Nemesis, nemesis.ClockJump, nemesis.ClockStrobe), "--clock-jump", "must not be zero for clock-jump or clock-strobe"},
+		{!containsAny(c.Nemesis, nemesis.ClockDrift) || c.ClockRate != 1, "--clock-rate", "must differ from 1 for clock-drift"},
+		{c.Latency >= 0 && c.Jitter >= 0 && c.Jitter <= c.Latency, "--jitter", "must be between 0 and --latency"},
+		{c.Bandwidth > 0, "--bandwidth", "must be positive (KB/s)"},
+		{!c.LoseUnsynced || c.Persistence != cluster.PersistNone, "--lose-unsynced", "needs --persistence everysec or always"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -151,6 +189,15 @@ func (c *Config) Validate() error {
 	default:
 		return usage("--persistence %q is unknown; want none, everysec or always", c.Persistence)
 	}
+	switch c.Targets {
+	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority:
+	case nemesis.TargetMinority:
+		if len(c.Nemesis) > 0 && c.Nodes() < 3 {
+			return usage("--targets minority of %d node(s) hits no node; use one, majority or all", c.Nodes())
+		}
+	default:
+		return usage("--targets %q is unknown; want one, minority, majority or all", c.Targets)
+	}
 	switch c.Expect {
 	case ExpectSafe, ExpectUnsafe, ExpectStuck, ExpectAny:
 	default:
@@ -160,6 +207,32 @@ func (c *Config) Validate() error {
 		return usage("--name %q must be a plain name, not a path", c.Name)
 	}
 	return nil
+}
+
+// Nodes is the number of nodes of the system under test.
+func (c *Config) Nodes() int { return 1 }
+
+// ClockJumpDuration resolves ClockJump against the TTL.
+func (c *Config) ClockJumpDuration() (time.Duration, error) {
+	s := strings.TrimSpace(c.ClockJump)
+	if s == "" {
+		return 0, nil
+	}
+	if f, ok := strings.CutSuffix(s, "ttl"); ok {
+		x, err := strconv.ParseFloat(f, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > 1e6 {
+			return 0, fmt.Errorf("%q is not a multiple of the TTL (e.g. 1.5ttl)", s)
+		}
+		return time.Duration(x * float64(c.TTL)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither a duration (750ms, -2s) nor a multiple of the TTL (1.5ttl)", s)
+	}
+	if d > 24*time.Hour || d < -24*time.Hour {
+		return 0, fmt.Errorf("%s is more than a day", d)
+	}
+	return d, nil
 }
 
 // TestName is the run's name in the store.
@@ -176,6 +249,15 @@ func (c *Config) TestName() string {
 		lock = "custom"
 	}
 	return strings.Join([]string{c.System, lock, c.Workload, nem}, "-")
+}
+
+func containsAny(list []string, want ...string) bool {
+	for _, w := range want {
+		if contains(list, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

@@ -257,6 +257,35 @@ func TestCheckOnDamagedHistories(t *testing.T) {
 			t.Fatalf("got %v, want a usage error at line 4", err)
 		}
 	})
+	t.Run("a run that never finished is incomplete", func(t *testing.T) {
+		os.WriteFile(hist, orig, 0o644)
+		info := filepath.Join(out.Dir, harness.RunInfoFile)
+		saved, _ := os.ReadFile(info)
+		os.Remove(info)
+		defer os.WriteFile(info, saved, 0o644)
+		res, err := harness.Check(out.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict != checker.VerdictSafe || res.MetExpectation || !strings.Contains(res.Incomplete, "never finished") {
+			t.Fatalf("verdict %s met %v incomplete %q", res.Verdict, res.MetExpectation, res.Incomplete)
+		}
+	})
+	t.Run("an invalid stored configuration is a usage error", func(t *testing.T) {
+		cfgPath := filepath.Join(out.Dir, harness.ConfigFile)
+		saved, _ := os.ReadFile(cfgPath)
+		defer os.WriteFile(cfgPath, saved, 0o644)
+		os.WriteFile(cfgPath, []byte(`{"ttl": -1, "expect": "bogus"}`), 0o644)
+		if _, err := harness.Check(out.Dir); !harness.IsUsage(err) {
+			t.Fatalf("got %v, want a usage error", err)
+		}
+	})
+	t.Run("a store is not a run directory, and the error says where to look", func(t *testing.T) {
+		_, err := harness.Check(cfg.Store)
+		if !harness.IsUsage(err) || !strings.Contains(err.Error(), "latest") {
+			t.Fatalf("got %v", err)
+		}
+	})
 	t.Run("not a run directory", func(t *testing.T) {
 		_, err := harness.Check(t.TempDir())
 		if !harness.IsUsage(err) {
@@ -281,8 +310,11 @@ func TestPanickingLockIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := out.Results
-	if r.Liveness.AcquireUnknown == 0 || len(r.Errors) == 0 || !strings.Contains(r.Errors[0], "panicked") {
-		t.Fatalf("the panics were not recorded: unknown=%d errors=%v", r.Liveness.AcquireUnknown, r.Errors)
+	if r.Liveness.AcquireUnknown == 0 || len(r.ClientPanics) == 0 || !strings.Contains(r.ClientPanics[0], "panicked") {
+		t.Fatalf("the panics were not recorded: unknown=%d panics=%v", r.Liveness.AcquireUnknown, r.ClientPanics)
+	}
+	if r.HarnessFailed() {
+		t.Fatalf("a panicking lock is the lock's failure, not the harness's: %v", r.Errors)
 	}
 	if r.Liveness.AcquireOK == 0 {
 		t.Fatal("the healthy clients made no progress")

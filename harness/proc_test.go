@@ -2,8 +2,21 @@ package harness_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"syscall"
+	"testing"
 )
+
+// nodesOf lists the PIDs recorded in a run's nodes.json.
+func nodesOf(t *testing.T, dir string) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "nodes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pidsIn(string(b))
+}
 
 func pidsIn(nodesJSON string) []int {
 	var nodes []struct {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -35,8 +37,10 @@ type RunInfo struct {
 	Nodes        []cluster.Node `json:"nodes"`
 	Resource     *cluster.Node  `json:"resource,omitempty"`
 	// Errors are harness problems that did not stop the run: a fault that
-	// failed to heal, a client that panicked.
+	// failed to heal.
 	Errors []string `json:"errors,omitempty"`
+	// ClientPanics are panics inside the lock under test.
+	ClientPanics []string `json:"client_panics,omitempty"`
 }
 
 // RunInfoFile holds RunInfo.
@@ -72,7 +76,8 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	start := time.Now()
 	dir, err := newRunDir(cfg.Store, cfg.TestName(), start)
 	if err != nil {
-		return nil, &HarnessError{Err: err}
+		// The store is the user's choice: a bad one is a usage error.
+		return nil, usage("--store %s: %v", cfg.Store, err)
 	}
 	fail := func(err error) (*Outcome, error) { return nil, &HarnessError{Dir: dir, Err: err} }
 	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
@@ -83,7 +88,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := r.run(ctx); err != nil {
 		info.Ended = time.Now()
 		info.Errors = append(info.Errors, err.Error())
-		writeJSON(filepath.Join(dir, RunInfoFile), info)
+		if werr := writeJSON(filepath.Join(dir, RunInfoFile), info); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if IsUsage(err) {
+			return nil, err
+		}
 		return fail(err)
 	}
 	info.Ended = time.Now()
@@ -121,8 +131,8 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.info.Backend = backend.Name()
 	spec := cluster.Spec{
-		System: cfg.System, Nodes: 1, Dir: r.dir, Persistence: cfg.Persistence,
-		Resource: cfg.Workload == workloads.Counter,
+		System: cfg.System, Nodes: cfg.Nodes(), Dir: r.dir, Persistence: cfg.Persistence,
+		Resource: cfg.Workload == workloads.Counter, FakeClock: cfg.needsFakeClock(),
 	}
 	r.say("starting %s system (%s backend) in %s", cfg.System, backend.Name(), r.dir)
 	cl, err := backend.Start(ctx, spec)
@@ -135,6 +145,18 @@ func (r *runner) run(ctx context.Context) error {
 	r.info.Nodes, r.info.Resource = cl.Nodes(), cl.Resource()
 	node := cl.Nodes()[0]
 	r.info.RedisVersion = redisVersion(ctx, node.Addr)
+
+	// Every client reaches every node through its own proxy, so that a
+	// network fault can cut one client's link and not another's.
+	mesh := proxy.NewMesh()
+	defer mesh.Close()
+	for w := 0; w < cfg.Clients; w++ {
+		for _, n := range cl.Nodes() {
+			if _, err := mesh.Add(nemesis.ClientLinkName(w), n.Name, n.Addr, ""); err != nil {
+				return err
+			}
+		}
+	}
 
 	rec, err := history.Create(filepath.Join(r.dir, HistoryFile), time.Now())
 	if err != nil {
@@ -154,7 +176,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	env := workloads.Env{
 		Rec:       rec,
-		NewLocker: r.lockerFactory(node.Addr),
+		NewLocker: r.lockerFactory(mesh, node.Name),
 		OnPanic: func(p int, v any) {
 			r.mu.Lock()
 			r.panics = append(r.panics, fmt.Sprintf("client process %d panicked: %v", p, v))
@@ -168,13 +190,27 @@ func (r *runner) run(ctx context.Context) error {
 		env.Resource = &workloads.Resource{Client: resource}
 	}
 
-	sched := &nemesis.Schedule{Interval: cfg.NemesisInterval, Rng: rand.New(rand.NewSource(cfg.Seed)), Rec: rec}
-	if len(cfg.Nemesis) > 0 {
-		cf := nemesis.NewClientFaults(rec, cfg.TTL, cfg.Clients)
-		env.Hooks = cf
-		for _, name := range cfg.Nemesis {
-			sched.Faults = append(sched.Faults, cf.Fault(name))
-		}
+	var names []string
+	for _, n := range cl.Nodes() {
+		names = append(names, n.Name)
+	}
+	nenv := &nemesis.Env{
+		Rec: rec, Nodes: names, Mesh: mesh, FakeClock: spec.FakeClock,
+		Persistence: cfg.Persistence, Clients: cfg.Clients, TTL: cfg.TTL,
+	}
+	if ctl, ok := cl.(cluster.Controller); ok {
+		nenv.Control = ctl
+	}
+	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL)
+	env.Hooks = clientFaults
+	jump, _ := cfg.ClockJumpDuration() // validated
+	sched, err := nemesis.NewSchedule(nenv, cfg.Nemesis, nemesis.Options{
+		Interval: cfg.NemesisInterval, Duration: cfg.FaultDuration, Targets: cfg.Targets,
+		RestartDelay: cfg.RestartDelay, LoseUnsynced: cfg.LoseUnsynced, ClockJump: jump,
+		ClockRate: cfg.ClockRate, Latency: cfg.Latency, Jitter: cfg.Jitter, BandwidthKB: cfg.Bandwidth,
+	}, rand.New(rand.NewSource(cfg.Seed)), cfg.Script, clientFaults)
+	if err != nil {
+		return &UsageError{err}
 	}
 
 	runCtx, stopClients := context.WithTimeout(ctx, cfg.TimeLimit+cfg.Recovery)
@@ -211,7 +247,7 @@ func (r *runner) run(ctx context.Context) error {
 	if healErr != nil {
 		r.info.Errors = append(r.info.Errors, healErr.Error())
 	}
-	r.info.Errors = append(r.info.Errors, r.panics...)
+	r.info.ClientPanics = r.panics
 	if werr != nil {
 		return werr
 	}
@@ -250,9 +286,15 @@ func (r *runner) clientOptions(addr string, pool int) *redis.Options {
 	}
 }
 
-func (r *runner) lockerFactory(addr string) workloads.LockerFactory {
+// lockerFactory connects each client process through its worker's link to
+// the node (a crashed client's replacement reuses the worker's link).
+func (r *runner) lockerFactory(mesh *proxy.Mesh, node string) workloads.LockerFactory {
 	return func(process int) (locks.Locker, io.Closer, error) {
-		rdb := redis.NewClient(r.clientOptions(addr, 2))
+		link := mesh.Find(nemesis.ClientLinkName(process%r.cfg.Clients), node)
+		if link == nil {
+			return nil, nil, fmt.Errorf("no link from client %d to %s", process, node)
+		}
+		rdb := redis.NewClient(r.clientOptions(link.Addr(), 2))
 		var l locks.Locker
 		var err error
 		if r.cfg.Locker != nil {
@@ -296,6 +338,18 @@ func redisVersion(ctx context.Context, addr string) string {
 		}
 	}
 	return ""
+}
+
+func (c *Config) needsFakeClock() bool {
+	if nemesis.NeedsFakeClock(c.Nemesis) {
+		return true
+	}
+	for _, st := range c.Script {
+		if nemesis.NeedsFakeClock([]string{st.Action.Fault}) {
+			return true
+		}
+	}
+	return false
 }
 
 func lockName(cfg Config) string {

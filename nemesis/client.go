@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"sync"
 	"time"
 
@@ -16,44 +15,55 @@ import (
 // next critical section, after its last validity check, which is exactly
 // where a GC pause or a crash hurts most. It implements workloads.Hooks.
 type ClientFaults struct {
-	Rec     *history.Recorder
-	TTL     time.Duration
-	Workers int
+	Rec *history.Recorder
+	TTL time.Duration
 
 	mu    sync.Mutex
 	armed map[int]string // worker -> fault name
 	stop  chan struct{}  // closed by Heal to end pauses in progress
 }
 
-// NewClientFaults returns client faults for a run with workers clients.
-func NewClientFaults(rec *history.Recorder, ttl time.Duration, workers int) *ClientFaults {
-	return &ClientFaults{Rec: rec, TTL: ttl, Workers: workers, armed: map[int]string{}, stop: make(chan struct{})}
+// NewClientFaults returns client faults for a run.
+func NewClientFaults(rec *history.Recorder, ttl time.Duration) *ClientFaults {
+	return &ClientFaults{Rec: rec, TTL: ttl, armed: map[int]string{}, stop: make(chan struct{})}
 }
-
-// Fault returns the schedulable fault of the given name (ClientPause or
-// ClientCrash).
-func (c *ClientFaults) Fault(name string) Fault { return clientFault{c, name} }
 
 type clientFault struct {
 	c    *ClientFaults
 	name string
 }
 
-func (f clientFault) Name() string { return f.name }
+func (f clientFault) Name() string   { return f.name }
+func (f clientFault) recordsItself() {}
 
-// Inject arms one client, drawn from rng, that is not armed yet.
-func (f clientFault) Inject(ctx context.Context, rng *rand.Rand) error {
-	w := rng.Intn(f.c.Workers)
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	if _, busy := f.c.armed[w]; !busy {
-		f.c.armed[w] = f.name
+func (f clientFault) Available(env *Env, a *Action) error {
+	if len(a.Clients) != 1 || a.Clients[0] < 0 || a.Clients[0] >= env.Clients {
+		return fmt.Errorf("%s hits exactly one client of 0..%d, got %v", f.name, env.Clients-1, a.Clients)
 	}
 	return nil
 }
 
+// Start arms the client. An armed client that has not yet reached its
+// critical section stays armed with its first fault; the second is
+// recorded as skipped so that the history says why nothing happened.
+func (f clientFault) Start(ctx context.Context, env *Env, a *Action) error {
+	w := a.Clients[0]
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if prev, busy := f.c.armed[w]; busy {
+		f.c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: f.name,
+			Value: &history.Value{Phase: "skipped", Targets: []string{workerName(w)},
+				Detail: fmt.Sprintf("client worker %d is still armed with %s", w, prev)}})
+		return nil
+	}
+	f.c.armed[w] = f.name
+	return nil
+}
+
+func (f clientFault) Stop(ctx context.Context, env *Env, a *Action) error { return nil }
+
 // Heal disarms every client and wakes clients that are stalled now.
-func (f clientFault) Heal(ctx context.Context) error {
+func (f clientFault) Heal(ctx context.Context, env *Env) error {
 	f.c.mu.Lock()
 	defer f.c.mu.Unlock()
 	for w, name := range f.c.armed {
@@ -81,16 +91,17 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 	if !ok {
 		return false
 	}
+	target := []string{fmt.Sprintf("client %d", process)}
 	switch name {
 	case ClientCrash:
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientCrash,
-			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: []string{clientName(process)},
+			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target,
 				Detail: "crashed holding " + lease.Token() + " without releasing it"}})
 		return true
 	case ClientPause:
 		d, why := c.pauseFor(lease)
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
-			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: []string{clientName(process)},
+			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target,
 				Detail: fmt.Sprintf("stall %s holding %s (%s)", d.Round(time.Millisecond), lease.Token(), why)}})
 		t := time.NewTimer(d)
 		select {
@@ -101,7 +112,7 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 			t.Stop()
 		}
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
-			Value: &history.Value{Phase: "stop", Clients: []int{process}, Targets: []string{clientName(process)}}})
+			Value: &history.Value{Phase: "stop", Clients: []int{process}, Targets: target}})
 	}
 	return false
 }
@@ -120,4 +131,4 @@ func (c *ClientFaults) pauseFor(lease locks.Lease) (time.Duration, string) {
 	return remaining + c.TTL/2, fmt.Sprintf("remaining validity %s + TTL/2", remaining.Round(time.Millisecond))
 }
 
-func clientName(process int) string { return fmt.Sprintf("client %d", process) }
+func workerName(w int) string { return fmt.Sprintf("client worker %d", w) }

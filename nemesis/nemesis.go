@@ -1,43 +1,123 @@
-// Package nemesis injects faults into a run on a schedule and heals them.
-// Each fault is one small type; the schedule draws from the faults that
-// apply, at times drawn from the run's seed, and heals every fault when the
-// fault phase ends. Faults record their own start and stop events in the
-// history when they really take effect.
+// Package nemesis injects faults into a run and heals them. Each kind of
+// fault is one small type (Fault): it says whether it applies to the system
+// under test, starts and stops one action on chosen targets, and heals
+// whatever it still has in effect. A Schedule draws actions at random from
+// the run's seed, or plays a script of timed steps, and records every
+// fault's start and stop in the history.
 package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// Fault is one kind of fault.
-type Fault interface {
-	Name() string
-	// Inject applies one instance of the fault. It may return at once (the
-	// fault is armed and takes effect later) or when the fault is over.
-	Inject(ctx context.Context, rng *rand.Rand) error
-	// Heal undoes every effect of the fault; it must be idempotent.
-	Heal(ctx context.Context) error
-}
-
-// Names of the faults available today.
+// Names of the faults.
 const (
 	None        = "none"
 	ClientPause = "client-pause"
 	ClientCrash = "client-crash"
+	Partition   = "partition"
+	Reject      = "reject"
+	Latency     = "latency"
+	Slow        = "slow"
+	Pause       = "pause"
+	Kill        = "kill"
+	ClockJump   = "clock-jump"
+	ClockStrobe = "clock-strobe"
+	ClockDrift  = "clock-drift"
 )
 
-// Known lists the fault names with a line each, for --help.
+// Known lists the fault names with a line each, for --help and errors.
 var Known = map[string]string{
 	ClientPause: "a client stalls inside its critical section, after its last validity check, past its lease's remaining TTL",
 	ClientCrash: "a client holding the lock stops for good without releasing it, as a killed process would",
+	Partition:   "the target nodes' links are black holes: requests get no answer and time out",
+	Reject:      "connections to the target nodes are reset at once",
+	Latency:     "replies from the target nodes are delayed (--latency, --jitter)",
+	Slow:        "links to the target nodes are throttled (--bandwidth)",
+	Pause:       "the target nodes' processes are frozen (SIGSTOP) and later continued",
+	Kill:        "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
+	ClockJump:   "the target nodes' wall clocks jump by --clock-jump, and back at the end of the fault",
+	ClockStrobe: "the target nodes' wall clocks flip between real time and --clock-jump every 50ms",
+	ClockDrift:  "the target nodes' wall clocks run at --clock-rate times real speed",
+}
+
+// Env is what faults act on.
+type Env struct {
+	Rec   *history.Recorder
+	Nodes []string
+	// Control acts on node processes and clocks; nil if the backend
+	// cannot.
+	Control cluster.Controller
+	// Mesh holds every proxied link; nil without proxies.
+	Mesh *proxy.Mesh
+	// FakeClock is set when the nodes run with a movable clock.
+	FakeClock   bool
+	Persistence string
+	Clients     int
+	TTL         time.Duration
+}
+
+// Action is one injection: which fault, on what, for how long, how hard.
+type Action struct {
+	Fault string
+	Nodes []string
+	// Clients narrows a network fault to these clients' links to Nodes;
+	// empty means every link to Nodes (clients and other nodes). For
+	// client faults, the client to hit.
+	Clients []int
+	// For is how long the fault lasts before it is stopped (for kill, how
+	// long the node stays down).
+	For time.Duration
+	// Clock faults: the jump (may be negative), the drift rate.
+	Offset time.Duration
+	Rate   float64
+	// Network faults other than partition and reject.
+	Link proxy.Fault
+	// Kill: also lose the append-only file's unsynced tail.
+	LoseUnsynced bool
+}
+
+// Fault is one kind of fault.
+type Fault interface {
+	Name() string
+	// Available refuses, before the run, a fault the system cannot take.
+	Available(env *Env, a *Action) error
+	Start(ctx context.Context, env *Env, a *Action) error
+	Stop(ctx context.Context, env *Env, a *Action) error
+	// Heal undoes whatever the fault still has in effect; idempotent.
+	Heal(ctx context.Context, env *Env) error
+}
+
+// selfRecording faults record their own events when they take effect (a
+// client fault is armed by the schedule but happens later).
+type selfRecording interface{ recordsItself() }
+
+// New returns the fault of the given name.
+func New(name string, clients *ClientFaults) (Fault, error) {
+	switch name {
+	case ClientPause, ClientCrash:
+		if clients == nil {
+			return nil, fmt.Errorf("%s needs client hooks", name)
+		}
+		return clientFault{clients, name}, nil
+	case Partition, Reject, Latency, Slow:
+		return newNetFault(name), nil
+	case Pause:
+		return newPauseFault(), nil
+	case Kill:
+		return newKillFault(), nil
+	case ClockJump, ClockStrobe, ClockDrift:
+		return newClockFault(name), nil
+	}
+	return nil, fmt.Errorf("unknown nemesis %q (want none or a comma list of: %s)", name, strings.Join(KnownNames(), ", "))
 }
 
 // ParseList reads "--nemesis a,b"; "none" or "" is no fault.
@@ -71,50 +151,34 @@ func KnownNames() []string {
 	return names
 }
 
-// Schedule injects faults at random intervals drawn from Rng.
-type Schedule struct {
-	Faults []Fault
-	// Interval is the mean time between injections; each wait is drawn
-	// uniformly from [Interval/2, 3*Interval/2].
-	Interval time.Duration
-	Rng      *rand.Rand
-	Rec      *history.Recorder
-}
-
-// Run injects faults until ctx is done, then heals every fault. Errors from
-// injections are recorded as nemesis events and do not stop the schedule; a
-// failure to heal is returned.
-func (s *Schedule) Run(ctx context.Context) error {
-	if len(s.Faults) > 0 {
-		for {
-			wait := s.Interval/2 + time.Duration(s.Rng.Int63n(int64(s.Interval)+1))
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return s.HealAll()
-			case <-t.C:
-			}
-			f := s.Faults[s.Rng.Intn(len(s.Faults))]
-			if err := f.Inject(ctx, s.Rng); err != nil && ctx.Err() == nil {
-				s.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: f.Name(),
-					Value: &history.Value{Phase: "error"}, Error: err.Error()})
-			}
+// NeedsFakeClock reports whether any of the faults moves node clocks.
+func NeedsFakeClock(names []string) bool {
+	for _, n := range names {
+		if n == ClockJump || n == ClockStrobe || n == ClockDrift {
+			return true
 		}
 	}
-	<-ctx.Done()
-	return nil
+	return false
 }
 
-// HealAll heals every fault with a fresh deadline.
-func (s *Schedule) HealAll() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	for _, f := range s.Faults {
-		if err := f.Heal(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("heal %s: %w", f.Name(), err))
-		}
+// record writes a nemesis event.
+func record(env *Env, f, phase string, a *Action, detail string, err error) {
+	v := &history.Value{Phase: phase, Targets: append([]string(nil), a.Nodes...), Detail: detail}
+	op := history.Op{Process: history.NemesisProcess, Type: history.Info, F: f, Value: v}
+	if err != nil {
+		op.Error = err.Error()
 	}
-	return errors.Join(errs...)
+	env.Rec.Record(op)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config, env Env, workers int) error {
 			c := &client{cfg: cfg, env: env, worker: w, process: w, workers: workers,
 				rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(w)))}
 			if err := c.run(ctx); err != nil {
-				errs <- fmt.Errorf("client %d: %w", w, err)
+				errs <- fmt.Errorf("client worker %d (process %d): %w", w, c.process, err)
 			}
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 )
 
 // Host is the loopback address nodes bind to.
@@ -22,9 +23,11 @@ func (Backend) Name() string { return "local" }
 
 // Cluster is a running local topology.
 type Cluster struct {
-	servers  []*Server
-	resource *Server
-	dir      string
+	servers   []*Server
+	resource  *Server
+	dir       string
+	fakeClock bool
+	aof       *aofSampler // nil without persistence
 
 	closeOnce sync.Once
 }
@@ -39,7 +42,13 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: spec.Dir}
+	c := &Cluster{dir: spec.Dir, fakeClock: spec.FakeClock}
+	var kit *fakeclock.Kit
+	if spec.FakeClock {
+		if kit, err = prepareFakeClock(ctx); err != nil {
+			return nil, err
+		}
+	}
 	newServer := func(name, role string) *Server {
 		dir := nodeDir(spec, name)
 		return &Server{
@@ -49,7 +58,18 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		}
 	}
 	for i := 1; i <= spec.Nodes; i++ {
-		c.servers = append(c.servers, newServer(fmt.Sprintf("n%d", i), cluster.RoleNode))
+		s := newServer(fmt.Sprintf("n%d", i), cluster.RoleNode)
+		if kit != nil {
+			if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+				return nil, fmt.Errorf("start node %s: %w", s.Name, err)
+			}
+			if err := fakeclock.Set(clockFile(s), 0, 1); err != nil {
+				return nil, fmt.Errorf("start node %s: %w", s.Name, err)
+			}
+			s.Env = kit.Env(clockFile(s))
+			s.AfterExit = func(pid int) { fakeclock.CleanupShm(pid) }
+		}
+		c.servers = append(c.servers, s)
 	}
 	if spec.Resource {
 		c.resource = newServer("resource", cluster.RoleResource)
@@ -65,7 +85,24 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		c.Close(context.Background())
 		return nil, err
 	}
+	if spec.Persistence != cluster.PersistNone {
+		c.aof = startAOFSampler(c.servers)
+	}
 	return c, nil
+}
+
+// prepareFakeClock builds (or finds in the user's cache) what a node needs
+// to run with a movable clock.
+func prepareFakeClock(ctx context.Context) (*fakeclock.Kit, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	kit, err := fakeclock.Prepare(ctx, filepath.Join(cache, "lockjepsen"))
+	if err != nil {
+		return nil, fmt.Errorf("clock faults: %w", err)
+	}
+	return kit, nil
 }
 
 func persistenceArgs(mode string) []string {
@@ -105,12 +142,12 @@ func (c *Cluster) Resource() *cluster.Node {
 	return &n
 }
 
-// Servers gives the processes themselves, for process faults.
-func (c *Cluster) Servers() []*Server { return c.servers }
-
 // Close stops every process. It waits for each to exit.
 func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		if c.aof != nil {
+			c.aof.close()
+		}
 		var wg sync.WaitGroup
 		for _, s := range c.all() {
 			wg.Add(1)

@@ -3,11 +3,13 @@ package local_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -108,4 +110,113 @@ func TestPauseMakesRequestsTimeOut(t *testing.T) {
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatalf("after resume: %v", err)
 	}
+}
+
+func startSingle(t *testing.T, persistence string, fakeClock bool) (*local.Cluster, *redis.Client) {
+	t.Helper()
+	redistest.RequireBinary(t)
+	cl, err := local.Backend{}.Start(context.Background(), cluster.Spec{
+		System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: persistence, FakeClock: fakeClock,
+	})
+	if err != nil {
+		if fakeClock && os.Getenv("LOCKJEPSEN_REQUIRE_REDIS") == "" {
+			t.Skipf("no fake clock here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(context.Background()) })
+	c := redis.NewClient(&redis.Options{Addr: cl.Nodes()[0].Addr, MaxRetries: -1, DisableIdentity: true})
+	t.Cleanup(func() { c.Close() })
+	return cl.(*local.Cluster), c
+}
+
+// What a kill loses depends on persistence; the restarted node always
+// answers on the same address.
+func TestKillAndRestart(t *testing.T) {
+	cases := []struct {
+		persistence string
+		lose        bool
+		wantKey     bool
+	}{
+		{cluster.PersistNone, false, false},
+		{cluster.PersistAlways, false, true},
+		{cluster.PersistEverysec, false, true}, // the page cache survives a SIGKILL
+		{cluster.PersistEverysec, true, false}, // unless the unsynced tail is dropped
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s lose=%v", tc.persistence, tc.lose), func(t *testing.T) {
+			cl, c := startSingle(t, tc.persistence, false)
+			ctx := context.Background()
+			if tc.lose {
+				// Let more than the lost second pass, so that the write
+				// below is the only thing in the dropped tail.
+				time.Sleep(1500 * time.Millisecond)
+			}
+			if err := c.Set(ctx, "lock", "token", 10*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := cl.Nodes()[0]
+			if err := cl.Kill("n1", tc.lose); err != nil {
+				t.Fatal(err)
+			}
+			if alive(before.PID) {
+				t.Fatal("killed node still running")
+			}
+			if err := c.Ping(ctx).Err(); err == nil {
+				t.Fatal("a killed node answered")
+			}
+			if err := cl.Restart(ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			after := cl.Nodes()[0]
+			if after.Addr != before.Addr || after.PID == before.PID {
+				t.Fatalf("restart: addr %s -> %s, pid %d -> %d", before.Addr, after.Addr, before.PID, after.PID)
+			}
+			got := c.Exists(ctx, "lock").Val() == 1
+			if got != tc.wantKey {
+				t.Fatalf("key survived the kill: %v, want %v", got, tc.wantKey)
+			}
+		})
+	}
+}
+
+func TestFakeClockExpiresKeysEarly(t *testing.T) {
+	cl, c := startSingle(t, cluster.PersistNone, true)
+	ctx := context.Background()
+	c.Set(ctx, "lock", "token", 2*time.Second)
+	if err := cl.SetClock("n1", 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Second, func() bool { return c.Exists(ctx, "lock").Val() == 0 }) {
+		t.Fatal("a 2s key outlived a 3s forward jump")
+	}
+	if err := cl.SetClock("n1", 0); err != nil {
+		t.Fatal(err)
+	}
+	pid := cl.Nodes()[0].PID
+	if err := cl.Kill("n1", false); err != nil {
+		t.Fatal(err)
+	}
+	// libfaketime's shared memory of a SIGKILLed node is cleaned up.
+	if m, _ := filepath.Glob(fmt.Sprintf("/dev/shm/*faketime*_%d", pid)); len(m) != 0 {
+		t.Fatalf("left behind: %v", m)
+	}
+	if err := cl.Restart(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("restarted fake-clock node: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds (true) or d passes (false).
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }

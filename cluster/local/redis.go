@@ -38,6 +38,11 @@ type Server struct {
 	Dir     string // data directory
 	LogPath string
 	Args    []string // extra configuration, as "--name value" pairs
+	// Env is added to the process's environment (the fake clock's).
+	Env []string
+	// AfterExit runs once each time the process has been reaped, with its
+	// PID (to clean up what it leaves, such as libfaketime's shm files).
+	AfterExit func(pid int)
 
 	binary string
 
@@ -135,11 +140,15 @@ func (s *Server) startOnce(ctx context.Context) error {
 	logStart := fileSize(s.LogPath)
 	cmd := exec.Command(s.binary, s.args()...)
 	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Own process group: a Ctrl-C in the terminal reaches the harness,
 		// which then stops the servers in order, not the servers directly.
 		Setpgid: true,
-		// Die with the harness even if it is SIGKILLed.
+		// Die with the harness even if it is SIGKILLed. Linux sends this
+		// when the OS thread that started the child exits; the Go runtime
+		// only ends threads whose goroutine locked them, and nothing here
+		// does, so in practice it fires when the harness process dies.
 		Pdeathsig: syscall.SIGKILL,
 	}
 	var stderr bytes.Buffer
@@ -151,6 +160,9 @@ func (s *Server) startOnce(ctx context.Context) error {
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
+		if s.AfterExit != nil {
+			s.AfterExit(cmd.Process.Pid)
+		}
 		close(exited)
 	}()
 	s.mu.Lock()
@@ -198,7 +210,8 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 }
 
 // Stop terminates the process: SIGTERM, then SIGKILL if it has not exited
-// within a second. It is a no-op for a process that is not running.
+// within a second. It is a no-op for a process that is not running; it
+// returns only once the process is gone.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
@@ -219,6 +232,24 @@ func (s *Server) Stop() {
 	case <-time.After(time.Second):
 		s.kill()
 	}
+}
+
+// Kill ends the process with SIGKILL and waits until it is reaped.
+func (s *Server) Kill() error {
+	if !s.Running() {
+		return fmt.Errorf("node %s is not running", s.Name)
+	}
+	s.kill()
+	return nil
+}
+
+// Restart starts a stopped or killed server again on the same port and
+// data directory.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.Running() {
+		return fmt.Errorf("node %s is still running", s.Name)
+	}
+	return s.startOnce(ctx)
 }
 
 func (s *Server) kill() {

@@ -118,6 +118,15 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")
 	f.StringVar(&nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
 	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
+	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority or all")
+	f.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "mean time a fault lasts before it is healed")
+	f.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "kill: how long a killed node stays down before its restart")
+	f.BoolVar(&cfg.LoseUnsynced, "lose-unsynced", cfg.LoseUnsynced, "kill: also drop the last second of the node's append-only file, as a crash before fsync would")
+	f.StringVar(&cfg.ClockJump, "clock-jump", cfg.ClockJump, "clock-jump/clock-strobe: how far a node's wall clock moves: a duration (750ms, -2s) or a multiple of the TTL (1.5ttl)")
+	f.Float64Var(&cfg.ClockRate, "clock-rate", cfg.ClockRate, "clock-drift: speed of a node's wall clock relative to real time")
+	f.DurationVar(&cfg.Latency, "latency", cfg.Latency, "latency: delay added to replies")
+	f.DurationVar(&cfg.Jitter, "jitter", cfg.Jitter, "latency: random variation of the delay")
+	f.Int64Var(&cfg.Bandwidth, "bandwidth", cfg.Bandwidth, "slow: bandwidth limit in KB/s")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration)")
@@ -177,6 +186,9 @@ func failure(stderr io.Writer, err error) error {
 }
 
 func verdictExit(res *harness.Results) error {
+	if res.HarnessFailed() {
+		return exitError{exitHarness}
+	}
 	if res.MetExpectation {
 		return nil
 	}
@@ -188,20 +200,29 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	for _, line := range res.Summary() {
 		fmt.Fprintln(w, line)
 	}
-	if res.Interrupted {
-		fmt.Fprintln(w, "The run was interrupted; the history up to that point was checked.")
+	if res.Incomplete != "" {
+		fmt.Fprintf(w, "Incomplete: %s; what was recorded was checked.\n", res.Incomplete)
+	}
+	for _, p := range res.ClientPanics {
+		fmt.Fprintf(w, "lock panic: %s\n", p)
 	}
 	for _, e := range res.Errors {
-		fmt.Fprintf(w, "harness error: %s\n", e)
+		fmt.Fprintf(w, "HARNESS ERROR (the run cannot be trusted): %s\n", e)
 	}
 	expect := "met"
 	if !res.MetExpectation {
 		expect = "NOT met"
 	}
 	fmt.Fprintf(w, "Expected %s: %s.\n", res.Expect, expect)
+	if res.Why != "" {
+		fmt.Fprintln(w, res.Why)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		abs = dir
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
 	}
 	fmt.Fprintf(w, "Files: %s (history.jsonl, results.json, config.json, nodes/)\n", abs)
 }

@@ -1,0 +1,213 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+)
+
+// The local cluster is a cluster.Controller.
+
+func (c *Cluster) server(node string) (*Server, error) {
+	for _, s := range c.servers {
+		if s.Name == node {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("no node %q", node)
+}
+
+// Pause sends SIGSTOP to a node.
+func (c *Cluster) Pause(node string) error {
+	s, err := c.server(node)
+	if err != nil {
+		return err
+	}
+	return s.Pause()
+}
+
+// Resume sends SIGCONT to a node.
+func (c *Cluster) Resume(node string) error {
+	s, err := c.server(node)
+	if err != nil {
+		return err
+	}
+	return s.Resume()
+}
+
+// Kill sends SIGKILL to a node and, with loseUnsynced, cuts the last
+// second of its append-only file.
+func (c *Cluster) Kill(node string, loseUnsynced bool) error {
+	s, err := c.server(node)
+	if err != nil {
+		return err
+	}
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	if loseUnsynced {
+		if c.aof == nil {
+			return fmt.Errorf("kill %s: losing unsynced writes needs persistence everysec or always", node)
+		}
+		if err := c.aof.truncate(s, time.Now().Add(-time.Second)); err != nil {
+			return fmt.Errorf("kill %s: %w", node, err)
+		}
+	}
+	return nil
+}
+
+// Restart starts a killed node again on the same port and data.
+func (c *Cluster) Restart(ctx context.Context, node string) error {
+	s, err := c.server(node)
+	if err != nil {
+		return err
+	}
+	if err := s.Restart(ctx); err != nil {
+		return err
+	}
+	// The PID changed: keep the record that orphan clean-up relies on true.
+	return c.writeProcesses()
+}
+
+// SetClock moves a node's wall clock to real time + offset.
+func (c *Cluster) SetClock(node string, offset time.Duration) error {
+	s, err := c.server(node)
+	if err != nil {
+		return err
+	}
+	if !c.fakeClock {
+		return fmt.Errorf("set clock of %s: the cluster was started without a fake clock", node)
+	}
+	return fakeclock.Set(clockFile(s), offset, 1)
+}
+
+func clockFile(s *Server) string { return filepath.Join(s.Dir, "faketime") }
+
+// aofSampler remembers the size of each node's current incremental AOF
+// file over the last seconds, so that a kill can drop what was written
+// since a chosen moment: the un-fsynced tail a real crash would lose (the
+// page cache of this machine survives a SIGKILL, so nothing is lost
+// otherwise).
+type aofSampler struct {
+	mu      sync.Mutex
+	samples map[string][]aofSample // node -> samples, oldest first
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type aofSample struct {
+	at   time.Time
+	path string
+	size int64
+}
+
+const aofSampleEvery = 50 * time.Millisecond
+
+func startAOFSampler(servers []*Server) *aofSampler {
+	a := &aofSampler{samples: map[string][]aofSample{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		t := time.NewTicker(aofSampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.stop:
+				return
+			case now := <-t.C:
+				for _, s := range servers {
+					if !s.Running() {
+						continue // keep the samples from before a kill
+					}
+					path, err := currentIncrAOF(s.Dir)
+					if err != nil {
+						continue
+					}
+					st, err := os.Stat(path)
+					if err != nil {
+						continue
+					}
+					a.add(s.Name, aofSample{now, path, st.Size()})
+				}
+			}
+		}
+	}()
+	return a
+}
+
+func (a *aofSampler) add(node string, smp aofSample) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	list := append(a.samples[node], smp)
+	// Keep 3 s of samples.
+	for len(list) > 0 && smp.at.Sub(list[0].at) > 3*time.Second {
+		list = list[1:]
+	}
+	a.samples[node] = list
+}
+
+// truncate cuts the node's current incremental AOF back to its size at
+// `since` (the last sample before it).
+func (a *aofSampler) truncate(s *Server, since time.Time) error {
+	a.mu.Lock()
+	var keep *aofSample
+	for i := range a.samples[s.Name] {
+		if smp := a.samples[s.Name][i]; !smp.at.After(since) {
+			keep = &smp
+		}
+	}
+	a.mu.Unlock()
+	if keep == nil {
+		return nil // the node is younger than a second: nothing was synced yet, keep what is there
+	}
+	st, err := os.Stat(keep.path)
+	if err != nil {
+		return fmt.Errorf("lose unsynced writes: %w", err)
+	}
+	if st.Size() <= keep.size {
+		return nil
+	}
+	if err := os.Truncate(keep.path, keep.size); err != nil {
+		return fmt.Errorf("lose unsynced writes: %w", err)
+	}
+	return nil
+}
+
+func (a *aofSampler) close() {
+	close(a.stop)
+	<-a.done
+}
+
+// currentIncrAOF reads Redis 7's AOF manifest for the incremental file
+// being appended to.
+func currentIncrAOF(dataDir string) (string, error) {
+	dir := filepath.Join(dataDir, "appendonlydir")
+	manifests, err := filepath.Glob(filepath.Join(dir, "*.manifest"))
+	if err != nil || len(manifests) == 0 {
+		return "", fmt.Errorf("no AOF manifest in %s", dir)
+	}
+	f, err := os.Open(manifests[0])
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var incr string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// file appendonly.aof.1.incr.aof seq 1 type i
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 6 && fields[0] == "file" && fields[len(fields)-1] == "i" {
+			incr = fields[1]
+		}
+	}
+	if incr == "" {
+		return "", fmt.Errorf("no incremental AOF in %s", manifests[0])
+	}
+	return filepath.Join(dir, incr), nil
+}

@@ -1,0 +1,205 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+)
+
+// The server faults of the nemesis issue on a single Redis with the token
+// lock: what each must show.
+func TestServerFaults(t *testing.T) {
+	redistest.RequireBinary(t)
+	cases := []struct {
+		name    string
+		edit    func(*harness.Config)
+		verdict string
+		check   func(*testing.T, *harness.Results)
+	}{
+		{
+			name:    "clock jump forward past the TTL expires the lock under its holder",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-jump"} },
+			verdict: checker.VerdictUnsafe,
+		},
+		{
+			name:    "kill with immediate restart and no persistence loses the lock",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"kill"} },
+			verdict: checker.VerdictUnsafe,
+		},
+		{
+			name: "kill with appendfsync always keeps the lock",
+			edit: func(c *harness.Config) {
+				c.Nemesis = []string{"kill"}
+				c.Persistence = cluster.PersistAlways
+			},
+			verdict: checker.VerdictSafe,
+		},
+		{
+			name: "kill with the restart delayed past the TTL is safe",
+			edit: func(c *harness.Config) {
+				c.Nemesis = []string{"kill"}
+				c.RestartDelay = c.TTL + 200*time.Millisecond
+			},
+			verdict: checker.VerdictSafe,
+			check:   requireUnavailability(500 * time.Millisecond),
+		},
+		{
+			name:    "pause is safe but the lock is unavailable",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"pause"} },
+			verdict: checker.VerdictSafe,
+			check:   requireUnavailability(250 * time.Millisecond),
+		},
+		{
+			name:    "partition is safe but the lock is unavailable",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"partition"} },
+			verdict: checker.VerdictSafe,
+			check:   requireUnavailability(250 * time.Millisecond),
+		},
+		{
+			name:    "latency is safe",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"latency"} },
+			verdict: checker.VerdictSafe,
+		},
+		{
+			name:    "slow links are safe",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"slow"} },
+			verdict: checker.VerdictSafe,
+		},
+		{
+			name:    "rejected connections are safe",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"reject"} },
+			verdict: checker.VerdictSafe,
+		},
+		{
+			// Flipping back from -1s to real time is a 1s forward jump:
+			// keys set in the past phase expire at once.
+			name:    "a clock strobing by more than the TTL is unsafe, even backwards",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-strobe"}; c.ClockJump = "-1s" },
+			verdict: checker.VerdictUnsafe,
+		},
+		{
+			name:    "a slowly drifting clock is safe",
+			edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-drift"}; c.ClockRate = 1.01 },
+			verdict: checker.VerdictSafe,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := shortConfig(t)
+			// Holds long enough that a fault usually lands on a holder.
+			cfg.Hold = "100ms..300ms"
+			cfg.FaultDuration = 300 * time.Millisecond
+			tc.edit(&cfg)
+			cfg.Expect = tc.verdict
+			out, err := harness.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Results
+			if r.Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
+			}
+			if len(r.Errors) > 0 {
+				t.Fatalf("harness errors: %v", r.Errors)
+			}
+			requireFaultsInjected(t, out.Dir, cfg.Nemesis)
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			requireNoServers(t, out.Dir)
+			requireNoShm(t, out.Dir)
+		})
+	}
+}
+
+func requireUnavailability(min time.Duration) func(*testing.T, *harness.Results) {
+	return func(t *testing.T, r *harness.Results) {
+		t.Helper()
+		if r.Liveness.Longest == nil || time.Duration(r.Liveness.Longest.Duration) < min {
+			t.Fatalf("longest unavailability %+v, want at least %s", r.Liveness.Longest, min)
+		}
+	}
+}
+
+// Every named fault was started and stopped at least once.
+func requireFaultsInjected(t *testing.T, dir string, names []string) {
+	t.Helper()
+	res, err := history.ReadFile(filepath.Join(dir, harness.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, stopped := map[string]int{}, map[string]int{}
+	for _, op := range res.Ops {
+		if op.IsNemesis() && op.Value != nil {
+			switch op.Value.Phase {
+			case "start":
+				started[op.F]++
+			case "stop":
+				stopped[op.F]++
+			case "error":
+				t.Fatalf("fault %s failed: %s", op.F, op.Error)
+			}
+		}
+	}
+	for _, n := range names {
+		if started[n] == 0 || started[n] != stopped[n] {
+			t.Fatalf("%s started %d times, stopped %d", n, started[n], stopped[n])
+		}
+	}
+}
+
+func requireNoShm(t *testing.T, dir string) {
+	t.Helper()
+	for _, n := range nodesOf(t, dir) {
+		if m, _ := filepath.Glob(fmt.Sprintf("/dev/shm/*faketime*_%d", n)); len(m) > 0 {
+			t.Fatalf("libfaketime files left: %v", m)
+		}
+	}
+}
+
+// The same seed injects the same faults on the same targets with the same
+// parameters.
+func TestSameSeedSameSchedule(t *testing.T) {
+	redistest.RequireBinary(t)
+	schedule := func() []string {
+		cfg := shortConfig(t)
+		cfg.TimeLimit, cfg.Recovery = 2*time.Second, 0
+		cfg.Nemesis = []string{"pause", "partition", "kill"}
+		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 100*time.Millisecond
+		cfg.Expect = harness.ExpectAny
+		out, err := harness.Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := history.ReadFile(filepath.Join(out.Dir, harness.HistoryFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []string
+		for _, op := range res.Ops {
+			if op.IsNemesis() && op.Value.Phase == "start" {
+				events = append(events, fmt.Sprint(op.F, op.Value.Targets, op.Value.Detail))
+			}
+		}
+		return events
+	}
+	a, b := schedule(), schedule()
+	n := min(len(a), len(b)) - 1 // the last draw may fall on either side of the deadline
+	if n < 4 {
+		t.Fatalf("too few faults: %d and %d", len(a), len(b))
+	}
+	if !reflect.DeepEqual(a[:n], b[:n]) {
+		t.Fatalf("same seed, different schedules:\n%v\n%v", a, b)
+	}
+}

@@ -1,0 +1,262 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+)
+
+// Targets policies: which nodes a random action hits.
+const (
+	TargetOne      = "one"
+	TargetMinority = "minority"
+	TargetMajority = "majority"
+	TargetAll      = "all"
+)
+
+// Options shape the actions of a random schedule.
+type Options struct {
+	// Interval is the mean quiet time between two faults; each wait is
+	// drawn from [Interval/2, 3×Interval/2].
+	Interval time.Duration
+	// Duration is the mean time a fault lasts, drawn the same way; a kill
+	// lasts RestartDelay instead.
+	Duration     time.Duration
+	Targets      string
+	RestartDelay time.Duration
+	LoseUnsynced bool
+	ClockJump    time.Duration
+	ClockRate    float64
+	Latency      time.Duration
+	Jitter       time.Duration
+	BandwidthKB  int64
+}
+
+// Step is one action of a script, started At after the fault phase began.
+type Step struct {
+	At     time.Duration
+	Action Action
+}
+
+// Schedule runs faults during the fault phase: drawn at random, one at a
+// time, or played from a script.
+type Schedule struct {
+	Env    *Env
+	Faults map[string]Fault
+	// Names are the faults a random schedule draws from, in a fixed order
+	// so that a seed gives the same schedule.
+	Names  []string
+	Opts   Options
+	Rng    *rand.Rand
+	Script []Step
+}
+
+// NewSchedule builds the faults named and checks, before anything runs,
+// that every one applies to env.
+func NewSchedule(env *Env, names []string, opts Options, rng *rand.Rand, script []Step, clients *ClientFaults) (*Schedule, error) {
+	s := &Schedule{Env: env, Faults: map[string]Fault{}, Names: names, Opts: opts, Rng: rng, Script: script}
+	add := func(name string) error {
+		if _, ok := s.Faults[name]; ok {
+			return nil
+		}
+		f, err := New(name, clients)
+		if err != nil {
+			return err
+		}
+		s.Faults[name] = f
+		return nil
+	}
+	for _, n := range names {
+		if err := add(n); err != nil {
+			return nil, err
+		}
+		// Check the action a random draw would make, on every node.
+		a := s.template(n)
+		a.Nodes = env.Nodes
+		if isClientFault(n) {
+			a.Clients = []int{0}
+		}
+		if err := s.Faults[n].Available(env, &a); err != nil {
+			return nil, fmt.Errorf("nemesis %s: %w", n, err)
+		}
+	}
+	if _, err := pickNodes(rand.New(rand.NewSource(1)), env.Nodes, opts.Targets); len(names) > 0 && err != nil {
+		return nil, err
+	}
+	for i, st := range script {
+		if err := add(st.Action.Fault); err != nil {
+			return nil, fmt.Errorf("script step %d: %w", i+1, err)
+		}
+		a := st.Action
+		if err := s.Faults[a.Fault].Available(env, &a); err != nil {
+			return nil, fmt.Errorf("script step %d (%s): %w", i+1, a.Fault, err)
+		}
+	}
+	return s, nil
+}
+
+func isClientFault(name string) bool { return name == ClientPause || name == ClientCrash }
+
+// template is an action of the named fault with the schedule's parameters
+// and no targets.
+func (s *Schedule) template(name string) Action {
+	o := s.Opts
+	a := Action{Fault: name, Offset: o.ClockJump, Rate: o.ClockRate, LoseUnsynced: o.LoseUnsynced,
+		Link: proxy.Fault{Latency: o.Latency, Jitter: o.Jitter, RateKBps: o.BandwidthKB}}
+	return a
+}
+
+// Run injects faults until ctx is done, then heals every fault. A failed
+// injection is recorded and the schedule goes on; a failure to heal is
+// returned (the run reports it as a harness error).
+func (s *Schedule) Run(ctx context.Context) error {
+	if len(s.Script) > 0 {
+		s.runScript(ctx)
+	} else if len(s.Names) > 0 {
+		s.runRandom(ctx)
+	}
+	<-ctx.Done()
+	return s.HealAll()
+}
+
+func (s *Schedule) runRandom(ctx context.Context) {
+	for {
+		sleepCtx(ctx, jitter(s.Rng, s.Opts.Interval))
+		if ctx.Err() != nil {
+			return
+		}
+		name := s.Names[s.Rng.Intn(len(s.Names))]
+		a := s.template(name)
+		if isClientFault(name) {
+			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
+		} else {
+			a.Nodes, _ = pickNodes(s.Rng, s.Env.Nodes, s.Opts.Targets)
+			a.For = jitter(s.Rng, s.Opts.Duration)
+			if name == Kill {
+				a.For = s.Opts.RestartDelay
+			}
+		}
+		s.play(ctx, &a)
+	}
+}
+
+// runScript starts each step at its time; steps may overlap.
+func (s *Schedule) runScript(ctx context.Context) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range s.Script {
+		st := s.Script[i]
+		sleepCtx(ctx, time.Until(start.Add(st.At)))
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.play(ctx, &st.Action)
+		}()
+	}
+	wg.Wait()
+}
+
+// play starts one action, waits its duration and stops it. If the fault
+// phase ends first, the action is stopped at once.
+func (s *Schedule) play(ctx context.Context, a *Action) {
+	f := s.Faults[a.Fault]
+	_, quiet := f.(selfRecording)
+	detail := describe(a)
+	err := f.Start(ctx, s.Env, a)
+	if !quiet || err != nil {
+		phase := "start"
+		if err != nil {
+			phase = "error"
+		}
+		record(s.Env, a.Fault, phase, a, detail, err)
+	}
+	if quiet {
+		return
+	}
+	sleepCtx(ctx, a.For)
+	// Stopping must happen even when the phase is over, with its own
+	// deadline.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err = f.Stop(stopCtx, s.Env, a)
+	record(s.Env, a.Fault, "stop", a, "", err)
+}
+
+// HealAll heals every fault with a fresh deadline.
+func (s *Schedule) HealAll() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, name := range KnownNames() {
+		if f, ok := s.Faults[name]; ok {
+			if err := f.Heal(ctx, s.Env); err != nil {
+				errs = append(errs, fmt.Errorf("heal %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func describe(a *Action) string {
+	switch a.Fault {
+	case Partition, Reject, Latency, Slow:
+		return describeNet(a, newNetFault(a.Fault).linkFault(a))
+	case Kill:
+		d := fmt.Sprintf("SIGKILL, restart after %s", a.For)
+		if a.LoseUnsynced {
+			d += ", losing the last second of the append-only file"
+		}
+		return d
+	case Pause:
+		return fmt.Sprintf("SIGSTOP for %s", a.For.Round(time.Millisecond))
+	case ClockJump:
+		return fmt.Sprintf("wall clock %+.3fs for %s", a.Offset.Seconds(), a.For.Round(time.Millisecond))
+	case ClockStrobe:
+		return fmt.Sprintf("wall clock flips between 0 and %+.3fs every %s for %s", a.Offset.Seconds(), strobePeriod, a.For.Round(time.Millisecond))
+	case ClockDrift:
+		return fmt.Sprintf("wall clock runs at x%g for %s", a.Rate, a.For.Round(time.Millisecond))
+	}
+	return ""
+}
+
+func jitter(r *rand.Rand, mean time.Duration) time.Duration {
+	if mean <= 0 {
+		return 0
+	}
+	return mean/2 + time.Duration(r.Int63n(int64(mean)+1))
+}
+
+// pickNodes draws the target nodes of a random action.
+func pickNodes(r *rand.Rand, nodes []string, policy string) ([]string, error) {
+	n := len(nodes)
+	var k int
+	switch policy {
+	case TargetOne, "":
+		k = 1
+	case TargetMinority:
+		k = (n - 1) / 2
+	case TargetMajority:
+		k = n/2 + 1
+	case TargetAll:
+		k = n
+	default:
+		return nil, fmt.Errorf("unknown --targets %q (want one, minority, majority or all)", policy)
+	}
+	if k == 0 || n == 0 {
+		return nil, fmt.Errorf("--targets %s of %d nodes is no node", policy, n)
+	}
+	perm := r.Perm(n)
+	out := make([]string, 0, k)
+	for _, i := range perm[:k] {
+		out = append(out, nodes[i])
+	}
+	return out, nil
+}

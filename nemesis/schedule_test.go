@@ -1,0 +1,190 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// fakeControl records what the nemesis asks of the nodes. The real
+// controller is tested on real redis-server in cluster/local and harness;
+// this one lets the schedule's own logic be tested quickly.
+type fakeControl struct {
+	mu     sync.Mutex
+	calls  []string
+	paused map[string]bool
+	dead   map[string]bool
+	clock  map[string]time.Duration
+}
+
+func newFakeControl() *fakeControl {
+	return &fakeControl{paused: map[string]bool{}, dead: map[string]bool{}, clock: map[string]time.Duration{}}
+}
+
+func (f *fakeControl) log(s string) { f.calls = append(f.calls, s) }
+
+func (f *fakeControl) Pause(n string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log("pause " + n)
+	f.paused[n] = true
+	return nil
+}
+func (f *fakeControl) Resume(n string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log("resume " + n)
+	delete(f.paused, n)
+	return nil
+}
+func (f *fakeControl) Kill(n string, lose bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log("kill " + n)
+	f.dead[n] = true
+	return nil
+}
+func (f *fakeControl) Restart(ctx context.Context, n string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log("restart " + n)
+	delete(f.dead, n)
+	return nil
+}
+func (f *fakeControl) SetClock(n string, d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clock[n] = d
+	return nil
+}
+
+func newEnv(t *testing.T, ctl *fakeControl) *Env {
+	rec, err := history.Create(filepath.Join(t.TempDir(), "h.jsonl"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	return &Env{Rec: rec, Nodes: []string{"n1", "n2", "n3", "n4", "n5"}, Control: ctl, FakeClock: true,
+		Persistence: "none", Clients: 4, TTL: 100 * time.Millisecond}
+}
+
+type drawn struct{ Fault, Targets, Detail string }
+
+// runFor runs a random schedule for d and returns what it injected.
+func runFor(t *testing.T, seed int64, d time.Duration) ([]drawn, *fakeControl) {
+	ctl := newFakeControl()
+	env := newEnv(t, ctl)
+	s, err := NewSchedule(env, []string{Pause, Kill, ClockJump, ClockStrobe}, Options{
+		Interval: 10 * time.Millisecond, Duration: 10 * time.Millisecond, Targets: TargetMinority,
+		ClockJump: 150 * time.Millisecond,
+	}, rand.New(rand.NewSource(seed)), nil, NewClientFaults(env.Rec, env.TTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.Rec.Close()
+	path := env.Rec.Path()
+	res, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []drawn
+	open := map[string]bool{}
+	for _, op := range res.Ops {
+		key := fmt.Sprint(op.F, op.Value.Targets)
+		switch op.Value.Phase {
+		case "start":
+			if open[key] {
+				t.Fatalf("%s started twice without a stop", key)
+			}
+			open[key] = true
+			out = append(out, drawn{op.F, fmt.Sprint(op.Value.Targets), op.Value.Detail})
+		case "stop":
+			if !open[key] {
+				t.Fatalf("%s stopped without a start", key)
+			}
+			delete(open, key)
+		}
+	}
+	if len(open) != 0 {
+		t.Fatalf("faults never stopped: %v", open)
+	}
+	return out, ctl
+}
+
+func TestRandomScheduleIsHealedAndSeeded(t *testing.T) {
+	a, ctl := runFor(t, 7, 400*time.Millisecond)
+	if len(a) < 5 {
+		t.Fatalf("only %d faults injected", len(a))
+	}
+	if len(ctl.paused) != 0 || len(ctl.dead) != 0 {
+		t.Fatalf("left paused %v, dead %v", ctl.paused, ctl.dead)
+	}
+	for n, off := range ctl.clock {
+		if off != 0 {
+			t.Fatalf("clock of %s left at %s", n, off)
+		}
+	}
+	for _, d := range a {
+		if d.Targets != "[n1 n2]" && len(d.Targets) != len("[n1 n2]") {
+			t.Fatalf("minority of 5 must be 2 nodes, got %s", d.Targets)
+		}
+	}
+	// The same seed draws the same faults, targets and parameters.
+	b, _ := runFor(t, 7, 400*time.Millisecond)
+	n := min(len(a), len(b)) - 2 // the last draw may fall on either side of the deadline
+	if !reflect.DeepEqual(a[:n], b[:n]) {
+		t.Fatalf("same seed, different schedules:\n%v\n%v", a[:n], b[:n])
+	}
+	c, _ := runFor(t, 8, 400*time.Millisecond)
+	if reflect.DeepEqual(a[:n], c[:min(n, len(c))]) {
+		t.Fatal("different seeds drew the same schedule")
+	}
+}
+
+func TestUnavailableFaultsAreRefusedBeforeTheRun(t *testing.T) {
+	ctl := newFakeControl()
+	cases := []struct {
+		names []string
+		edit  func(*Env, *Options)
+	}{
+		{[]string{Partition}, func(e *Env, o *Options) { e.Mesh = nil }},
+		{[]string{Pause}, func(e *Env, o *Options) { e.Control = nil }},
+		{[]string{ClockJump}, func(e *Env, o *Options) { e.FakeClock = false; o.ClockJump = time.Second }},
+		{[]string{ClockJump}, func(e *Env, o *Options) { o.ClockJump = 0 }},
+		{[]string{ClockDrift}, func(e *Env, o *Options) { o.ClockRate = 1 }},
+		{[]string{Kill}, func(e *Env, o *Options) { o.LoseUnsynced = true }},
+		{[]string{Pause}, func(e *Env, o *Options) { e.Nodes = e.Nodes[:1]; o.Targets = TargetMinority }},
+		{[]string{Pause}, func(e *Env, o *Options) { o.Targets = "most" }},
+	}
+	for i, tc := range cases {
+		env := newEnv(t, ctl)
+		opts := Options{Interval: time.Second, Targets: TargetOne, ClockJump: time.Second, ClockRate: 2}
+		tc.edit(env, &opts)
+		if _, err := NewSchedule(env, tc.names, opts, rand.New(rand.NewSource(1)), nil, nil); err == nil {
+			t.Errorf("case %d (%v): accepted", i, tc.names)
+		}
+	}
+}
+
+func TestPickNodes(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	r := rand.New(rand.NewSource(1))
+	for policy, want := range map[string]int{TargetOne: 1, TargetMinority: 2, TargetMajority: 3, TargetAll: 5} {
+		got, err := pickNodes(r, nodes, policy)
+		if err != nil || len(got) != want {
+			t.Errorf("%s: %v %v", policy, got, err)
+		}
+	}
+}
