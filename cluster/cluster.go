@@ -17,6 +17,17 @@ const (
 	Redlock  = "redlock"  // N independent redis-servers
 )
 
+// DefaultNodes is the number of nodes of a system when none is asked for.
+func DefaultNodes(system string) int {
+	switch system {
+	case Redlock:
+		return 5
+	case Sentinel:
+		return 3
+	}
+	return 1
+}
+
 // Persistence modes of a node.
 const (
 	PersistNone     = "none"
@@ -100,10 +111,14 @@ func (s Spec) Validate() error {
 		if s.Nodes != 1 {
 			return fmt.Errorf("system %q has exactly 1 node, not %d", s.System, s.Nodes)
 		}
-	case Sentinel, Redlock:
-		return fmt.Errorf("system %q is not available yet (only %q)", s.System, Single)
+	case Redlock:
+		if s.Nodes < 3 || s.Nodes%2 == 0 {
+			return fmt.Errorf("system %q needs an odd number of nodes, at least 3, not %d", s.System, s.Nodes)
+		}
+	case Sentinel:
+		return fmt.Errorf("system %q is not available yet (want %q or %q)", s.System, Single, Redlock)
 	default:
-		return fmt.Errorf("unknown system %q (want %q)", s.System, Single)
+		return fmt.Errorf("unknown system %q (want %q or %q)", s.System, Single, Redlock)
 	}
 	switch s.Persistence {
 	case PersistNone, PersistEverysec, PersistAlways:

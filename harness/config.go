@@ -34,7 +34,10 @@ type Config struct {
 	Workload        string        `json:"workload"`
 	Nemesis         []string      `json:"nemesis"`
 	NemesisInterval time.Duration `json:"nemesis_interval"`
-	Clients         int           `json:"clients"`
+	// Nodes is the number of nodes under test; 0 is the system's default
+	// (single 1, redlock 5).
+	Nodes   int `json:"nodes"`
+	Clients int `json:"clients"`
 	Keys            int           `json:"keys"`
 	TTL             time.Duration `json:"ttl"`
 	TimeLimit       time.Duration `json:"time_limit"`
@@ -56,6 +59,9 @@ type Config struct {
 	// Script replaces the random schedule with timed steps (named
 	// scenarios use it); Nemesis is then ignored.
 	Script []nemesis.Step `json:"script,omitempty"`
+	// ScriptName picks a named script (nemesis.Scripts) instead; it is
+	// built from the run's parameters when the run starts.
+	ScriptName string `json:"script_name,omitempty"`
 
 	Hold         string        `json:"hold"`
 	LongHoldRate float64       `json:"long_hold_rate"`
@@ -130,11 +136,17 @@ func IsUsage(err error) bool {
 // Validate checks every option and names the one that is wrong.
 func (c *Config) Validate() error {
 	switch c.System {
-	case cluster.Single:
-	case cluster.Sentinel, cluster.Redlock:
-		return usage("--system %s is not available yet; available: %s", c.System, cluster.Single)
+	case cluster.Single, cluster.Redlock:
+	case cluster.Sentinel:
+		return usage("--system %s is not available yet; available: single, redlock", c.System)
 	default:
-		return usage("--system %q is unknown; want %s", c.System, cluster.Single)
+		return usage("--system %q is unknown; want single or redlock", c.System)
+	}
+	if c.Nodes < 0 || c.Nodes > 15 {
+		return usage("--nodes must be between 1 and 15 (0: the system's default)")
+	}
+	if err := (cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: ".", Persistence: cluster.PersistNone}).Validate(); err != nil {
+		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
 	}
 	if c.Locker == nil && !contains(locks.Names, c.Lock) {
 		return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.Names, ", "))
@@ -190,18 +202,30 @@ func (c *Config) Validate() error {
 		return usage("--persistence %q is unknown; want none, everysec or always", c.Persistence)
 	}
 	switch c.Targets {
-	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority:
+	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
 	case nemesis.TargetMinority:
-		if len(c.Nemesis) > 0 && c.Nodes() < 3 {
-			return usage("--targets minority of %d node(s) hits no node; use one, majority or all", c.Nodes())
+		if len(c.Nemesis) > 0 && c.NodeCount() < 3 {
+			return usage("--targets minority of %d node(s) hits no node; use one, majority or all", c.NodeCount())
 		}
 	default:
-		return usage("--targets %q is unknown; want one, minority, majority or all", c.Targets)
+		return usage("--targets %q is unknown; want one, minority, majority, all or holder", c.Targets)
 	}
 	switch c.Expect {
 	case ExpectSafe, ExpectUnsafe, ExpectStuck, ExpectAny:
 	default:
 		return usage("--expect %q is unknown; want safe, unsafe, stuck or any", c.Expect)
+	}
+	if c.ScriptName != "" {
+		sc, ok := nemesis.Scripts[c.ScriptName]
+		if !ok {
+			return usage("--script %q is unknown; want one of %s", c.ScriptName, strings.Join(nemesis.ScriptNames(), ", "))
+		}
+		if len(c.Script) > 0 || len(c.Nemesis) > 0 {
+			return usage("--script replaces --nemesis; give one or the other")
+		}
+		if err := sc.Check(c.scriptParams()); err != nil {
+			return usage("--script %s: %v", c.ScriptName, err)
+		}
 	}
 	if strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == ".." {
 		return usage("--name %q must be a plain name, not a path", c.Name)
@@ -209,8 +233,31 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Nodes is the number of nodes of the system under test.
-func (c *Config) Nodes() int { return 1 }
+func (c *Config) scriptParams() nemesis.ScriptParams {
+	jump, _ := c.ClockJumpDuration()
+	nodes := make([]string, c.NodeCount())
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return nemesis.ScriptParams{Nodes: nodes, Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit,
+		Interval: c.NemesisInterval, Duration: c.FaultDuration, ClockJump: jump}
+}
+
+// steps is the run's scripted schedule, if any.
+func (c *Config) steps() []nemesis.Step {
+	if c.ScriptName != "" {
+		return nemesis.Scripts[c.ScriptName].Build(c.scriptParams())
+	}
+	return c.Script
+}
+
+// NodeCount is the number of nodes of the system under test.
+func (c *Config) NodeCount() int {
+	if c.Nodes > 0 {
+		return c.Nodes
+	}
+	return cluster.DefaultNodes(c.System)
+}
 
 // ClockJumpDuration resolves ClockJump against the TTL.
 func (c *Config) ClockJumpDuration() (time.Duration, error) {
@@ -241,7 +288,12 @@ func (c *Config) TestName() string {
 		return c.Name
 	}
 	nem := "none"
-	if len(c.Nemesis) > 0 {
+	switch {
+	case c.ScriptName != "":
+		nem = c.ScriptName
+	case len(c.Script) > 0:
+		nem = "script"
+	case len(c.Nemesis) > 0:
 		nem = strings.Join(c.Nemesis, "+")
 	}
 	lock := c.Lock

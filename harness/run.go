@@ -131,7 +131,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.info.Backend = backend.Name()
 	spec := cluster.Spec{
-		System: cfg.System, Nodes: cfg.Nodes(), Dir: r.dir, Persistence: cfg.Persistence,
+		System: cfg.System, Nodes: cfg.NodeCount(), Dir: r.dir, Persistence: cfg.Persistence,
 		Resource: cfg.Workload == workloads.Counter, FakeClock: cfg.needsFakeClock(),
 	}
 	r.say("starting %s system (%s backend) in %s", cfg.System, backend.Name(), r.dir)
@@ -194,9 +194,12 @@ func (r *runner) run(ctx context.Context) error {
 	for _, n := range cl.Nodes() {
 		names = append(names, n.Name)
 	}
+	holder := &holderTracker{}
+	env.OnGrant = holder.granted
 	nenv := &nemesis.Env{
 		Rec: rec, Nodes: names, Mesh: mesh, FakeClock: spec.FakeClock,
 		Persistence: cfg.Persistence, Clients: cfg.Clients, TTL: cfg.TTL,
+		Holder: holder.nodes,
 	}
 	if ctl, ok := cl.(cluster.Controller); ok {
 		nenv.Control = ctl
@@ -208,7 +211,7 @@ func (r *runner) run(ctx context.Context) error {
 		Interval: cfg.NemesisInterval, Duration: cfg.FaultDuration, Targets: cfg.Targets,
 		RestartDelay: cfg.RestartDelay, LoseUnsynced: cfg.LoseUnsynced, ClockJump: jump,
 		ClockRate: cfg.ClockRate, Latency: cfg.Latency, Jitter: cfg.Jitter, BandwidthKB: cfg.Bandwidth,
-	}, rand.New(rand.NewSource(cfg.Seed)), cfg.Script, clientFaults)
+	}, rand.New(rand.NewSource(cfg.Seed)), cfg.steps(), clientFaults)
 	if err != nil {
 		return &UsageError{err}
 	}
@@ -252,6 +255,28 @@ func (r *runner) run(ctx context.Context) error {
 		return werr
 	}
 	return nil
+}
+
+// holderTracker remembers which nodes granted the latest lease, for the
+// nemesis's holder target.
+type holderTracker struct {
+	mu     sync.Mutex
+	latest []string
+}
+
+func (h *holderTracker) granted(key string, nodes []string) {
+	if len(nodes) == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.latest = nodes
+	h.mu.Unlock()
+}
+
+func (h *holderTracker) nodes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
 }
 
 // finalReads records the resource's final values, after every client has
@@ -344,7 +369,7 @@ func (c *Config) needsFakeClock() bool {
 	if nemesis.NeedsFakeClock(c.Nemesis) {
 		return true
 	}
-	for _, st := range c.Script {
+	for _, st := range c.steps() {
 		if nemesis.NeedsFakeClock([]string{st.Action.Fault}) {
 			return true
 		}

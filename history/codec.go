@@ -75,20 +75,17 @@ func appendValue(b []byte, v *Value) []byte {
 		field("n")
 		b = strconv.AppendInt(b, *v.N, 10)
 	}
+	if len(v.Nodes) > 0 {
+		field("nodes")
+		b = appendStrings(b, v.Nodes)
+	}
 	if v.Phase != "" {
 		field("phase")
 		b = appendString(b, v.Phase)
 	}
 	if len(v.Targets) > 0 {
 		field("targets")
-		b = append(b, '[')
-		for i, t := range v.Targets {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, t)
-		}
-		b = append(b, ']')
+		b = appendStrings(b, v.Targets)
 	}
 	if len(v.Clients) > 0 {
 		field("clients")
@@ -106,6 +103,17 @@ func appendValue(b []byte, v *Value) []byte {
 		b = appendString(b, v.Detail)
 	}
 	return append(b, '}')
+}
+
+func appendStrings(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, t := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, t)
+	}
+	return append(b, ']')
 }
 
 // appendString writes s as a JSON string. Tokens and keys are plain ASCII

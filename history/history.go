@@ -64,6 +64,8 @@ type Value struct {
 	Fence *int64 `json:"fence,omitempty"`
 	// N is the counter value read (ok read) or written (invoke write).
 	N *int64 `json:"n,omitempty"`
+	// Nodes that granted the lease (ok acquire of a multi-node lock).
+	Nodes []string `json:"nodes,omitempty"`
 
 	// Nemesis fields.
 	Phase   string   `json:"phase,omitempty"`   // "start", "stop", "error" or "skipped"

@@ -16,7 +16,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	ops := []Op{
 		{Index: 0, Time: 10, Process: 3, Type: Invoke, F: Acquire, Key: "lock-0", Value: &Value{TTL: 500}},
-		{Index: 1, Time: 20, Process: 3, Type: OK, F: Acquire, Key: "lock-0", Value: &Value{Token: "p3.1", ValidUntil: I64(480), Fence: I64(0)}},
+		{Index: 1, Time: 20, Process: 3, Type: OK, F: Acquire, Key: "lock-0", Value: &Value{Token: "p3.1", ValidUntil: I64(480), Fence: I64(0), Nodes: []string{"n1", "n3"}}},
 		{Index: 2, Time: 30, Process: NemesisProcess, Type: Info, F: "client-pause", Value: &Value{Phase: "start", Clients: []int{3}, Targets: []string{"client 3"}, Detail: `stall "long" <1s>`}},
 		{Index: 3, Time: 40, Process: 3, Type: Invoke, F: Write, Key: "lock-0", Value: &Value{N: I64(0), Fence: I64(7)}},
 		{Index: 4, Time: 50, Process: 3, Type: Info, F: Write, Key: "lock-0", Error: "i/o timeout\n\"x\""},

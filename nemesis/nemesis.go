@@ -63,6 +63,9 @@ type Env struct {
 	Persistence string
 	Clients     int
 	TTL         time.Duration
+	// Holder returns the nodes that granted the latest lease; nil for the
+	// holder target to fall back to a random node.
+	Holder func() []string
 }
 
 // Action is one injection: which fault, on what, for how long, how hard.

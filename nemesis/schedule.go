@@ -17,6 +17,10 @@ const (
 	TargetMinority = "minority"
 	TargetMajority = "majority"
 	TargetAll      = "all"
+	// TargetHolder is one node among those that granted the latest lease
+	// (for Redlock: a node of the holder's majority), so that a fault hits
+	// where it matters instead of by chance.
+	TargetHolder = "holder"
 )
 
 // Options shape the actions of a random schedule.
@@ -135,7 +139,7 @@ func (s *Schedule) runRandom(ctx context.Context) {
 		if isClientFault(name) {
 			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
 		} else {
-			a.Nodes, _ = pickNodes(s.Rng, s.Env.Nodes, s.Opts.Targets)
+			a.Nodes = s.targets()
 			a.For = jitter(s.Rng, s.Opts.Duration)
 			if name == Kill {
 				a.For = s.Opts.RestartDelay
@@ -234,12 +238,28 @@ func jitter(r *rand.Rand, mean time.Duration) time.Duration {
 	return mean/2 + time.Duration(r.Int63n(int64(mean)+1))
 }
 
+// targets draws the nodes of a random action. The draw from the seed is
+// made whatever the policy, so that the schedule's other draws stay in
+// step across runs.
+func (s *Schedule) targets() []string {
+	nodes, _ := pickNodes(s.Rng, s.Env.Nodes, s.Opts.Targets)
+	if s.Opts.Targets == TargetHolder {
+		if s.Env.Holder != nil {
+			if granted := s.Env.Holder(); len(granted) > 0 {
+				return []string{granted[s.Rng.Intn(len(granted))]}
+			}
+		}
+		s.Rng.Intn(1) // keep the number of draws fixed
+	}
+	return nodes
+}
+
 // pickNodes draws the target nodes of a random action.
 func pickNodes(r *rand.Rand, nodes []string, policy string) ([]string, error) {
 	n := len(nodes)
 	var k int
 	switch policy {
-	case TargetOne, "":
+	case TargetOne, TargetHolder, "":
 		k = 1
 	case TargetMinority:
 		k = (n - 1) / 2

@@ -64,6 +64,10 @@ type Env struct {
 	// OnPanic is told of a panic inside a client; the client records the
 	// operation as unknown and goes on.
 	OnPanic func(process int, v any)
+	// OnGrant is told of every granted lease and the nodes that granted
+	// it (nil for a single-node lock), so that the nemesis can aim at the
+	// holder's nodes.
+	OnGrant func(key string, nodes []string)
 }
 
 // Validate checks a config against its workload.
@@ -248,6 +252,12 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		}
 		lease = l
 		v := &history.Value{Token: l.Token(), Fence: fenceOf(l)}
+		if nr, ok := l.(interface{ GrantedBy() []string }); ok {
+			v.Nodes = nr.GrantedBy()
+		}
+		if c.env.OnGrant != nil {
+			c.env.OnGrant(key, v.Nodes)
+		}
 		if vu := l.ValidUntil(); !vu.IsZero() {
 			v.ValidUntil = history.I64(c.env.Rec.At(vu))
 		}

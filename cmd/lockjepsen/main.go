@@ -113,12 +113,14 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single")
+	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single or redlock")
 	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.Names, ", "))
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")
 	f.StringVar(&nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
 	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
-	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority or all")
+	f.StringVar(&cfg.ScriptName, "script", "", "a named fault script instead of --nemesis: "+strings.Join(nemesis.ScriptNames(), ", "))
+	f.IntVar(&cfg.Nodes, "nodes", 0, "nodes of the system (0: single 1, redlock 5)")
+	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all or holder (a node that granted the latest lease)")
 	f.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "mean time a fault lasts before it is healed")
 	f.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "kill: how long a killed node stays down before its restart")
 	f.BoolVar(&cfg.LoseUnsynced, "lose-unsynced", cfg.LoseUnsynced, "kill: also drop the last second of the node's append-only file, as a crash before fsync would")
