@@ -36,11 +36,11 @@ type Config struct {
 	NemesisInterval time.Duration `json:"nemesis_interval"`
 	// Nodes is the number of nodes under test; 0 is the system's default
 	// (single 1, redlock 5).
-	Nodes   int `json:"nodes"`
-	Clients int `json:"clients"`
-	Keys            int           `json:"keys"`
-	TTL             time.Duration `json:"ttl"`
-	TimeLimit       time.Duration `json:"time_limit"`
+	Nodes     int           `json:"nodes"`
+	Clients   int           `json:"clients"`
+	Keys      int           `json:"keys"`
+	TTL       time.Duration `json:"ttl"`
+	TimeLimit time.Duration `json:"time_limit"`
 	// Recovery is a fault-free phase after the faults are healed, so that
 	// liveness after faults can be judged.
 	Recovery time.Duration `json:"recovery"`
