@@ -63,6 +63,10 @@ type Config struct {
 	// built from the run's parameters when the run starts.
 	ScriptName string `json:"script_name,omitempty"`
 
+	// Multi-node lock options (0: the lock's default).
+	DriftFactor float64 `json:"drift_factor,omitempty"`
+	LockTries   int     `json:"lock_tries,omitempty"`
+
 	Hold         string        `json:"hold"`
 	LongHoldRate float64       `json:"long_hold_rate"`
 	RetryBackoff time.Duration `json:"retry_backoff"`
@@ -148,8 +152,16 @@ func (c *Config) Validate() error {
 	if err := (cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: ".", Persistence: cluster.PersistNone}).Validate(); err != nil {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
 	}
-	if c.Locker == nil && !contains(locks.Names, c.Lock) {
-		return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.Names, ", "))
+	if c.Locker == nil {
+		if !contains(locks.AllNames, c.Lock) {
+			return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.AllNames, ", "))
+		}
+		if err := locks.CheckNodes(c.Lock, c.NodeCount()); err != nil {
+			return usage("--lock %s on --system %s: %v", c.Lock, c.System, err)
+		}
+	}
+	if c.DriftFactor < 0 || c.DriftFactor >= 1 || c.LockTries < 0 || c.LockTries > 1000 {
+		return usage("--drift-factor must be in [0, 1) and --lock-tries in 0..1000")
 	}
 	if !contains(workloads.Names, c.Workload) {
 		return usage("--workload %q is unknown; want one of %s", c.Workload, strings.Join(workloads.Names, ", "))

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
@@ -301,8 +299,8 @@ func TestPanickingLockIsRecorded(t *testing.T) {
 	cfg := shortConfig(t)
 	cfg.TimeLimit, cfg.Recovery = time.Second, 0
 	cfg.Clients = 3
-	cfg.Locker = func(rdb *redis.Client, process int) (locks.Locker, error) {
-		real, err := locks.NewRedisLock(rdb, locks.Token, "x")
+	cfg.Locker = func(nodes []locks.Conn, process int) (locks.Locker, error) {
+		real, err := locks.NewRedisLock(nodes[0].Client, locks.Token, "x")
 		return panicky{real, process}, err
 	}
 	out, err := harness.Run(context.Background(), cfg)

@@ -22,9 +22,10 @@ import (
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
-// LockerFactory builds the lock under test for one client process, given a
-// connection to the system's node that the harness owns and closes.
-type LockerFactory func(rdb *redis.Client, process int) (locks.Locker, error)
+// LockerFactory builds the lock under test for one client process, given
+// one connection per node of the system (in node order: a single Redis has
+// one) that the harness owns and closes.
+type LockerFactory func(nodes []locks.Conn, process int) (locks.Locker, error)
 
 // RunInfo is what happened during a run, beyond the history: written to
 // run.json so that a later `check` keeps it.
@@ -146,14 +147,18 @@ func (r *runner) run(ctx context.Context) error {
 	node := cl.Nodes()[0]
 	r.info.RedisVersion = redisVersion(ctx, node.Addr)
 
-	// Every client reaches every node through its own proxy, so that a
-	// network fault can cut one client's link and not another's.
+	// With network faults, every client reaches every node through its own
+	// proxy, so that a fault can cut one client's link and not another's.
+	// Without them clients dial the nodes directly: the proxies cost CPU
+	// that the server under test should have.
 	mesh := proxy.NewMesh()
 	defer mesh.Close()
-	for w := 0; w < cfg.Clients; w++ {
-		for _, n := range cl.Nodes() {
-			if _, err := mesh.Add(nemesis.ClientLinkName(w), n.Name, n.Addr, ""); err != nil {
-				return err
+	if cfg.needsProxies() {
+		for w := 0; w < cfg.Clients; w++ {
+			for _, n := range cl.Nodes() {
+				if _, err := mesh.Add(nemesis.ClientLinkName(w), n.Name, n.Addr, ""); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -176,7 +181,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	env := workloads.Env{
 		Rec:       rec,
-		NewLocker: r.lockerFactory(mesh, node.Name),
+		NewLocker: r.lockerFactory(mesh, cl.Nodes()),
 		OnPanic: func(p int, v any) {
 			r.mu.Lock()
 			r.panics = append(r.panics, fmt.Sprintf("client process %d panicked: %v", p, v))
@@ -311,28 +316,47 @@ func (r *runner) clientOptions(addr string, pool int) *redis.Options {
 	}
 }
 
-// lockerFactory connects each client process through its worker's link to
-// the node (a crashed client's replacement reuses the worker's link).
-func (r *runner) lockerFactory(mesh *proxy.Mesh, node string) workloads.LockerFactory {
+// lockerFactory gives each client process one connection per node, through
+// its worker's links when there are any (a crashed client's replacement
+// reuses the worker's links).
+func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads.LockerFactory {
 	return func(process int) (locks.Locker, io.Closer, error) {
-		link := mesh.Find(nemesis.ClientLinkName(process%r.cfg.Clients), node)
-		if link == nil {
-			return nil, nil, fmt.Errorf("no link from client %d to %s", process, node)
+		var conns []locks.Conn
+		var closers closeAll
+		for _, n := range nodes {
+			addr := n.Addr
+			if link := mesh.Find(nemesis.ClientLinkName(process%r.cfg.Clients), n.Name); link != nil {
+				addr = link.Addr()
+			}
+			rdb := redis.NewClient(r.clientOptions(addr, 2))
+			closers = append(closers, rdb)
+			conns = append(conns, locks.Conn{Name: n.Name, Client: rdb})
 		}
-		rdb := redis.NewClient(r.clientOptions(link.Addr(), 2))
 		var l locks.Locker
 		var err error
 		if r.cfg.Locker != nil {
-			l, err = r.cfg.Locker(rdb, process)
+			l, err = r.cfg.Locker(conns, process)
 		} else {
-			l, err = locks.NewRedisLock(rdb, r.cfg.Lock, fmt.Sprintf("p%d", process))
+			l, err = locks.New(r.cfg.Lock, conns, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process),
+				DriftFactor: r.cfg.DriftFactor, Tries: r.cfg.LockTries})
 		}
 		if err != nil {
-			rdb.Close()
+			closers.Close()
 			return nil, nil, err
 		}
-		return l, rdb, nil
+		return l, closers, nil
 	}
+}
+
+// closeAll closes several connections as one.
+type closeAll []io.Closer
+
+func (c closeAll) Close() error {
+	var errs []error
+	for _, x := range c {
+		errs = append(errs, x.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func (r *runner) progress(ctx context.Context, rec *history.Recorder, done chan<- struct{}) {
@@ -363,6 +387,21 @@ func redisVersion(ctx context.Context, addr string) string {
 		}
 	}
 	return ""
+}
+
+// needsProxies reports whether a fault of the run acts on network links.
+func (c *Config) needsProxies() bool {
+	names := append([]string(nil), c.Nemesis...)
+	for _, st := range c.steps() {
+		names = append(names, st.Action.Fault)
+	}
+	for _, n := range names {
+		switch n {
+		case nemesis.Partition, nemesis.Reject, nemesis.Latency, nemesis.Slow:
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Config) needsFakeClock() bool {

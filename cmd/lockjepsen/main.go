@@ -114,7 +114,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single or redlock")
-	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.Names, ", "))
+	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.AllNames, ", ")+" (redlock and redsync need --system redlock)")
+	f.Float64Var(&cfg.DriftFactor, "drift-factor", 0, "redlock, redsync: clock drift factor in the validity (0: the lock's default, 0.01)")
+	f.IntVar(&cfg.LockTries, "lock-tries", 0, "redlock, redsync: the lock's own tries per acquire (0: 1; the workload retries anyway)")
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")
 	f.StringVar(&nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
 	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")

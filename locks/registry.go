@@ -1,0 +1,155 @@
+package locks
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Names of the multi-node locks and of the library adapters.
+const (
+	RedlockName   = "redlock"   // our implementation of the published Redlock algorithm
+	RedsyncName   = "redsync"   // github.com/go-redsync/redsync/v4, a Redlock library
+	RedislockName = "redislock" // github.com/bsm/redislock, a single-instance library
+)
+
+// AllNames lists every lock New can build, single-instance locks first.
+var AllNames = []string{Token, SetnxDel, SetnxNoTTL, Fenced, RedislockName, RedlockName, RedsyncName}
+
+// Conn is one node as a lock sees it.
+type Conn struct {
+	// Name identifies the node in errors and in NodeReporter.GrantedBy.
+	Name   string
+	Client *redis.Client
+}
+
+// Options configures a lock built by New. Zero values mean the defaults;
+// an option a lock has no use for is ignored.
+type Options struct {
+	// TokenPrefix makes tokens unique per client (every lock); a counter
+	// makes them unique per grant.
+	TokenPrefix string
+	// DriftFactor: redlock and redsync subtract TTL×DriftFactor (+2 ms for
+	// redlock; redsync adds no constant) from the validity. Default 0.01.
+	DriftFactor float64
+	// Tries: attempts per TryAcquire for redlock and redsync. Default 1,
+	// because the harness's workload retries and records every attempt.
+	Tries int
+	// NodeTimeout bounds each node's answer during acquisition (redlock:
+	// also release and extend). redlock default min(TTL/10, 50ms); redsync
+	// default its own timeout factor, 5% of the TTL.
+	NodeTimeout time.Duration
+	// RetryDelay is the longest random wait between tries (Tries > 1).
+	// redlock default 50ms; redsync default its own 50–250ms.
+	RetryDelay time.Duration
+	// Clock is redlock's clock for measuring elapsed time (default real
+	// time), so that client clock drift can be injected.
+	Clock Clock
+}
+
+// NodeCount is how many nodes a lock runs on.
+type NodeCount struct {
+	Min, Max int  // Max 0: no upper limit
+	Odd      bool // a majority quorum needs an odd count to tolerate (N-1)/2 failures
+}
+
+func (c NodeCount) String() string {
+	switch {
+	case c.Min == c.Max:
+		return fmt.Sprintf("exactly %d node(s)", c.Min)
+	case c.Odd && c.Max == 0:
+		return fmt.Sprintf("an odd number of nodes ≥ %d", c.Min)
+	case c.Max == 0:
+		return fmt.Sprintf("at least %d nodes", c.Min)
+	default:
+		return fmt.Sprintf("%d to %d nodes", c.Min, c.Max)
+	}
+}
+
+// Allows reports whether n nodes fit.
+func (c NodeCount) Allows(n int) bool {
+	return n >= c.Min && (c.Max == 0 || n <= c.Max) && (!c.Odd || n%2 == 1)
+}
+
+var (
+	singleNode = NodeCount{Min: 1, Max: 1}
+	majority   = NodeCount{Min: 3, Odd: true}
+)
+
+// NodesFor reports how many nodes the named lock runs on, so that a CLI can
+// check --lock against --system before starting anything.
+func NodesFor(name string) (NodeCount, error) {
+	switch name {
+	case Token, SetnxDel, SetnxNoTTL, Fenced, RedislockName:
+		return singleNode, nil
+	case RedlockName, RedsyncName:
+		return majority, nil
+	}
+	return NodeCount{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(AllNames, ", "))
+}
+
+// CheckNodes returns a clear error when the named lock cannot run on n
+// nodes.
+func CheckNodes(name string, n int) error {
+	c, err := NodesFor(name)
+	if err != nil {
+		return err
+	}
+	if c.Allows(n) {
+		return nil
+	}
+	if c == singleNode {
+		return fmt.Errorf("lock %q is a single-instance lock and needs exactly 1 node, but the system has %d; "+
+			"run it on a single-node system, or use a multi-node lock (%s, %s)", name, n, RedlockName, RedsyncName)
+	}
+	return fmt.Errorf("lock %q needs %s (a majority quorum), but the system has %d", name, c, n)
+}
+
+// New builds the named lock on the system's nodes. It refuses a lock that
+// does not fit the node count (see NodesFor).
+func New(name string, nodes []Conn, opts Options) (Locker, error) {
+	if err := CheckNodes(name, len(nodes)); err != nil {
+		return nil, err
+	}
+	for i, n := range nodes {
+		if n.Client == nil {
+			return nil, fmt.Errorf("lock %q: node %d (%q) has no client", name, i+1, n.Name)
+		}
+	}
+	if opts.DriftFactor < 0 || opts.DriftFactor >= 1 {
+		return nil, fmt.Errorf("lock %q: drift factor %v is outside [0, 1)", name, opts.DriftFactor)
+	}
+	if opts.Tries < 0 || opts.NodeTimeout < 0 || opts.RetryDelay < 0 {
+		return nil, fmt.Errorf("lock %q: tries, node timeout and retry delay must not be negative", name)
+	}
+	var l Locker
+	var err error
+	// Each constructor returns its concrete type; a nil pointer must not
+	// become a non-nil Locker.
+	switch name {
+	case RedislockName:
+		l, err = nilOnErr(NewRedislock(nodes[0].Client, opts.TokenPrefix))
+	case RedlockName:
+		l, err = nilOnErr(NewRedlock(nodes, RedlockOptions{
+			TokenPrefix: opts.TokenPrefix, DriftFactor: opts.DriftFactor, Tries: opts.Tries,
+			NodeTimeout: opts.NodeTimeout, RetryDelay: opts.RetryDelay, Clock: opts.Clock,
+		}))
+	case RedsyncName:
+		l, err = nilOnErr(NewRedsync(nodes, opts))
+	default:
+		l, err = nilOnErr(NewRedisLock(nodes[0].Client, name, opts.TokenPrefix))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %q: %w", name, err)
+	}
+	return l, nil
+}
+
+func nilOnErr[L Locker](l L, err error) (Locker, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
