@@ -51,6 +51,86 @@ type Spec struct {
 	// FakeClock starts the nodes under test with a clock the nemesis can
 	// move (libfaketime). It costs throughput, so only clock faults ask.
 	FakeClock bool
+
+	// Mesh, when set, carries every internal link of the sentinel system
+	// (replica→primary, sentinel→node, sentinel↔sentinel): the backend adds
+	// an inbound link from "net" to each node and sentinel and makes the
+	// cluster address that process only through it, so that cutting one
+	// node's inbound link cuts it off from the rest of its cluster while
+	// client links (added by the caller) still reach it. The caller owns
+	// the mesh and closes it after the cluster. Systems without internal
+	// traffic (single, redlock) add no link.
+	Mesh Mesh
+
+	// The options below are for the sentinel system only; zero means the
+	// default. Other systems reject them.
+
+	// Sentinels is the number of redis-sentinel processes (odd; default
+	// DefaultSentinels).
+	Sentinels int
+	// DownAfter is how long a node must not answer before a sentinel
+	// thinks it down (down-after-milliseconds; default DefaultDownAfter).
+	DownAfter time.Duration
+	// FailoverTimeout is Sentinel's failover-timeout (default
+	// DefaultFailoverTimeout).
+	FailoverTimeout time.Duration
+	// MinReplicasToWrite and MinReplicasMaxLag set the nodes'
+	// min-replicas-to-write and min-replicas-max-lag (whole seconds; zero
+	// keeps Redis's 10 s).
+	MinReplicasToWrite int
+	MinReplicasMaxLag  time.Duration
+}
+
+// Mesh is where a backend adds the links of a cluster's internal traffic;
+// a proxy.Mesh behind it, as in
+//
+//	spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
+//		l, err := mesh.Add(from, to, upstream, "")
+//		if err != nil {
+//			return "", err
+//		}
+//		return l.Addr(), nil
+//	})
+//
+// (This package cannot name *proxy.Mesh: proxy's own tests start real
+// servers through this package's backend, and Go forbids the cycle.)
+type Mesh interface {
+	// AddLink adds the link from `from` to `to` that forwards to upstream
+	// and returns the host:port it listens on.
+	AddLink(from, to, upstream string) (addr string, err error)
+}
+
+// MeshFunc adapts a function to Mesh.
+type MeshFunc func(from, to, upstream string) (addr string, err error)
+
+// AddLink calls f.
+func (f MeshFunc) AddLink(from, to, upstream string) (string, error) { return f(from, to, upstream) }
+
+// Sentinel defaults: fast enough for a failover to fit in a short run.
+const (
+	DefaultSentinels       = 3
+	DefaultDownAfter       = time.Second
+	DefaultFailoverTimeout = 3 * time.Second
+	// MasterName is the name the sentinels monitor the primary under.
+	MasterName = "lockjepsen"
+)
+
+// WithDefaults fills in the sentinel options left at zero. Other systems
+// are returned unchanged.
+func (s Spec) WithDefaults() Spec {
+	if s.System != Sentinel {
+		return s
+	}
+	if s.Sentinels == 0 {
+		s.Sentinels = DefaultSentinels
+	}
+	if s.DownAfter == 0 {
+		s.DownAfter = DefaultDownAfter
+	}
+	if s.FailoverTimeout == 0 {
+		s.FailoverTimeout = DefaultFailoverTimeout
+	}
+	return s
 }
 
 // Role of a node.
@@ -59,15 +139,21 @@ const (
 	RoleReplica  = "replica"
 	RoleNode     = "node"
 	RoleResource = "resource"
+	RoleSentinel = "sentinel"
 )
 
 // Node is one server of a running cluster, as clients and reports see it.
 type Node struct {
-	Name    string `json:"name"`
-	Role    string `json:"role"`
-	Addr    string `json:"addr"` // host:port that clients dial
-	PID     int    `json:"pid,omitempty"`
-	LogPath string `json:"log,omitempty"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	Addr string `json:"addr"` // host:port that clients dial
+	// Announce is the host:port the cluster itself uses for the node
+	// (replicaof, sentinel monitor, announced addresses): its inbound
+	// "net" link when the spec has a Mesh, else Addr. Sentinels report
+	// primaries by this address.
+	Announce string `json:"announce,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	LogPath  string `json:"log,omitempty"`
 }
 
 // Cluster is a running topology. Close stops every process it started and
@@ -98,6 +184,24 @@ type Controller interface {
 	SetClock(node string, offset time.Duration) error
 }
 
+// SentinelCluster is implemented by clusters with Sentinel. Node names are
+// those of Nodes() and Sentinels().
+type SentinelCluster interface {
+	MasterName() string
+	Sentinels() []Node
+	// Primary asks the sentinels which node is the primary now (majority
+	// answer), by node name.
+	Primary(ctx context.Context) (string, error)
+	// WaitHealthy polls until every replica is connected and in sync with
+	// the primary the sentinels agree on, and every sentinel knows every
+	// replica and the other sentinels; used before clients start and after
+	// healing.
+	WaitHealthy(ctx context.Context) error
+	// Failover asks the sentinels for a manual failover (SENTINEL
+	// FAILOVER) and returns once a new primary is reported.
+	Failover(ctx context.Context) (newPrimary string, err error)
+}
+
 // Backend starts clusters.
 type Backend interface {
 	Name() string
@@ -116,9 +220,18 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("system %q needs an odd number of nodes, at least 3, not %d", s.System, s.Nodes)
 		}
 	case Sentinel:
-		return fmt.Errorf("system %q is not available yet (want %q or %q)", s.System, Single, Redlock)
+		if s.Nodes < 2 {
+			return fmt.Errorf("system %q needs at least 2 nodes (a primary and a replica), not %d", s.System, s.Nodes)
+		}
+		if err := s.validateSentinel(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("unknown system %q (want %q or %q)", s.System, Single, Redlock)
+		return fmt.Errorf("unknown system %q (want %q, %q or %q)", s.System, Single, Sentinel, Redlock)
+	}
+	if s.System != Sentinel && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0 ||
+		s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {
+		return fmt.Errorf("system %q has no sentinels or replicas: sentinel options are for system %q only", s.System, Sentinel)
 	}
 	switch s.Persistence {
 	case PersistNone, PersistEverysec, PersistAlways:
@@ -127,6 +240,29 @@ func (s Spec) Validate() error {
 	}
 	if s.Dir == "" {
 		return fmt.Errorf("spec has no directory")
+	}
+	return nil
+}
+
+func (s Spec) validateSentinel() error {
+	d := s.WithDefaults()
+	if d.Sentinels < 1 || d.Sentinels%2 == 0 {
+		return fmt.Errorf("system %q needs an odd number of sentinels, at least 1, not %d", s.System, d.Sentinels)
+	}
+	// Sentinel takes both timings in whole milliseconds.
+	if d.DownAfter < time.Millisecond || d.DownAfter%time.Millisecond != 0 {
+		return fmt.Errorf("sentinel down-after %v must be a positive whole number of milliseconds", d.DownAfter)
+	}
+	if d.FailoverTimeout < time.Millisecond || d.FailoverTimeout%time.Millisecond != 0 {
+		return fmt.Errorf("sentinel failover-timeout %v must be a positive whole number of milliseconds", d.FailoverTimeout)
+	}
+	if d.MinReplicasToWrite < 0 || d.MinReplicasToWrite > d.Nodes-1 {
+		return fmt.Errorf("min-replicas-to-write %d must be between 0 and the number of replicas (%d)", d.MinReplicasToWrite, d.Nodes-1)
+	}
+	// Redis counts the lag in whole seconds; a fraction would be silently
+	// rounded, and 0 disables the check altogether.
+	if d.MinReplicasMaxLag < 0 || d.MinReplicasMaxLag%time.Second != 0 {
+		return fmt.Errorf("min-replicas-max-lag %v must be a whole number of seconds", d.MinReplicasMaxLag)
 	}
 	return nil
 }

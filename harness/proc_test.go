@@ -1,7 +1,10 @@
 package harness_test
 
 import (
+	"context"
+
 	"encoding/json"
+	"github.com/redis/go-redis/v9"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -32,3 +35,13 @@ func pidsIn(nodesJSON string) []int {
 
 // processAlive is true for a live, non-zombie process.
 func processAlive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// go-redis logs every failed dial; under faults that is noise in test output.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/reports"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -52,6 +53,10 @@ type Outcome struct {
 	Dir     string
 	Config  Config
 	Results *Results
+	// Report is the path of report.html; ReportError says why there is
+	// none.
+	Report      string
+	ReportError error
 }
 
 // HarnessError is a failure of the harness itself (exit code 3): a node that
@@ -106,7 +111,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err != nil {
 		return fail(fmt.Errorf("check the run: %w", err))
 	}
-	return &Outcome{Dir: dir, Config: cfg, Results: res}, nil
+	out := &Outcome{Dir: dir, Config: cfg, Results: res}
+	// The report is for people; a failure to draw it must not lose the
+	// verdict, which is already stored.
+	if path, err := reports.WriteRun(dir); err != nil {
+		out.ReportError = err
+	} else {
+		out.Report = path
+	}
+	return out, nil
 }
 
 type runner struct {

@@ -38,8 +38,9 @@ func newRunDir(store, test string, now time.Time) (string, error) {
 		return "", err
 	}
 	latest := filepath.Join(store, "latest")
-	tmp := latest + ".tmp"
-	os.Remove(tmp)
+	// A temporary name of its own, so that runs started at once in one
+	// store do not race on it; the rename is atomic.
+	tmp := fmt.Sprintf("%s.tmp-%d-%d", latest, os.Getpid(), now.UnixNano())
 	if err := os.Symlink(rel, tmp); err != nil {
 		return "", fmt.Errorf("link store/latest: %w", err)
 	}

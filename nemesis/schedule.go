@@ -185,7 +185,15 @@ func (s *Schedule) play(ctx context.Context, a *Action) {
 	if quiet {
 		return
 	}
-	sleepCtx(ctx, a.For)
+	if a.Fault == Kill {
+		// A delayed restart is the operator's mitigation (restart only
+		// after the longest TTL), not part of the fault: the end of the
+		// fault phase must not cut it short, or healing would be an
+		// immediate restart.
+		sleepCtx(context.WithoutCancel(ctx), a.For)
+	} else {
+		sleepCtx(ctx, a.For)
+	}
 	// Stopping must happen even when the phase is over, with its own
 	// deadline.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

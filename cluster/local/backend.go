@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 )
@@ -28,19 +30,31 @@ type Cluster struct {
 	dir       string
 	fakeClock bool
 	aof       *aofSampler // nil without persistence
+	sentinels []*Server   // the sentinel system's redis-sentinel processes
+
+	adminMu sync.Mutex
+	admins  map[string]*redis.Client // the backend's own clients, by process
 
 	closeOnce sync.Once
 }
 
-// Start launches the topology of spec and waits until every node is ready.
-// On error, whatever was started is stopped again.
+// Start launches the topology of spec and waits until every node is ready
+// (for the sentinel system: until WaitHealthy succeeds). On error, whatever
+// was started is stopped again.
 func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	spec = spec.WithDefaults()
 	binary, err := FindRedisServer()
 	if err != nil {
 		return nil, err
+	}
+	var sentinelBinary string
+	if spec.System == cluster.Sentinel {
+		if sentinelBinary, err = FindRedisSentinel(); err != nil {
+			return nil, err
+		}
 	}
 	c := &Cluster{dir: spec.Dir, fakeClock: spec.FakeClock}
 	var kit *fakeclock.Kit
@@ -48,6 +62,20 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		if kit, err = prepareFakeClock(ctx); err != nil {
 			return nil, err
 		}
+	}
+	withClock := func(s *Server) error {
+		if kit == nil {
+			return nil
+		}
+		if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+			return fmt.Errorf("start node %s: %w", s.Name, err)
+		}
+		if err := fakeclock.Set(clockFile(s), 0, 1); err != nil {
+			return fmt.Errorf("start node %s: %w", s.Name, err)
+		}
+		s.Env = kit.Env(clockFile(s))
+		s.AfterExit = func(pid int) { fakeclock.CleanupShm(pid) }
+		return nil
 	}
 	newServer := func(name, role string) *Server {
 		dir := nodeDir(spec, name)
@@ -58,16 +86,16 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		}
 	}
 	for i := 1; i <= spec.Nodes; i++ {
-		s := newServer(fmt.Sprintf("n%d", i), cluster.RoleNode)
-		if kit != nil {
-			if err := os.MkdirAll(s.Dir, 0o755); err != nil {
-				return nil, fmt.Errorf("start node %s: %w", s.Name, err)
+		role := cluster.RoleNode
+		if spec.System == cluster.Sentinel {
+			role = cluster.RoleReplica
+			if i == 1 {
+				role = cluster.RolePrimary
 			}
-			if err := fakeclock.Set(clockFile(s), 0, 1); err != nil {
-				return nil, fmt.Errorf("start node %s: %w", s.Name, err)
-			}
-			s.Env = kit.Env(clockFile(s))
-			s.AfterExit = func(pid int) { fakeclock.CleanupShm(pid) }
+		}
+		s := newServer(fmt.Sprintf("n%d", i), role)
+		if err := withClock(s); err != nil {
+			return nil, err
 		}
 		c.servers = append(c.servers, s)
 	}
@@ -75,15 +103,37 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		c.resource = newServer("resource", cluster.RoleResource)
 		c.resource.Args = nil // the resource is not under test; keep it plain
 	}
-	for _, s := range c.all() {
-		if err := s.Start(ctx); err != nil {
-			c.Close(context.Background())
-			return nil, err
-		}
-	}
-	if err := c.writeProcesses(); err != nil {
+	fail := func(err error) (cluster.Cluster, error) {
 		c.Close(context.Background())
 		return nil, err
+	}
+	if spec.System == cluster.Sentinel {
+		if err := c.setupSentinel(spec, sentinelBinary, withClock); err != nil {
+			return fail(err)
+		}
+		if c.resource != nil {
+			if err := c.resource.Start(ctx); err != nil {
+				return fail(err)
+			}
+		}
+		// Recorded before the wait, so that a harness killed while
+		// waiting still leaves the PIDs behind for orphan clean-up.
+		err := c.startSentinel(ctx, c.writeProcesses)
+		if err == nil {
+			err = c.writeProcesses()
+		}
+		if err != nil {
+			return fail(err)
+		}
+	} else {
+		for _, s := range c.all() {
+			if err := s.Start(ctx); err != nil {
+				return fail(err)
+			}
+		}
+		if err := c.writeProcesses(); err != nil {
+			return fail(err)
+		}
 	}
 	if spec.Persistence != cluster.PersistNone {
 		c.aof = startAOFSampler(c.servers)
@@ -114,14 +164,15 @@ func persistenceArgs(mode string) []string {
 }
 
 func (c *Cluster) all() []*Server {
-	if c.resource == nil {
-		return c.servers
+	all := append(append([]*Server{}, c.servers...), c.sentinels...)
+	if c.resource != nil {
+		all = append(all, c.resource)
 	}
-	return append(append([]*Server{}, c.servers...), c.resource)
+	return all
 }
 
 func nodeOf(s *Server) cluster.Node {
-	return cluster.Node{Name: s.Name, Role: s.Role, Addr: s.Addr(), PID: s.PID(), LogPath: s.LogPath}
+	return cluster.Node{Name: s.Name, Role: s.Role, Addr: s.Addr(), Announce: s.AnnounceAddr(), PID: s.PID(), LogPath: s.LogPath}
 }
 
 // Nodes are the nodes under test.
@@ -148,15 +199,23 @@ func (c *Cluster) Close(ctx context.Context) error {
 		if c.aof != nil {
 			c.aof.close()
 		}
-		var wg sync.WaitGroup
-		for _, s := range c.all() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.Stop()
-			}()
+		c.closeAdmins()
+		stop := func(servers []*Server) {
+			var wg sync.WaitGroup
+			for _, s := range servers {
+				wg.Go(s.Stop)
+			}
+			wg.Wait()
 		}
-		wg.Wait()
+		// Sentinels first: otherwise they may see the nodes go and start
+		// failing over, rewriting configuration files while the nodes
+		// shut down.
+		stop(c.sentinels)
+		nodes := append([]*Server{}, c.servers...)
+		if c.resource != nil {
+			nodes = append(nodes, c.resource)
+		}
+		stop(nodes)
 	})
 	return nil
 }

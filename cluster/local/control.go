@@ -15,8 +15,14 @@ import (
 
 // The local cluster is a cluster.Controller.
 
+// server finds a node or a sentinel by name.
 func (c *Cluster) server(node string) (*Server, error) {
 	for _, s := range c.servers {
+		if s.Name == node {
+			return s, nil
+		}
+	}
+	for _, s := range c.sentinels {
 		if s.Name == node {
 			return s, nil
 		}
@@ -48,6 +54,9 @@ func (c *Cluster) Kill(node string, loseUnsynced bool) error {
 	s, err := c.server(node)
 	if err != nil {
 		return err
+	}
+	if loseUnsynced && s.Sentinel {
+		return fmt.Errorf("kill %s: a sentinel has no append-only file to lose writes from", node)
 	}
 	if err := s.Kill(); err != nil {
 		return err

@@ -26,6 +26,9 @@ import (
 // ErrMissingBinary is returned when redis-server cannot be found.
 var ErrMissingBinary = errors.New("redis-server not found")
 
+// ErrMissingSentinel is returned when redis-sentinel cannot be found.
+var ErrMissingSentinel = errors.New("redis-sentinel not found")
+
 // ReadyTimeout bounds how long a starting node may take to answer PING.
 const ReadyTimeout = 10 * time.Second
 
@@ -43,6 +46,16 @@ type Server struct {
 	// AfterExit runs once each time the process has been reaped, with its
 	// PID (to clean up what it leaves, such as libfaketime's shm files).
 	AfterExit func(pid int)
+	// ConfigFile, if set, is given to the process before its other
+	// options. Sentinel rewrites it (its own state, and a node's replicaof
+	// after a failover), so that a restart resumes the role the cluster
+	// last gave the process rather than the one it started with.
+	ConfigFile string
+	// Sentinel runs the process as redis-sentinel (binary must be one).
+	Sentinel bool
+	// Announce is the address the rest of the cluster uses for this
+	// process ("" means Addr).
+	Announce string
 
 	binary string
 
@@ -63,6 +76,22 @@ func FindRedisServer() (string, error) {
 	p, err := exec.LookPath("redis-server")
 	if err != nil {
 		return "", fmt.Errorf("%w on PATH: install it (Debian/Ubuntu: apt-get install redis-server) or set LOCKJEPSEN_REDIS_SERVER to its path", ErrMissingBinary)
+	}
+	return p, nil
+}
+
+// FindRedisSentinel locates the redis-sentinel binary:
+// $LOCKJEPSEN_REDIS_SENTINEL, else the PATH.
+func FindRedisSentinel() (string, error) {
+	if p := os.Getenv("LOCKJEPSEN_REDIS_SENTINEL"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: LOCKJEPSEN_REDIS_SENTINEL=%s: %v", ErrMissingSentinel, p, err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-sentinel")
+	if err != nil {
+		return "", fmt.Errorf("%w on PATH: the sentinel system needs it (Debian/Ubuntu: apt-get install redis-sentinel) or set LOCKJEPSEN_REDIS_SENTINEL to its path", ErrMissingSentinel)
 	}
 	return p, nil
 }
@@ -91,8 +120,35 @@ func (s *Server) PID() int {
 	return s.cmd.Process.Pid
 }
 
+// AnnounceAddr is the address the rest of the cluster uses for the process.
+func (s *Server) AnnounceAddr() string {
+	if s.Announce != "" {
+		return s.Announce
+	}
+	return s.Addr()
+}
+
 func (s *Server) args() []string {
-	a := []string{
+	var a []string
+	if s.ConfigFile != "" {
+		a = append(a, s.ConfigFile)
+	}
+	if s.Sentinel {
+		// A sentinel keeps no data, so the data options below do not
+		// apply; "--sentinel" makes the mode explicit even when the binary
+		// is not named redis-sentinel (LOCKJEPSEN_REDIS_SENTINEL may
+		// point at redis-server).
+		a = append(a, "--sentinel",
+			"--port", strconv.Itoa(s.Port),
+			"--bind", s.Host,
+			"--dir", s.Dir,
+			"--logfile", s.LogPath,
+			"--daemonize", "no",
+			"--protected-mode", "no",
+		)
+		return append(a, s.Args...)
+	}
+	a = append(a,
 		"--port", strconv.Itoa(s.Port),
 		"--bind", s.Host,
 		"--dir", s.Dir,
@@ -102,7 +158,7 @@ func (s *Server) args() []string {
 		"--appendonly", "no",
 		"--protected-mode", "no",
 		"--enable-debug-command", "local",
-	}
+	)
 	return append(a, s.Args...)
 }
 
@@ -117,6 +173,11 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	if s.LogPath, err = filepath.Abs(s.LogPath); err != nil {
 		return fmt.Errorf("start node %s: %w", s.Name, err)
+	}
+	if s.ConfigFile != "" {
+		if s.ConfigFile, err = filepath.Abs(s.ConfigFile); err != nil {
+			return fmt.Errorf("start node %s: %w", s.Name, err)
+		}
 	}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return fmt.Errorf("start node %s: %w", s.Name, err)

@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -21,6 +25,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/reports"
 )
 
 // Exit codes.
@@ -81,7 +86,8 @@ input, 3 the harness itself failed.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newTestCmd(args, stdout, stderr), newCheckCmd(stdout, stderr))
+	root.AddCommand(newTestCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
+		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr))
 	return root
 }
 
@@ -109,6 +115,11 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 				return failure(stderr, err)
 			}
 			printSummary(stdout, out.Dir, out.Results)
+			if out.ReportError != nil {
+				fmt.Fprintf(stderr, "warning: no report: %v\n", out.ReportError)
+			} else {
+				fmt.Fprintf(stdout, "Report: %s\n", out.Report)
+			}
 			return verdictExit(out.Results)
 		},
 	}
@@ -170,6 +181,81 @@ and the results say so; any other malformed line is an error (exit 2).`,
 			return verdictExit(res)
 		},
 	}
+}
+
+func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
+	var matrix, title string
+	cmd := &cobra.Command{
+		Use:   "report RUN_DIR...",
+		Short: "Render report.html of stored runs, or one matrix page of several",
+		Long: `report renders RUN_DIR/report.html from the run's stored files alone (it does not
+re-run the checkers: use check for that). With --matrix FILE, it writes one page
+summarizing every RUN_DIR given, each cell linking to its run's report.`,
+		Example: "  lockjepsen report store/latest\n  lockjepsen report --matrix review.html store/*/*/",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, dir := range args {
+				if _, err := os.Stat(filepath.Join(dir, harness.HistoryFile)); err != nil {
+					return usageErr(stderr, fmt.Errorf("%s is not a lockjepsen run directory: it has no %s", dir, harness.HistoryFile))
+				}
+			}
+			if matrix != "" {
+				if err := reports.WriteMatrix(matrix, args, title); err != nil {
+					return failure(stderr, err)
+				}
+				fmt.Fprintf(stdout, "Matrix: %s\n", matrix)
+				return nil
+			}
+			for _, dir := range args {
+				path, err := reports.WriteRun(dir)
+				if err != nil {
+					return failure(stderr, err)
+				}
+				fmt.Fprintf(stdout, "Report: %s\n", path)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&matrix, "matrix", "", "write one matrix page of all the runs to this file")
+	cmd.Flags().StringVar(&title, "title", "lockjepsen matrix", "title of the matrix page")
+	return cmd
+}
+
+func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
+	store := "store"
+	port := 8080
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Browse a store of runs in a web browser (on 127.0.0.1)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if st, err := os.Stat(store); err != nil || !st.IsDir() {
+				return usageErr(stderr, fmt.Errorf("--store %s is not a directory", store))
+			}
+			if port < 0 || port > 65535 {
+				return usageErr(stderr, fmt.Errorf("--port %d is not a port", port))
+			}
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				return usageErr(stderr, fmt.Errorf("--port %d: %v", port, err))
+			}
+			srv := &http.Server{Handler: reports.Handler(store), ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(stdout, "Serving %s on http://%s/ (Ctrl-C to stop)\n", store, ln.Addr())
+			go func() {
+				<-cmd.Context().Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				srv.Shutdown(ctx)
+			}()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return failure(stderr, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", store, "the store directory to browse")
+	cmd.Flags().IntVar(&port, "port", port, "port on 127.0.0.1 (0: any free port)")
+	return cmd
 }
 
 func usageErr(stderr io.Writer, err error) error {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,5 +164,57 @@ func TestInterruptStopsServersAndKeepsTheRun(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "interrupted") {
 		t.Fatalf("the summary does not say the run was interrupted:\n%s", out.String())
+	}
+}
+
+func TestReportAndServe(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	if code, out, errOut := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--store", store); code != 0 || !strings.Contains(out, "Report: ") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	latest := filepath.Join(store, "latest")
+	os.Remove(filepath.Join(latest, "report.html"))
+	if code, out, _ := runCLI(t, "report", latest); code != 0 || !strings.Contains(out, "report.html") {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(latest, "report.html")); err != nil {
+		t.Fatal(err)
+	}
+	matrix := filepath.Join(store, "matrix.html")
+	if code, _, _ := runCLI(t, "report", "--matrix", matrix, latest); code != 0 {
+		t.Fatalf("matrix: exit %d", code)
+	}
+	if code, _, stderr := runCLI(t, "report", store); code != exitUsage || !strings.Contains(stderr, "not a lockjepsen run directory") {
+		t.Fatalf("report on a store: exit %d %s", code, stderr)
+	}
+
+	cmd := exec.Command(os.Args[0], "serve", "--store", store, "--port", "0")
+	cmd.Env = append(os.Environ(), "LOCKJEPSEN_BE_CLI=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Fields(line[strings.Index(line, "http://"):])[0]
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "single-token-mutex-none") {
+		t.Fatalf("index: %d\n%.500s", resp.StatusCode, body)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve did not stop cleanly on SIGINT: %v", err)
 	}
 }

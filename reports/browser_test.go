@@ -1,0 +1,277 @@
+package reports_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/lockjepsen/lockjepsen/reports"
+)
+
+// findBrowser returns Chromium's path; the browser tests skip without it
+// unless LOCKJEPSEN_REQUIRE_BROWSER is set.
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("LOCKJEPSEN_REQUIRE_BROWSER") != "" {
+		t.Fatal("a Chromium browser is required (apt-get install chromium)")
+	}
+	t.Skip("skipping: no chromium (apt-get install chromium, or set LOCKJEPSEN_REQUIRE_BROWSER=1 to fail instead)")
+	return ""
+}
+
+// browser starts one headless Chromium for the test; chromedp stops the
+// process it started at cleanup.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := findBrowser(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.WindowSize(1400, 1000),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// pageErrors collects console errors, uncaught exceptions and browser log
+// errors (a failed load) of a tab.
+type pageErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (p *pageErrors) add(s string) {
+	p.mu.Lock()
+	p.errs = append(p.errs, s)
+	p.mu.Unlock()
+}
+
+func (p *pageErrors) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.errs...)
+}
+
+// open loads url in a new tab and returns the tab and its errors.
+func open(t *testing.T, bctx context.Context, url string) (context.Context, *pageErrors) {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(bctx)
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancelT)
+	pe := &pageErrors{}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				pe.add(fmt.Sprintf("%s: %s (%s:%d)", m.Type, m.Text, m.URL, m.Line+1))
+			}
+		}
+	}()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	return ctx, pe
+}
+
+var shots = os.Getenv("LOCKJEPSEN_SCREENSHOTS") != ""
+
+// screenshot saves the element sel (or the viewport when sel is "") as
+// testdata/screenshots/name.png when LOCKJEPSEN_SCREENSHOTS is set.
+func screenshot(t *testing.T, ctx context.Context, name, sel string) {
+	t.Helper()
+	if !shots {
+		return
+	}
+	var buf []byte
+	var err error
+	if sel == "" {
+		buf, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	} else {
+		buf, err = chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	}
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	dir := filepath.Join("testdata", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, ctx context.Context, sel string) int {
+	t.Helper()
+	nodes, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0)))
+	if err != nil {
+		t.Fatalf("query %s: %v", sel, err)
+	}
+	return len(nodes)
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// The reports as a person sees them: real runs open in Chromium without
+// a console error, with the verdict in words, the timeline and a witness
+// for every violation the checker kept.
+func TestBrowserReports(t *testing.T) {
+	bctx := browser(t)
+	runs := realRuns(t)
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			path, err := reports.WriteRun(r.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, pe := open(t, bctx, "file://"+path)
+			verdict := text(t, ctx, "#verdict")
+			if !strings.Contains(verdict, strings.ToUpper(r.res.Verdict)) {
+				t.Errorf("verdict box %q does not say %s", verdict, strings.ToUpper(r.res.Verdict))
+			}
+			if head := r.res.Summary()[0]; !strings.Contains(strings.ToLower(verdict), strings.ToLower(head[strings.Index(head, ": ")+2:])) {
+				t.Errorf("verdict box %q lacks the verdict in words %q", verdict, head)
+			}
+			if repro := text(t, ctx, ".repro"); !strings.Contains(repro, "lockjepsen test --name "+r.name) {
+				t.Errorf("no reproducing command: %q", repro)
+			}
+			if n := count(t, ctx, "#timeline svg.timeline"); n != 1 {
+				t.Errorf("%d timelines", n)
+			}
+			if n := count(t, ctx, "#timeline svg rect.hold"); n == 0 {
+				t.Errorf("the timeline draws no hold")
+			}
+			want := len(r.res.Exclusion.Violations)
+			if n := count(t, ctx, "article.witness"); n != want {
+				t.Errorf("%d witnesses on the page, results.json keeps %d", n, want)
+			}
+			if n := count(t, ctx, "article.witness svg.timeline"); n != want {
+				t.Errorf("%d zoomed timelines for %d witnesses", n, want)
+			}
+			for i, v := range r.res.Exclusion.Violations {
+				story := text(t, ctx, fmt.Sprintf("#violation-%d .story", i+1))
+				if story != v.Story {
+					t.Errorf("witness %d tells %q, want %q", i+1, story, v.Story)
+					break
+				}
+			}
+			if n := count(t, ctx, "#latency svg"); n != 1 {
+				t.Errorf("no latency plot")
+			}
+			if n := count(t, ctx, "#throughput svg"); n != 1 {
+				t.Errorf("no throughput plot")
+			}
+			if errs := pe.list(); len(errs) > 0 {
+				t.Errorf("console errors: %v", errs)
+			}
+			screenshot(t, ctx, r.name+"-top", "")
+			screenshot(t, ctx, r.name+"-timeline", "#timeline")
+			if want > 0 {
+				screenshot(t, ctx, r.name+"-witness", "#violation-1")
+			}
+			screenshot(t, ctx, r.name+"-latency", "#latency")
+			screenshot(t, ctx, r.name+"-throughput", "#throughput")
+			switch r.name {
+			case "resource":
+				screenshot(t, ctx, r.name+"-resource", "#resource")
+			case "stuck":
+				screenshot(t, ctx, r.name+"-liveness", "#liveness")
+			}
+		})
+	}
+	t.Run("matrix", func(t *testing.T) {
+		var dirs []string
+		for _, r := range runs {
+			dirs = append(dirs, r.dir)
+		}
+		path := filepath.Join(t.TempDir(), "matrix.html")
+		if err := reports.WriteMatrix(path, dirs, "lockjepsen: three locks under faults"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, pe := open(t, bctx, "file://"+path)
+		if n := count(t, ctx, "table.matrix a.run"); n != len(runs) {
+			t.Errorf("%d run links in the grid, want %d", n, len(runs))
+		}
+		if errs := pe.list(); len(errs) > 0 {
+			t.Errorf("console errors: %v", errs)
+		}
+		screenshot(t, ctx, "matrix", "")
+		// Every link leads to a report that loads.
+		hrefs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.matrix a.run")].map(a => a.href)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hrefs {
+			c, pe := open(t, bctx, h)
+			if n := count(t, c, "#verdict"); n != 1 {
+				t.Errorf("%s: no verdict", h)
+			}
+			if errs := pe.list(); len(errs) > 0 {
+				t.Errorf("%s: console errors: %v", h, errs)
+			}
+		}
+	})
+	t.Run("odd runs", func(t *testing.T) {
+		for name, dir := range oddRuns(t, t.TempDir()) {
+			path, err := reports.WriteRun(dir)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			ctx, pe := open(t, bctx, "file://"+path)
+			if n := count(t, ctx, ".banner"); n == 0 {
+				t.Errorf("%s: no banner says what is odd", name)
+			}
+			if errs := pe.list(); len(errs) > 0 {
+				t.Errorf("%s: console errors: %v", name, errs)
+			}
+			screenshot(t, ctx, "odd-"+name, "")
+		}
+	})
+	t.Run("serve", func(t *testing.T) {
+		srv := httptest.NewServer(reports.Handler(realStore()))
+		defer srv.Close()
+		ctx, pe := open(t, bctx, srv.URL+"/")
+		if n := count(t, ctx, "table.runs tr"); n != len(runs)+1 {
+			t.Errorf("%d rows in the index, want %d runs + header", n, len(runs))
+		}
+		if errs := pe.list(); len(errs) > 0 {
+			t.Errorf("console errors: %v", errs)
+		}
+		screenshot(t, ctx, "serve-index", "")
+	})
+}

@@ -1,0 +1,422 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// readHistory reads history.jsonl for display. It is lenient where
+// history.ReadFile validates: a report must show what a damaged run
+// recorded, so an unreadable line is skipped and counted, not fatal. It
+// is also fast: a million-operation history (two million lines) must be
+// read in a few seconds, so lines in the format the recorder writes are
+// parsed by hand, in parallel, and only unusual ones go through
+// encoding/json.
+type historyRead struct {
+	ops []history.Op
+	// bad counts unreadable lines; firstBad describes the first.
+	bad      int
+	firstBad string
+	// truncated is set when the last line is incomplete.
+	truncated bool
+}
+
+const chunkSize = 4 << 20
+
+func readHistory(path string) (*historyRead, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type chunk struct {
+		n     int
+		data  []byte
+		line0 int // line number of the chunk's first line, filled in order
+		ops   []history.Op
+		bad   []string
+		lines int
+	}
+	workers := max(1, runtime.GOMAXPROCS(0))
+	jobs := make(chan *chunk, workers)
+	var chunks []*chunk
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newLineParser()
+			for c := range jobs {
+				c.ops, c.bad, c.lines = p.parseChunk(c.data)
+			}
+		}()
+	}
+	var carry []byte
+	buf := make([]byte, chunkSize)
+	var readErr error
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			data := append(carry, buf[:n]...)
+			cut := bytes.LastIndexByte(data, '\n')
+			if cut >= 0 {
+				c := &chunk{n: len(chunks), data: data[:cut+1]}
+				chunks = append(chunks, c)
+				jobs <- c
+				carry = append([]byte(nil), data[cut+1:]...)
+			} else {
+				carry = data
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if readErr != nil {
+		return nil, readErr
+	}
+	hr := &historyRead{}
+	total := 0
+	for _, c := range chunks {
+		total += len(c.ops)
+	}
+	hr.ops = make([]history.Op, 0, total+1)
+	line := 0
+	for _, c := range chunks {
+		hr.ops = append(hr.ops, c.ops...)
+		for _, b := range c.bad {
+			hr.bad++
+			if hr.firstBad == "" {
+				hr.firstBad = b
+			}
+		}
+		line += c.lines
+	}
+	if len(bytes.TrimSpace(carry)) > 0 {
+		// A last line without a newline: complete if it parses.
+		p := newLineParser()
+		var op history.Op
+		if p.parse(bytes.TrimSpace(carry), &op) {
+			hr.ops = append(hr.ops, op)
+		} else {
+			hr.truncated = true
+		}
+	}
+	return hr, nil
+}
+
+// lineParser parses the recorder's own output. Anything it does not
+// expect (escapes, unknown fields, other spacing) makes it fall back to
+// encoding/json for that line.
+type lineParser struct {
+	b      []byte
+	i      int
+	strs   map[string]string
+	ttls   map[int64]*history.Value
+	values []history.Value // allocated in blocks
+}
+
+func newLineParser() *lineParser {
+	return &lineParser{strs: map[string]string{}, ttls: map[int64]*history.Value{}}
+}
+
+func (p *lineParser) parseChunk(data []byte) (ops []history.Op, bad []string, lines int) {
+	ops = make([]history.Op, 0, len(data)/110+1)
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		line := data
+		if nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		lines++
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var op history.Op
+		if p.parse(line, &op) {
+			ops = append(ops, op)
+		} else if len(bad) < 1 {
+			bad = append(bad, fmt.Sprintf("%.80s", line))
+		} else {
+			bad = append(bad, "")
+		}
+	}
+	return ops, bad, lines
+}
+
+// parse fills op from one line; false when the line is not an event.
+func (p *lineParser) parse(line []byte, op *history.Op) bool {
+	p.b, p.i = line, 0
+	if p.fast(op) {
+		return true
+	}
+	*op = history.Op{}
+	if err := json.Unmarshal(line, op); err != nil {
+		return false
+	}
+	return true
+}
+
+func (p *lineParser) intern(b []byte) string {
+	if len(b) > 64 {
+		return string(b)
+	}
+	if s, ok := p.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(p.strs) < 4096 {
+		p.strs[s] = s
+	}
+	return s
+}
+
+func (p *lineParser) newValue() *history.Value {
+	if len(p.values) == 0 {
+		p.values = make([]history.Value, 256)
+	}
+	v := &p.values[0]
+	p.values = p.values[1:]
+	return v
+}
+
+func (p *lineParser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string without escapes.
+func (p *lineParser) str() ([]byte, bool) {
+	if !p.eat('"') {
+		return nil, false
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			s := p.b[start:p.i]
+			p.i++
+			return s, true
+		case '\\':
+			return nil, false
+		}
+		p.i++
+	}
+	return nil, false
+}
+
+func (p *lineParser) int() (int64, bool) {
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	if p.i == start {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
+	return n, err == nil
+}
+
+func (p *lineParser) fast(op *history.Op) bool {
+	if !p.eat('{') {
+		return false
+	}
+	seen := 0
+	for {
+		k, ok := p.str()
+		if !ok || !p.eat(':') {
+			return false
+		}
+		switch string(k) {
+		case "index":
+			if op.Index, ok = p.int(); !ok {
+				return false
+			}
+			seen |= 1
+		case "time":
+			if op.Time, ok = p.int(); !ok {
+				return false
+			}
+			seen |= 2
+		case "process":
+			if p.i < len(p.b) && p.b[p.i] == '"' {
+				s, ok := p.str()
+				if !ok || string(s) != "nemesis" {
+					return false
+				}
+				op.Process = history.NemesisProcess
+			} else {
+				n, ok := p.int()
+				if !ok || n < 0 || n > history.MaxProcess {
+					return false
+				}
+				op.Process = int(n)
+			}
+			seen |= 4
+		case "type":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			op.Type = history.Type(p.intern(s))
+		case "f":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			op.F = p.intern(s)
+		case "key":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			op.Key = p.intern(s)
+		case "error":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			op.Error = p.intern(s)
+		case "value":
+			if !p.value(op) {
+				return false
+			}
+		default:
+			return false
+		}
+		if p.eat('}') {
+			return seen == 7 && p.i == len(p.b)
+		}
+		if !p.eat(',') {
+			return false
+		}
+	}
+}
+
+func (p *lineParser) value(op *history.Op) bool {
+	if !p.eat('{') {
+		return false
+	}
+	var v history.Value
+	set := false
+	if p.eat('}') {
+		op.Value = p.newValue()
+		return true
+	}
+	for {
+		k, ok := p.str()
+		if !ok || !p.eat(':') {
+			return false
+		}
+		switch string(k) {
+		case "ttl":
+			if v.TTL, ok = p.int(); !ok {
+				return false
+			}
+		case "valid_until", "fence", "n":
+			n, ok := p.int()
+			if !ok {
+				return false
+			}
+			switch string(k) {
+			case "valid_until":
+				v.ValidUntil = history.I64(n)
+			case "fence":
+				v.Fence = history.I64(n)
+			default:
+				v.N = history.I64(n)
+			}
+			set = true
+		case "token":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			v.Token, set = string(s), true
+		case "phase":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			v.Phase, set = p.intern(s), true
+		case "detail":
+			s, ok := p.str()
+			if !ok {
+				return false
+			}
+			v.Detail, set = string(s), true
+		case "targets":
+			if !p.eat('[') {
+				return false
+			}
+			for !p.eat(']') {
+				s, ok := p.str()
+				if !ok {
+					return false
+				}
+				v.Targets = append(v.Targets, string(s))
+				p.eat(',')
+			}
+			set = true
+		case "clients":
+			if !p.eat('[') {
+				return false
+			}
+			for !p.eat(']') {
+				n, ok := p.int()
+				if !ok {
+					return false
+				}
+				v.Clients = append(v.Clients, int(n))
+				p.eat(',')
+			}
+			set = true
+		default:
+			return false
+		}
+		if p.eat('}') {
+			break
+		}
+		if !p.eat(',') {
+			return false
+		}
+	}
+	if !set {
+		// Only a TTL (every acquire invoke): share one value per TTL.
+		if sv, ok := p.ttls[v.TTL]; ok {
+			op.Value = sv
+			return true
+		}
+		sv := &history.Value{TTL: v.TTL}
+		p.ttls[v.TTL] = sv
+		op.Value = sv
+		return true
+	}
+	nv := p.newValue()
+	*nv = v
+	op.Value = nv
+	return true
+}

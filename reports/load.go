@@ -1,0 +1,197 @@
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+)
+
+// Files of a run directory (the same names as the harness's; repeated here
+// because the harness imports this package).
+const (
+	historyFile = "history.jsonl"
+	resultsFile = "results.json"
+	configFile  = "config.json"
+	runInfoFile = "run.json"
+	nodesFile   = "nodes.json"
+	// ReportFile is the page WriteRun writes in a run directory.
+	ReportFile = "report.html"
+)
+
+// runConfig mirrors the fields of config.json the report shows. Unknown
+// fields are ignored, so that the report keeps working as the
+// configuration grows.
+type runConfig struct {
+	System          string          `json:"system"`
+	Lock            string          `json:"lock"`
+	Workload        string          `json:"workload"`
+	Nemesis         []string        `json:"nemesis"`
+	NemesisInterval time.Duration   `json:"nemesis_interval"`
+	Clients         int             `json:"clients"`
+	Keys            int             `json:"keys"`
+	TTL             time.Duration   `json:"ttl"`
+	TimeLimit       time.Duration   `json:"time_limit"`
+	Recovery        time.Duration   `json:"recovery"`
+	Targets         string          `json:"targets"`
+	FaultDuration   time.Duration   `json:"fault_duration"`
+	RestartDelay    time.Duration   `json:"restart_delay"`
+	LoseUnsynced    bool            `json:"lose_unsynced"`
+	ClockJump       string          `json:"clock_jump"`
+	ClockRate       float64         `json:"clock_rate"`
+	Latency         time.Duration   `json:"latency"`
+	Jitter          time.Duration   `json:"jitter"`
+	Bandwidth       int64           `json:"bandwidth_kbps"`
+	Script          json.RawMessage `json:"script,omitempty"`
+	Hold            string          `json:"hold"`
+	LongHoldRate    float64         `json:"long_hold_rate"`
+	RetryBackoff    time.Duration   `json:"retry_backoff"`
+	OpTimeout       time.Duration   `json:"op_timeout"`
+	Persistence     string          `json:"persistence"`
+	Seed            int64           `json:"seed"`
+	Name            string          `json:"name"`
+	Expect          string          `json:"expect"`
+	Command         []string        `json:"command,omitempty"`
+}
+
+// nemesisLabel is the fault list as a reader names it ("none" when empty).
+func (c *runConfig) nemesisLabel() string {
+	if c == nil {
+		return "?"
+	}
+	if len(c.Script) > 0 && string(c.Script) != "null" {
+		return "script"
+	}
+	if len(c.Nemesis) == 0 {
+		return "none"
+	}
+	s := ""
+	for i, n := range c.Nemesis {
+		if i > 0 {
+			s += ","
+		}
+		s += n
+	}
+	return s
+}
+
+type node struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	Addr string `json:"addr"`
+	PID  int    `json:"pid,omitempty"`
+	Log  string `json:"log,omitempty"`
+}
+
+// runInfo mirrors run.json.
+type runInfo struct {
+	Started      time.Time `json:"started"`
+	Ended        time.Time `json:"ended"`
+	Interrupted  bool      `json:"interrupted"`
+	RedisVersion string    `json:"redis_version,omitempty"`
+	Backend      string    `json:"backend"`
+	Nodes        []node    `json:"nodes"`
+	Resource     *node     `json:"resource,omitempty"`
+	Errors       []string  `json:"errors,omitempty"`
+	ClientPanics []string  `json:"client_panics,omitempty"`
+}
+
+// runResults mirrors results.json: the checkers' results plus what the
+// harness adds.
+type runResults struct {
+	*checker.Results
+	Test           string   `json:"test"`
+	Expect         string   `json:"expect"`
+	MetExpectation bool     `json:"met_expectation"`
+	Why            string   `json:"why,omitempty"`
+	Interrupted    bool     `json:"interrupted"`
+	Incomplete     string   `json:"incomplete,omitempty"`
+	Truncated      string   `json:"truncated,omitempty"`
+	Errors         []string `json:"errors,omitempty"`
+	ClientPanics   []string `json:"client_panics,omitempty"`
+}
+
+// runFiles is what a run directory holds, each part optional.
+type runFiles struct {
+	dir  string
+	cfg  *runConfig
+	info *runInfo
+	res  *runResults
+	// problems reading the files, for the reader of the report.
+	cfgErr, infoErr, resErr error
+	modTime                 time.Time
+}
+
+// loadMeta reads config.json, run.json and results.json (not the history).
+func loadMeta(dir string) *runFiles {
+	rf := &runFiles{dir: dir}
+	var cfg runConfig
+	if err := readJSON(filepath.Join(dir, configFile), &cfg); err == nil {
+		rf.cfg = &cfg
+	} else {
+		rf.cfgErr = err
+	}
+	var info runInfo
+	if err := readJSON(filepath.Join(dir, runInfoFile), &info); err == nil {
+		rf.info = &info
+	} else {
+		rf.infoErr = err
+	}
+	var res runResults
+	if err := readJSON(filepath.Join(dir, resultsFile), &res); err == nil && res.Results != nil {
+		rf.res = &res
+	} else if err != nil {
+		rf.resErr = err
+	} else {
+		rf.resErr = fmt.Errorf("%s has no checker results", resultsFile)
+	}
+	for _, f := range []string{historyFile, configFile, runInfoFile, resultsFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.ModTime().After(rf.modTime) {
+			rf.modTime = st.ModTime()
+		}
+	}
+	return rf
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+func missing(err error) bool { return errors.Is(err, os.ErrNotExist) }
+
+// verdict is the run's verdict, "not checked" without results.
+func (rf *runFiles) verdict() string {
+	if rf.res == nil {
+		return "not checked"
+	}
+	if rf.res.Verdict == "" {
+		return "not checked"
+	}
+	return rf.res.Verdict
+}
+
+// started is when the run began: run.json, else the directory's name,
+// else its modification time.
+func (rf *runFiles) started() time.Time {
+	if rf.info != nil && !rf.info.Started.IsZero() {
+		return rf.info.Started
+	}
+	base := filepath.Base(rf.dir)
+	if len(base) >= len("20060102T150405.000Z") {
+		if t, err := time.Parse("20060102T150405.000Z", base[:len("20060102T150405.000Z")]); err == nil {
+			return t
+		}
+	}
+	return rf.modTime
+}

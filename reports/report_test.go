@@ -1,0 +1,222 @@
+package reports_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lockjepsen/lockjepsen/reports"
+)
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Each real run's page says what the checkers said, links its files and
+// fetches nothing from the network.
+func TestWriteRunRealRuns(t *testing.T) {
+	for _, r := range realRuns(t) {
+		t.Run(r.name, func(t *testing.T) {
+			path, err := reports.WriteRun(r.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if path != filepath.Join(r.dir, "report.html") {
+				t.Errorf("path %s", path)
+			}
+			page := readFile(t, path)
+			must := []string{
+				strings.ToUpper(r.res.Verdict),
+				"lockjepsen test --name " + r.name,
+				`class="timeline"`,
+				`href="history.jsonl"`,
+				`href="nodes/n1/redis.log"`,
+				"Redis version",
+			}
+			for _, f := range r.res.Linearizability.Files {
+				must = append(must, `href="`+f+`"`)
+			}
+			for _, s := range must {
+				if !strings.Contains(page, s) {
+					t.Errorf("the page lacks %q", s)
+				}
+			}
+			for _, s := range []string{"http://", "https://", "<script src", "@import"} {
+				if strings.Contains(page, s) {
+					t.Errorf("the page refers to the network: %q", s)
+				}
+			}
+			if n := strings.Count(page, `<article class="witness"`); n != len(r.res.Exclusion.Violations) {
+				t.Errorf("%d witnesses, want %d", n, len(r.res.Exclusion.Violations))
+			}
+			switch r.name {
+			case "resource":
+				if !strings.Contains(page, "lost updates") || !strings.Contains(page, `id="resource"`) {
+					t.Errorf("the resource run's page does not show the resource's corruption")
+				}
+			case "stuck":
+				if !strings.Contains(page, "STUCK") || !strings.Contains(page, `class="stuck"`) {
+					t.Errorf("the stuck run's page does not show the stuck lock")
+				}
+			}
+		})
+	}
+}
+
+// Runs that are not whole still render, and say what is missing.
+func TestWriteRunOddRuns(t *testing.T) {
+	odd := oddRuns(t, t.TempDir())
+	want := map[string][]string{
+		"unchecked":   {"NOT CHECKED", "lockjepsen check", "Unfinished run", "Truncated history"},
+		"interrupted": {"Incomplete run", "Harness errors", "heal pause on n1", "never stopped"},
+		"empty":       {"Empty history"},
+		"noholds":     {"No lock was ever granted", "STUCK"},
+	}
+	for name, dir := range odd {
+		t.Run(name, func(t *testing.T) {
+			path, err := reports.WriteRun(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page := readFile(t, path)
+			for _, s := range want[name] {
+				if !strings.Contains(page, s) {
+					t.Errorf("the page lacks %q", s)
+				}
+			}
+		})
+	}
+	if _, err := reports.WriteRun(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a lockjepsen run directory") {
+		t.Errorf("an empty directory: err = %v", err)
+	}
+}
+
+func TestWriteMatrix(t *testing.T) {
+	base := t.TempDir()
+	odd := oddRuns(t, filepath.Join(base, "store"))
+	dirs := []string{odd["interrupted"], odd["noholds"], odd["empty"]}
+	path := filepath.Join(base, "out", "matrix.html")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := reports.WriteMatrix(path, dirs, "three odd runs"); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, path)
+	if !strings.Contains(page, "three odd runs") {
+		t.Errorf("no title")
+	}
+	for _, d := range dirs {
+		rel, _ := filepath.Rel(filepath.Dir(path), filepath.Join(d, "report.html"))
+		if !strings.Contains(page, `href="`+filepath.ToSlash(rel)+`"`) {
+			t.Errorf("no link to %s", rel)
+		}
+		if _, err := os.Stat(filepath.Join(d, "report.html")); err != nil {
+			t.Errorf("the matrix links %s, which has no report: %v", d, err)
+		}
+	}
+	if err := reports.WriteMatrix(path, []string{base}, ""); err == nil {
+		t.Errorf("a directory that is not a run was accepted")
+	}
+}
+
+func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 == 3 {
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestHandler(t *testing.T) {
+	base := t.TempDir()
+	store := filepath.Join(base, "store")
+	odd := oddRuns(t, store)
+	os.WriteFile(filepath.Join(base, "secret.txt"), []byte("secret"), 0o644)
+	if err := os.Symlink(filepath.Join(base, "secret.txt"), filepath.Join(store, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("interrupted/20261129T090001.000Z", filepath.Join(store, "latest")); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reports.Handler(store))
+	defer srv.Close()
+
+	code, body := get(t, srv, "/")
+	if code != 200 {
+		t.Fatalf("index: %d %s", code, body)
+	}
+	for name := range odd {
+		if !strings.Contains(body, "/runs/"+name+"/") {
+			t.Errorf("the index does not list %s", name)
+		}
+	}
+	if strings.Count(body, "/runs/interrupted/") != strings.Count(body, "/runs/noholds/") {
+		t.Errorf("store/latest made a run appear twice")
+	}
+	// Newest first: the fixtures' names carry their order.
+	if strings.Index(body, "/runs/noholds/") > strings.Index(body, "/runs/unchecked/") {
+		t.Errorf("runs are not newest first")
+	}
+	code, body = get(t, srv, "/?verdict=stuck")
+	if code != 200 || !strings.Contains(body, "/runs/noholds/") || strings.Contains(body, "/runs/interrupted/") {
+		t.Errorf("verdict filter: %d", code)
+	}
+	code, body = get(t, srv, "/?fault=pause")
+	if code != 200 || strings.Contains(body, "/runs/noholds/") {
+		t.Errorf("fault filter kept a run without that fault")
+	}
+	code, body = get(t, srv, "/matrix?lock=token")
+	if code != 200 || !strings.Contains(body, `class="matrix"`) {
+		t.Errorf("matrix: %d", code)
+	}
+
+	// A run directory redirects to its report, rendered on demand.
+	rel := "interrupted/20261129T090001.000Z"
+	code, loc := get(t, srv, "/runs/"+rel+"/")
+	if code != http.StatusFound || loc != "/runs/"+rel+"/report.html" {
+		t.Errorf("run dir: %d %s", code, loc)
+	}
+	os.Remove(filepath.Join(store, rel, "report.html"))
+	code, body = get(t, srv, "/runs/"+rel+"/report.html")
+	if code != 200 || !strings.Contains(body, "Incomplete run") {
+		t.Errorf("report on demand: %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(store, rel, "report.html")); err != nil {
+		t.Errorf("the report was not cached: %v", err)
+	}
+	code, body = get(t, srv, "/runs/latest/report.html")
+	if code != 200 || !strings.Contains(body, "Incomplete run") {
+		t.Errorf("store/latest: %d", code)
+	}
+	code, body = get(t, srv, "/runs/"+rel+"/?files")
+	if code != 200 || !strings.Contains(body, "history.jsonl") || !strings.Contains(body, "results.json") {
+		t.Errorf("run files listing: %d %s", code, body)
+	}
+	code, body = get(t, srv, "/runs/"+rel+"/history.jsonl")
+	if code != 200 || !strings.Contains(body, `"f":"acquire"`) {
+		t.Errorf("history: %d", code)
+	}
+	// Nothing outside the store.
+	for _, p := range []string{"/runs/../secret.txt", "/runs/%2e%2e/secret.txt", "/runs/escape", "/runs/" + rel + "/../../../secret.txt", "/runs//etc/passwd"} {
+		code, body := get(t, srv, p)
+		if strings.Contains(body, "secret") && code == 200 || strings.Contains(body, "root:") {
+			t.Errorf("%s served a file outside the store: %d %q", p, code, body)
+		}
+	}
+}

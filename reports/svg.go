@@ -1,0 +1,93 @@
+package reports
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// svg builds an inline SVG element by hand: the drawings are simple, and a
+// library would be a dependency for little.
+type svg struct {
+	b strings.Builder
+}
+
+func newSVG(w, h float64, class, label string) *svg {
+	s := &svg{}
+	fmt.Fprintf(&s.b, `<svg class="%s" viewBox="0 0 %s %s" role="img" aria-label="%s" preserveAspectRatio="xMinYMin meet">`,
+		class, num(w), num(h), esc(label))
+	return s
+}
+
+func (s *svg) raw(format string, a ...any) { fmt.Fprintf(&s.b, format, a...) }
+
+func (s *svg) html() template.HTML {
+	s.b.WriteString("</svg>")
+	return template.HTML(s.b.String()) // built from escaped parts only
+}
+
+// num formats a coordinate compactly: two decimals at most.
+func num(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(math.Round(f*100)/100, 'f', -1, 64)
+}
+
+func esc(s string) string { return template.HTMLEscapeString(s) }
+
+// rect draws a rectangle with an optional tooltip.
+func (s *svg) rect(x, y, w, h float64, class, title string) {
+	if title == "" {
+		fmt.Fprintf(&s.b, `<rect x="%s" y="%s" width="%s" height="%s" class="%s"/>`, num(x), num(y), num(w), num(h), class)
+		return
+	}
+	fmt.Fprintf(&s.b, `<rect x="%s" y="%s" width="%s" height="%s" class="%s"><title>%s</title></rect>`,
+		num(x), num(y), num(w), num(h), class, esc(title))
+}
+
+func (s *svg) line(x1, y1, x2, y2 float64, class string) {
+	fmt.Fprintf(&s.b, `<line x1="%s" y1="%s" x2="%s" y2="%s" class="%s"/>`, num(x1), num(y1), num(x2), num(y2), class)
+}
+
+func (s *svg) text(x, y float64, class, anchor, t string) {
+	fmt.Fprintf(&s.b, `<text x="%s" y="%s" class="%s" text-anchor="%s">%s</text>`, num(x), num(y), class, anchor, esc(t))
+}
+
+func (s *svg) textTitle(x, y float64, class, anchor, t, title string) {
+	fmt.Fprintf(&s.b, `<text x="%s" y="%s" class="%s" text-anchor="%s">%s<title>%s</title></text>`, num(x), num(y), class, anchor, esc(t), esc(title))
+}
+
+func (s *svg) path(d, class string) {
+	if d == "" {
+		return
+	}
+	fmt.Fprintf(&s.b, `<path d="%s" class="%s"/>`, d, class)
+}
+
+// timeAxis draws ticks and labels of sc at y, with grid lines from gy0 to
+// gy1.
+func (s *svg) timeAxis(sc scale, y, gy0, gy1 float64, n int) {
+	for _, tk := range timeTicks(sc.t0, sc.t1, n) {
+		x := sc.x(tk.T)
+		s.line(x, gy0, x, gy1, "grid")
+		s.text(x, y, "axis", "middle", tk.Label)
+	}
+}
+
+// faultClass is the CSS class of a fault kind's colour.
+func faultClass(name string) string {
+	switch {
+	case strings.HasPrefix(name, "client-"):
+		return "f-client"
+	case strings.HasPrefix(name, "clock-"):
+		return "f-clock"
+	case name == "pause" || name == "kill":
+		return "f-process"
+	case name == "partition" || name == "reject" || name == "latency" || name == "slow":
+		return "f-net"
+	}
+	return "f-other"
+}
