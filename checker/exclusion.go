@@ -220,6 +220,9 @@ func (h *Hold) describeAcquire() string {
 	} else {
 		parts = append(parts, "no expiry")
 	}
+	if len(h.Nodes) > 0 {
+		parts = append(parts, "granted by "+strings.Join(h.Nodes, ", "))
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -29,6 +29,9 @@ type Hold struct {
 	Process int    `json:"process"`
 	Token   string `json:"token,omitempty"`
 	Fence   *int64 `json:"fence,omitempty"`
+	// Nodes granted the lease, when the lock says (multi-node locks, and
+	// the primary a Sentinel client was talking to).
+	Nodes []string `json:"nodes,omitempty"`
 	// Invoke is the acquire's invocation time; the grant happened somewhere
 	// in [Invoke, Start], which is what the linearizability check uses.
 	Invoke int64 `json:"invoke"`
@@ -224,7 +227,7 @@ func (a *analysis) complete(inv, i int, ps *procState) {
 		h := Hold{Key: key, Process: op.Process, Invoke: iop.Time, Start: op.Time,
 			AcquireIndex: op.Index, EndIndex: -1}
 		if v := op.Value; v != nil {
-			h.Token, h.Fence, h.ValidUntil = v.Token, v.Fence, v.ValidUntil
+			h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
 		}
 		if ps.crashed && ps.crashedAt >= iop.Time {
 			// The ok reached a dead client.

@@ -63,6 +63,18 @@ type Config struct {
 	// built from the run's parameters when the run starts.
 	ScriptName string `json:"script_name,omitempty"`
 
+	// Sentinel system options (0: the default).
+	Sentinels          int           `json:"sentinels,omitempty"`
+	DownAfter          time.Duration `json:"down_after,omitempty"`
+	FailoverTimeout    time.Duration `json:"failover_timeout,omitempty"`
+	MinReplicasToWrite int           `json:"min_replicas_to_write,omitempty"`
+	MinReplicasMaxLag  time.Duration `json:"min_replicas_max_lag,omitempty"`
+	// The wait lock's WAIT arguments (0: 1 replica, 100ms).
+	WaitReplicas int           `json:"wait_replicas,omitempty"`
+	WaitTimeout  time.Duration `json:"wait_timeout,omitempty"`
+	// AfterAcquire starts each server fault right after a lease is granted.
+	AfterAcquire bool `json:"after_acquire,omitempty"`
+
 	// Multi-node lock options (0: the lock's default).
 	DriftFactor float64 `json:"drift_factor,omitempty"`
 	LockTries   int     `json:"lock_tries,omitempty"`
@@ -140,23 +152,42 @@ func IsUsage(err error) bool {
 // Validate checks every option and names the one that is wrong.
 func (c *Config) Validate() error {
 	switch c.System {
-	case cluster.Single, cluster.Redlock:
-	case cluster.Sentinel:
-		return usage("--system %s is not available yet; available: single, redlock", c.System)
+	case cluster.Single, cluster.Redlock, cluster.Sentinel:
 	default:
-		return usage("--system %q is unknown; want single or redlock", c.System)
+		return usage("--system %q is unknown; want single, sentinel or redlock", c.System)
 	}
 	if c.Nodes < 0 || c.Nodes > 15 {
 		return usage("--nodes must be between 1 and 15 (0: the system's default)")
 	}
-	if err := (cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: ".", Persistence: cluster.PersistNone}).Validate(); err != nil {
+	spec := cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: ".", Persistence: cluster.PersistNone}
+	if c.System == cluster.Sentinel {
+		spec.Sentinels, spec.DownAfter, spec.FailoverTimeout = c.Sentinels, c.DownAfter, c.FailoverTimeout
+		spec.MinReplicasToWrite, spec.MinReplicasMaxLag = c.MinReplicasToWrite, c.MinReplicasMaxLag
+	} else if c.Sentinels != 0 || c.DownAfter != 0 || c.FailoverTimeout != 0 || c.MinReplicasToWrite != 0 || c.MinReplicasMaxLag != 0 {
+		return usage("--sentinels, --down-after, --failover-timeout and --min-replicas-* are for --system sentinel")
+	}
+	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
+		return usage("--wait-replicas and --wait-timeout must not be negative")
+	}
+	if c.Lock == locks.WaitName && c.System != cluster.Sentinel {
+		return usage("--lock wait needs replicas: use --system sentinel")
+	}
+	if c.Lock == locks.WaitName && c.WaitTimeout >= c.OpTimeout {
+		return usage("--wait-timeout %s must be shorter than --op-timeout %s, or every slow WAIT is an unknown outcome", c.WaitTimeout, c.OpTimeout)
+	}
+	if err := spec.WithDefaults().Validate(); err != nil {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
 	}
 	if c.Locker == nil {
 		if !contains(locks.AllNames, c.Lock) {
 			return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.AllNames, ", "))
 		}
-		if err := locks.CheckNodes(c.Lock, c.NodeCount()); err != nil {
+		// On Sentinel a lock sees one node: whichever is primary.
+		lockNodes := c.NodeCount()
+		if c.System == cluster.Sentinel {
+			lockNodes = 1
+		}
+		if err := locks.CheckNodes(c.Lock, lockNodes); err != nil {
 			return usage("--lock %s on --system %s: %v", c.Lock, c.System, err)
 		}
 	}
@@ -215,12 +246,16 @@ func (c *Config) Validate() error {
 	}
 	switch c.Targets {
 	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
+	case nemesis.TargetPrimary:
+		if c.System != cluster.Sentinel {
+			return usage("--targets primary needs --system sentinel")
+		}
 	case nemesis.TargetMinority:
 		if len(c.Nemesis) > 0 && c.NodeCount() < 3 {
 			return usage("--targets minority of %d node(s) hits no node; use one, majority or all", c.NodeCount())
 		}
 	default:
-		return usage("--targets %q is unknown; want one, minority, majority, all or holder", c.Targets)
+		return usage("--targets %q is unknown; want one, minority, majority, all, holder or primary", c.Targets)
 	}
 	switch c.Expect {
 	case ExpectSafe, ExpectUnsafe, ExpectStuck, ExpectAny:
@@ -251,8 +286,18 @@ func (c *Config) scriptParams() nemesis.ScriptParams {
 	for i := range nodes {
 		nodes[i] = fmt.Sprintf("n%d", i+1)
 	}
+	var sentinels []string
+	if c.System == cluster.Sentinel {
+		k := c.Sentinels
+		if k == 0 {
+			k = cluster.DefaultSentinels
+		}
+		for i := 1; i <= k; i++ {
+			sentinels = append(sentinels, fmt.Sprintf("s%d", i))
+		}
+	}
 	return nemesis.ScriptParams{Nodes: nodes, Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit,
-		Interval: c.NemesisInterval, Duration: c.FaultDuration, ClockJump: jump}
+		Interval: c.NemesisInterval, Duration: c.FaultDuration, ClockJump: jump, Sentinels: sentinels}
 }
 
 // steps is the run's scripted schedule, if any.

@@ -43,6 +43,8 @@ type RunInfo struct {
 	Errors []string `json:"errors,omitempty"`
 	// ClientPanics are panics inside the lock under test.
 	ClientPanics []string `json:"client_panics,omitempty"`
+	// Failovers are the primary changes the sentinels reported.
+	Failovers []Failover `json:"failovers,omitempty"`
 }
 
 // RunInfoFile holds RunInfo.
@@ -127,8 +129,9 @@ type runner struct {
 	dir  string
 	info *RunInfo
 
-	mu     sync.Mutex
-	panics []string
+	mu        sync.Mutex
+	panics    []string
+	healthErr error
 }
 
 func (r *runner) say(format string, a ...any) {
@@ -148,6 +151,21 @@ func (r *runner) run(ctx context.Context) error {
 		System: cfg.System, Nodes: cfg.NodeCount(), Dir: r.dir, Persistence: cfg.Persistence,
 		Resource: cfg.Workload == workloads.Counter, FakeClock: cfg.needsFakeClock(),
 	}
+	// The mesh outlives the cluster: the sentinel system's internal links
+	// run through it.
+	mesh := proxy.NewMesh()
+	defer mesh.Close()
+	if cfg.System == cluster.Sentinel {
+		spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
+			l, err := mesh.Add(from, to, upstream, "")
+			if err != nil {
+				return "", err
+			}
+			return l.Addr(), nil
+		})
+		spec.Sentinels, spec.DownAfter, spec.FailoverTimeout = cfg.Sentinels, cfg.DownAfter, cfg.FailoverTimeout
+		spec.MinReplicasToWrite, spec.MinReplicasMaxLag = cfg.MinReplicasToWrite, cfg.MinReplicasMaxLag
+	}
 	r.say("starting %s system (%s backend) in %s", cfg.System, backend.Name(), r.dir)
 	cl, err := backend.Start(ctx, spec)
 	if err != nil {
@@ -156,19 +174,25 @@ func (r *runner) run(ctx context.Context) error {
 	// Always stop the servers, whatever happens below; a panic elsewhere
 	// in the harness still runs this.
 	defer cl.Close(context.Background())
+	sc, _ := cl.(cluster.SentinelCluster)
 	r.info.Nodes, r.info.Resource = cl.Nodes(), cl.Resource()
+	if sc != nil {
+		r.info.Nodes = append(r.info.Nodes, sc.Sentinels()...)
+	}
 	node := cl.Nodes()[0]
 	r.info.RedisVersion = redisVersion(ctx, node.Addr)
 
-	// With network faults, every client reaches every node through its own
-	// proxy, so that a fault can cut one client's link and not another's.
-	// Without them clients dial the nodes directly: the proxies cost CPU
-	// that the server under test should have.
-	mesh := proxy.NewMesh()
-	defer mesh.Close()
+	// With network faults, every client reaches every node (and sentinel)
+	// through its own proxy, so that a fault can cut one client's link and
+	// not another's. Without them clients dial directly: the proxies cost
+	// CPU that the server under test should have.
+	targets := cl.Nodes()
+	if sc != nil {
+		targets = append(targets, sc.Sentinels()...)
+	}
 	if cfg.needsProxies() {
 		for w := 0; w < cfg.Clients; w++ {
-			for _, n := range cl.Nodes() {
+			for _, n := range targets {
 				if _, err := mesh.Add(nemesis.ClientLinkName(w), n.Name, n.Addr, ""); err != nil {
 					return err
 				}
@@ -195,11 +219,15 @@ func (r *runner) run(ctx context.Context) error {
 	env := workloads.Env{
 		Rec:       rec,
 		NewLocker: r.lockerFactory(mesh, cl.Nodes()),
+		OnGrant:   func(string, []string) {},
 		OnPanic: func(p int, v any) {
 			r.mu.Lock()
 			r.panics = append(r.panics, fmt.Sprintf("client process %d panicked: %v", p, v))
 			r.mu.Unlock()
 		},
+	}
+	if sc != nil {
+		env.NewLocker = r.failoverLockerFactory(mesh, targets)
 	}
 	var resource *redis.Client
 	if res := cl.Resource(); res != nil {
@@ -213,11 +241,25 @@ func (r *runner) run(ctx context.Context) error {
 		names = append(names, n.Name)
 	}
 	holder := &holderTracker{}
-	env.OnGrant = holder.granted
+	granted := make(chan struct{}, 1)
+	env.OnGrant = func(key string, nodes []string) {
+		holder.granted(key, nodes)
+		select {
+		case granted <- struct{}{}:
+		default:
+		}
+	}
 	nenv := &nemesis.Env{
 		Rec: rec, Nodes: names, Mesh: mesh, FakeClock: spec.FakeClock,
 		Persistence: cfg.Persistence, Clients: cfg.Clients, TTL: cfg.TTL,
-		Holder: holder.nodes,
+		Holder: holder.nodes, Granted: granted,
+	}
+	var monitor *primaryMonitor
+	if sc != nil {
+		monitor = newPrimaryMonitor(sc, rec, cl.Nodes()[0].Name)
+		nenv.Primary = monitor.current
+		nenv.ManualFailover = sc.Failover
+		nenv.OnEvent = monitor.faultEvent
 	}
 	if ctl, ok := cl.(cluster.Controller); ok {
 		nenv.Control = ctl
@@ -227,7 +269,7 @@ func (r *runner) run(ctx context.Context) error {
 	jump, _ := cfg.ClockJumpDuration() // validated
 	sched, err := nemesis.NewSchedule(nenv, cfg.Nemesis, nemesis.Options{
 		Interval: cfg.NemesisInterval, Duration: cfg.FaultDuration, Targets: cfg.Targets,
-		RestartDelay: cfg.RestartDelay, LoseUnsynced: cfg.LoseUnsynced, ClockJump: jump,
+		RestartDelay: cfg.RestartDelay, LoseUnsynced: cfg.LoseUnsynced, ClockJump: jump, AfterGrant: cfg.AfterAcquire,
 		ClockRate: cfg.ClockRate, Latency: cfg.Latency, Jitter: cfg.Jitter, BandwidthKB: cfg.Bandwidth,
 	}, rand.New(rand.NewSource(cfg.Seed)), cfg.steps(), clientFaults)
 	if err != nil {
@@ -251,13 +293,46 @@ func (r *runner) run(ctx context.Context) error {
 	}()
 	progressDone := make(chan struct{})
 	go r.progress(runCtx, rec, progressDone)
+	monitorDone := make(chan struct{})
+	if monitor != nil {
+		go monitor.run(runCtx, monitorDone)
+	} else {
+		close(monitorDone)
+	}
 
 	r.say("running %d clients for %s (+%s recovery), lock %s, workload %s, nemesis %s, seed %d",
 		cfg.Clients, cfg.TimeLimit, cfg.Recovery, lockName(cfg), cfg.Workload, nemesisName(cfg), cfg.Seed)
+	if sc != nil {
+		// Clients run on through the recovery phase while the topology
+		// settles; it must settle, or the recovery tells nothing.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-faultCtx.Done():
+			case <-runCtx.Done():
+				return
+			}
+			hctx, cancel := context.WithTimeout(runCtx, 30*time.Second)
+			defer cancel()
+			if err := sc.WaitHealthy(hctx); err != nil && ctx.Err() == nil && runCtx.Err() == nil {
+				r.mu.Lock()
+				r.healthErr = fmt.Errorf("the sentinel system did not become healthy after healing: %w", err)
+				r.mu.Unlock()
+			}
+		}()
+	}
 	werr := workloads.Run(runCtx, wcfg, env, cfg.Clients)
 	stopFaults()
 	wg.Wait()
 	<-progressDone
+	<-monitorDone
+	if monitor != nil {
+		r.info.Failovers = monitor.failovers()
+	}
+	if r.healthErr != nil {
+		r.info.Errors = append(r.info.Errors, r.healthErr.Error())
+	}
 
 	if cfg.Workload == workloads.Counter && resource != nil {
 		finalReads(rec, env.Resource, keys, cfg.Clients*1_000_000)
@@ -350,8 +425,7 @@ func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads
 		if r.cfg.Locker != nil {
 			l, err = r.cfg.Locker(conns, process)
 		} else {
-			l, err = locks.New(r.cfg.Lock, conns, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process),
-				DriftFactor: r.cfg.DriftFactor, Tries: r.cfg.LockTries})
+			l, err = locks.New(r.cfg.Lock, conns, r.lockOptions(process))
 		}
 		if err != nil {
 			closers.Close()

@@ -75,8 +75,13 @@ func NewRedisLock(client redis.UniversalClient, variant, tokenPrefix string) (*R
 func FenceKey(key string) string { return key + ":fence" }
 
 // TryAcquire makes one attempt.
+func (l *RedisLock) nextToken() string {
+	return l.TokenPrefix + "." + strconv.FormatInt(l.seq.Add(1), 10)
+}
+
+// TryAcquire makes one attempt.
 func (l *RedisLock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lease, error) {
-	token := l.TokenPrefix + "." + strconv.FormatInt(l.seq.Add(1), 10)
+	token := l.nextToken()
 	start := time.Now()
 	lease := &redisLease{lock: l, key: key, token: token}
 	switch l.Variant {

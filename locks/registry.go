@@ -16,7 +16,7 @@ const (
 )
 
 // AllNames lists every lock New can build, single-instance locks first.
-var AllNames = []string{Token, SetnxDel, SetnxNoTTL, Fenced, RedislockName, RedlockName, RedsyncName}
+var AllNames = []string{Token, SetnxDel, SetnxNoTTL, Fenced, WaitName, RedislockName, RedlockName, RedsyncName}
 
 // Conn is one node as a lock sees it.
 type Conn struct {
@@ -31,6 +31,10 @@ type Options struct {
 	// TokenPrefix makes tokens unique per client (every lock); a counter
 	// makes them unique per grant.
 	TokenPrefix string
+	// WaitReplicas and WaitTimeout are the wait lock's WAIT arguments
+	// (default 1 replica, 100ms).
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// DriftFactor: redlock and redsync subtract TTL×DriftFactor (+2 ms for
 	// redlock; redsync adds no constant) from the validity. Default 0.01.
 	DriftFactor float64
@@ -82,7 +86,7 @@ var (
 // check --lock against --system before starting anything.
 func NodesFor(name string) (NodeCount, error) {
 	switch name {
-	case Token, SetnxDel, SetnxNoTTL, Fenced, RedislockName:
+	case Token, SetnxDel, SetnxNoTTL, Fenced, RedislockName, WaitName:
 		return singleNode, nil
 	case RedlockName, RedsyncName:
 		return majority, nil
@@ -138,6 +142,15 @@ func New(name string, nodes []Conn, opts Options) (Locker, error) {
 		}))
 	case RedsyncName:
 		l, err = nilOnErr(NewRedsync(nodes, opts))
+	case WaitName:
+		replicas, timeout := opts.WaitReplicas, opts.WaitTimeout
+		if replicas == 0 {
+			replicas = 1
+		}
+		if timeout == 0 {
+			timeout = 100 * time.Millisecond
+		}
+		l, err = nilOnErr(NewWaitLock(nodes[0].Client, opts.TokenPrefix, replicas, timeout))
 	default:
 		l, err = nilOnErr(NewRedisLock(nodes[0].Client, name, opts.TokenPrefix))
 	}

@@ -32,6 +32,11 @@ const (
 	ClockJump   = "clock-jump"
 	ClockStrobe = "clock-strobe"
 	ClockDrift  = "clock-drift"
+	// Isolate cuts a node off from the rest of its cluster (its inbound
+	// internal links) while clients still reach it.
+	Isolate = "isolate"
+	// Failover asks the sentinels for a manual failover.
+	Failover = "failover"
 )
 
 // Known lists the fault names with a line each, for --help and errors.
@@ -47,6 +52,8 @@ var Known = map[string]string{
 	ClockJump:   "the target nodes' wall clocks jump by --clock-jump, and back at the end of the fault",
 	ClockStrobe: "the target nodes' wall clocks flip between real time and --clock-jump every 50ms",
 	ClockDrift:  "the target nodes' wall clocks run at --clock-rate times real speed",
+	Isolate:     "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
+	Failover:    "the sentinels are asked for a manual failover (SENTINEL FAILOVER)",
 }
 
 // Env is what faults act on.
@@ -66,6 +73,16 @@ type Env struct {
 	// Holder returns the nodes that granted the latest lease; nil for the
 	// holder target to fall back to a random node.
 	Holder func() []string
+	// Primary returns the node the sentinels name as primary now; nil on
+	// systems without one.
+	Primary func() string
+	// ManualFailover asks the sentinels for a failover; nil without them.
+	ManualFailover func(ctx context.Context) (string, error)
+	// Granted receives a value after every granted lease (it may drop
+	// some), for actions that wait for a grant.
+	Granted <-chan struct{}
+	// OnEvent is told of every fault event the schedule records.
+	OnEvent func(f, phase string, nodes []string)
 }
 
 // Action is one injection: which fault, on what, for how long, how hard.
@@ -86,7 +103,17 @@ type Action struct {
 	Link proxy.Fault
 	// Kill: also lose the append-only file's unsynced tail.
 	LoseUnsynced bool
+	// AfterGrant delays the start until the next granted lease, to hit a
+	// holder before replication catches up.
+	AfterGrant bool
+	// Internal narrows a network fault to the cluster's own links into
+	// the nodes (replication, sentinels): latency there is replication lag.
+	Internal bool
 }
+
+// PrimaryPlaceholder in Action.Nodes stands for the node that is primary
+// when the action starts (scripts are written before the run).
+const PrimaryPlaceholder = "@primary"
 
 // Fault is one kind of fault.
 type Fault interface {
@@ -111,8 +138,10 @@ func New(name string, clients *ClientFaults) (Fault, error) {
 			return nil, fmt.Errorf("%s needs client hooks", name)
 		}
 		return clientFault{clients, name}, nil
-	case Partition, Reject, Latency, Slow:
+	case Partition, Reject, Latency, Slow, Isolate:
 		return newNetFault(name), nil
+	case Failover:
+		return failoverFault{}, nil
 	case Pause:
 		return newPauseFault(), nil
 	case Kill:
@@ -172,6 +201,9 @@ func record(env *Env, f, phase string, a *Action, detail string, err error) {
 		op.Error = err.Error()
 	}
 	env.Rec.Record(op)
+	if env.OnEvent != nil {
+		env.OnEvent(f, phase, a.Nodes)
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

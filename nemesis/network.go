@@ -27,7 +27,7 @@ func (f *netFault) Name() string { return f.name }
 
 func (f *netFault) linkFault(a *Action) proxy.Fault {
 	switch f.name {
-	case Partition:
+	case Partition, Isolate:
 		return proxy.Fault{Mode: proxy.Partition}
 	case Reject:
 		return proxy.Fault{Mode: proxy.Reject}
@@ -64,6 +64,12 @@ func (f *netFault) links(env *Env, a *Action) []*proxy.Link {
 	var out []*proxy.Link
 	for _, l := range env.Mesh.Links() {
 		switch {
+		case f.name == Isolate || a.Internal:
+			// Only the cluster's own traffic into the node: clients keep
+			// their links, so the node can go on serving some of them.
+			if l.From == InternalLinkFrom && targets[l.To] {
+				out = append(out, l)
+			}
 		case len(clients) > 0:
 			if clients[l.From] && targets[l.To] {
 				out = append(out, l)
@@ -133,6 +139,10 @@ func describeNet(a *Action, lf proxy.Fault) string {
 	}
 	return fmt.Sprintf("%s: %s of %s", lf, who, strings.Join(a.Nodes, ", "))
 }
+
+// InternalLinkFrom is the source name of the cluster's internal links
+// (replica→primary, sentinel→node, sentinel↔sentinel) in the mesh.
+const InternalLinkFrom = "net"
 
 // ClientLinkName is the mesh name of client worker w ("c3").
 func ClientLinkName(w int) string { return "c" + strconv.Itoa(w) }

@@ -104,6 +104,18 @@ func (f *killFault) Start(ctx context.Context, env *Env, a *Action) error {
 			continue
 		}
 		f.killed[n] = true
+		// What the node had sent but the network had not delivered dies
+		// with it, as on a crashed machine: without this the proxies would
+		// deliver a delayed replication stream after the kill.
+		if env.Mesh != nil {
+			for _, l := range env.Mesh.Links() {
+				if l.To == n {
+					if err := l.Drop(); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -138,3 +150,23 @@ func (f *killFault) restart(ctx context.Context, env *Env, nodes []string) error
 	}
 	return errors.Join(errs...)
 }
+
+// failoverFault asks the sentinels for a manual failover.
+type failoverFault struct{}
+
+func (failoverFault) Name() string { return Failover }
+
+func (failoverFault) Available(env *Env, a *Action) error {
+	if env.ManualFailover == nil {
+		return fmt.Errorf("failover needs the sentinel system")
+	}
+	return nil
+}
+
+func (failoverFault) Start(ctx context.Context, env *Env, a *Action) error {
+	_, err := env.ManualFailover(ctx)
+	return err
+}
+
+func (failoverFault) Stop(ctx context.Context, env *Env, a *Action) error { return nil }
+func (failoverFault) Heal(ctx context.Context, env *Env) error            { return nil }

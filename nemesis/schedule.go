@@ -21,6 +21,9 @@ const (
 	// (for Redlock: a node of the holder's majority), so that a fault hits
 	// where it matters instead of by chance.
 	TargetHolder = "holder"
+	// TargetPrimary is the node the sentinels name as primary when the
+	// fault starts.
+	TargetPrimary = "primary"
 )
 
 // Options shape the actions of a random schedule.
@@ -34,6 +37,7 @@ type Options struct {
 	Targets      string
 	RestartDelay time.Duration
 	LoseUnsynced bool
+	AfterGrant   bool
 	ClockJump    time.Duration
 	ClockRate    float64
 	Latency      time.Duration
@@ -97,6 +101,7 @@ func NewSchedule(env *Env, names []string, opts Options, rng *rand.Rand, script 
 			return nil, fmt.Errorf("script step %d: %w", i+1, err)
 		}
 		a := st.Action
+		s.resolvePrimary(&a)
 		if err := s.Faults[a.Fault].Available(env, &a); err != nil {
 			return nil, fmt.Errorf("script step %d (%s): %w", i+1, a.Fault, err)
 		}
@@ -110,7 +115,7 @@ func isClientFault(name string) bool { return name == ClientPause || name == Cli
 // and no targets.
 func (s *Schedule) template(name string) Action {
 	o := s.Opts
-	a := Action{Fault: name, Offset: o.ClockJump, Rate: o.ClockRate, LoseUnsynced: o.LoseUnsynced,
+	a := Action{Fault: name, Offset: o.ClockJump, Rate: o.ClockRate, LoseUnsynced: o.LoseUnsynced, AfterGrant: o.AfterGrant,
 		Link: proxy.Fault{Latency: o.Latency, Jitter: o.Jitter, RateKBps: o.BandwidthKB}}
 	return a
 }
@@ -172,6 +177,25 @@ func (s *Schedule) runScript(ctx context.Context) {
 // phase ends first, the action is stopped at once.
 func (s *Schedule) play(ctx context.Context, a *Action) {
 	f := s.Faults[a.Fault]
+	if a.AfterGrant && s.Env.Granted != nil {
+		// Drop a grant seen earlier: the fault must follow a fresh one.
+		select {
+		case <-s.Env.Granted:
+		default:
+		}
+		select {
+		case <-s.Env.Granted:
+		case <-ctx.Done():
+			return
+		}
+		// The primary is the one that granted just now.
+		if s.Opts.Targets == TargetPrimary && s.Env.Primary != nil {
+			if p := s.Env.Primary(); p != "" {
+				a.Nodes = []string{p}
+			}
+		}
+	}
+	s.resolvePrimary(a)
 	_, quiet := f.(selfRecording)
 	detail := describe(a)
 	err := f.Start(ctx, s.Env, a)
@@ -202,6 +226,18 @@ func (s *Schedule) play(ctx context.Context, a *Action) {
 	record(s.Env, a.Fault, "stop", a, "", err)
 }
 
+// resolvePrimary replaces the primary placeholder in a scripted action by
+// the node that is primary now.
+func (s *Schedule) resolvePrimary(a *Action) {
+	for i, n := range a.Nodes {
+		if n == PrimaryPlaceholder && s.Env.Primary != nil {
+			nodes := append([]string(nil), a.Nodes...)
+			nodes[i] = s.Env.Primary()
+			a.Nodes = nodes
+		}
+	}
+}
+
 // HealAll heals every fault with a fresh deadline.
 func (s *Schedule) HealAll() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -221,8 +257,15 @@ func describe(a *Action) string {
 	switch a.Fault {
 	case Partition, Reject, Latency, Slow:
 		return describeNet(a, newNetFault(a.Fault).linkFault(a))
+	case Isolate:
+		return fmt.Sprintf("cut off from the rest of the cluster for %s; clients still reach it", a.For.Round(time.Millisecond))
+	case Failover:
+		return "SENTINEL FAILOVER"
 	case Kill:
 		d := fmt.Sprintf("SIGKILL, restart after %s", a.For)
+		if a.AfterGrant {
+			d += ", right after a lease was granted"
+		}
 		if a.LoseUnsynced {
 			d += ", losing the last second of the append-only file"
 		}
@@ -251,6 +294,11 @@ func jitter(r *rand.Rand, mean time.Duration) time.Duration {
 // step across runs.
 func (s *Schedule) targets() []string {
 	nodes, _ := pickNodes(s.Rng, s.Env.Nodes, s.Opts.Targets)
+	if s.Opts.Targets == TargetPrimary && s.Env.Primary != nil {
+		if p := s.Env.Primary(); p != "" {
+			return []string{p}
+		}
+	}
 	if s.Opts.Targets == TargetHolder {
 		if s.Env.Holder != nil {
 			if granted := s.Env.Holder(); len(granted) > 0 {
@@ -267,7 +315,7 @@ func pickNodes(r *rand.Rand, nodes []string, policy string) ([]string, error) {
 	n := len(nodes)
 	var k int
 	switch policy {
-	case TargetOne, TargetHolder, "":
+	case TargetOne, TargetHolder, TargetPrimary, "":
 		k = 1
 	case TargetMinority:
 		k = (n - 1) / 2

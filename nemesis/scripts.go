@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 )
 
 // ScriptParams are what a named script is built from.
@@ -15,6 +17,8 @@ type ScriptParams struct {
 	Interval  time.Duration
 	Duration  time.Duration
 	ClockJump time.Duration
+	// Sentinels are the sentinel names (sentinel system only).
+	Sentinels []string
 }
 
 // Script is a named schedule of timed steps, for scenarios from the
@@ -56,6 +60,64 @@ var Scripts = map[string]Script{
 		},
 	},
 }
+
+func init() {
+	Scripts["sentinel-split-brain"] = Script{
+		Name: "sentinel-split-brain",
+		Description: "Jepsen's Redis analysis: the primary is cut off from its replicas and sentinels while half the clients, " +
+			"cut off from the sentinels, still reach it; the sentinels promote a replica and the other clients follow, " +
+			"so two primaries grant the lock; after healing the old primary is demoted and its writes are lost",
+		Check: func(p ScriptParams) error {
+			if len(p.Sentinels) == 0 || p.Clients < 2 {
+				return fmt.Errorf("needs the sentinel system and at least 2 clients")
+			}
+			if p.TimeLimit < 8*time.Second {
+				return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
+			}
+			return nil
+		},
+		Build: func(p ScriptParams) []Step {
+			var half []int
+			for c := 0; c < p.Clients/2; c++ {
+				half = append(half, c)
+			}
+			// One cycle every 20s: 6s of isolation (Sentinel needs about 3s
+			// to promote), then time for the old primary to be demoted.
+			var steps []Step
+			for t := time.Second; t+6*time.Second <= p.TimeLimit; t += 20 * time.Second {
+				steps = append(steps,
+					Step{At: t, Action: Action{Fault: Partition, Nodes: p.Sentinels, Clients: half, For: 6 * time.Second}},
+					Step{At: t, Action: Action{Fault: Isolate, Nodes: []string{PrimaryPlaceholder}, For: 6 * time.Second}})
+			}
+			return steps
+		},
+	}
+	Scripts["sentinel-kill-after-acquire"] = Script{
+		Name: "sentinel-kill-after-acquire",
+		Description: "replication is slowed by 100ms on the cluster's internal links; the primary is killed right after a " +
+			"client acquires and stays down past the failover, so a replica that never saw the lock is promoted",
+		Check: func(p ScriptParams) error {
+			if len(p.Sentinels) == 0 {
+				return fmt.Errorf("needs the sentinel system")
+			}
+			if p.TimeLimit < 8*time.Second {
+				return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
+			}
+			return nil
+		},
+		Build: func(p ScriptParams) []Step {
+			steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
+				Link: proxy.Fault{Latency: 100 * time.Millisecond}}}}
+			for t := time.Duration(0); t+5*time.Second <= p.TimeLimit; t += 20 * time.Second {
+				steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
+					AfterGrant: true, For: 5 * time.Second}})
+			}
+			return steps
+		},
+	}
+}
+
+func nodesOf(p ScriptParams) []string { return append([]string(nil), p.Nodes...) }
 
 // ScriptNames is the sorted list of script names.
 func ScriptNames() []string {

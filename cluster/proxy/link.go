@@ -203,6 +203,35 @@ func (l *Link) Heal(ctx context.Context) error {
 	return nil
 }
 
+// Drop closes every connection of the link at once and loses the bytes in
+// flight inside the proxy, as a crashed machine loses what it had not yet
+// delivered (a delayed replication stream, say). The link's fault, if any,
+// stays in force for new connections.
+func (l *Link) Drop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), defaultHealTimeout)
+	defer cancel()
+	if err := l.acquire(ctx); err != nil {
+		return fmt.Errorf("drop link %s: waiting for another operation: %w", l, err)
+	}
+	defer l.release()
+	_, cur, err := l.current()
+	if err != nil {
+		return fmt.Errorf("drop link %s: %w", l, err)
+	}
+	px, err := l.reset()
+	if err != nil {
+		return fmt.Errorf("drop link %s: %w", l, err)
+	}
+	if cur != nil {
+		f := *cur
+		if done, err := within(applyStepTimeout, func() error { return addToxics(px, f) }); !done || err != nil {
+			return fmt.Errorf("drop link %s: could not restore %s: %v", l, f, err)
+		}
+		l.setFault(&f)
+	}
+	return nil
+}
+
 func (l *Link) acquire(ctx context.Context) error {
 	// Try first without ctx, so that an expired ctx still gets a free link
 	// (whose Heal then falls back at once).

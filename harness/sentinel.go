@@ -1,0 +1,212 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+func (r *runner) lockOptions(process int) locks.Options {
+	return locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), DriftFactor: r.cfg.DriftFactor,
+		Tries: r.cfg.LockTries, WaitReplicas: r.cfg.WaitReplicas, WaitTimeout: r.cfg.WaitTimeout}
+}
+
+// failoverLockerFactory gives each client process a go-redis failover
+// client: it asks the sentinels for the primary and follows failovers, as
+// applications on Sentinel do. Its dialer sends every connection through
+// the client's own link to that node or sentinel when there are links, so
+// that a network fault can split clients between two primaries.
+func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node) workloads.LockerFactory {
+	byAddr := map[string]cluster.Node{}
+	var sentinelAddrs []string
+	for _, n := range targets {
+		byAddr[n.Addr] = n
+		if n.Announce != "" {
+			byAddr[n.Announce] = n
+		}
+		if n.Role == cluster.RoleSentinel {
+			sentinelAddrs = append(sentinelAddrs, n.Addr)
+		}
+	}
+	return func(process int) (locks.Locker, io.Closer, error) {
+		worker := process % r.cfg.Clients
+		var d net.Dialer
+		var serving atomic.Value // name of the node the client's data connections go to
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if n, ok := byAddr[addr]; ok {
+				if n.Role != cluster.RoleSentinel {
+					serving.Store(n.Name)
+				}
+				addr = n.Addr // bypass the cluster's internal link: a client has its own path
+				if link := mesh.Find(nemesis.ClientLinkName(worker), n.Name); link != nil {
+					addr = link.Addr()
+				}
+			}
+			return d.DialContext(ctx, network, addr)
+		}
+		o := r.clientOptions("", 2)
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: cluster.MasterName, SentinelAddrs: sentinelAddrs, Dialer: dial,
+			MaxRetries: o.MaxRetries, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout,
+			WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
+			DisableIdentity: true,
+		})
+		conns := []locks.Conn{{Name: "primary", Client: rdb}}
+		var l locks.Locker
+		var err error
+		if r.cfg.Locker != nil {
+			l, err = r.cfg.Locker(conns, process)
+		} else {
+			l, err = locks.New(r.cfg.Lock, conns, r.lockOptions(process))
+		}
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		// The failover client drops its connections on a failover and
+		// dials the new primary, so the node it last dialed is the one
+		// that granted: the witness can then show two holders on two
+		// primaries.
+		return servedBy{l, func() []string {
+			if n, ok := serving.Load().(string); ok {
+				return []string{n}
+			}
+			return nil
+		}}, rdb, nil
+	}
+}
+
+// servedBy tags a single-node lock's leases with the node that served them.
+type servedBy struct {
+	locks.Locker
+	node func() []string
+}
+
+func (s servedBy) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	l, err := s.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := l.(locks.NodeReporter); ok {
+		return l, nil
+	}
+	return servedLease{l, s.node()}, nil
+}
+
+type servedLease struct {
+	locks.Lease
+	nodes []string
+}
+
+func (l servedLease) GrantedBy() []string { return l.nodes }
+
+// Failover is a change of primary the sentinels reported.
+type Failover struct {
+	At   int64  `json:"at"` // ns on the history's clock
+	From string `json:"from"`
+	To   string `json:"to"`
+	// AfterFault is the last fault started before it and Duration the time
+	// from that fault's start to the sentinels naming the new primary.
+	AfterFault string `json:"after_fault,omitempty"`
+	Duration   int64  `json:"duration_ns,omitempty"`
+}
+
+// primaryMonitor asks the sentinels which node is primary every 100ms and
+// records every change as a "primary" event in the history, so that the
+// timeline shows which node was primary when.
+type primaryMonitor struct {
+	sc  cluster.SentinelCluster
+	rec *history.Recorder
+
+	mu        sync.Mutex
+	primary   string
+	lastFault string
+	lastStart time.Time
+	changes   []Failover
+}
+
+func newPrimaryMonitor(sc cluster.SentinelCluster, rec *history.Recorder, initial string) *primaryMonitor {
+	m := &primaryMonitor{sc: sc, rec: rec, primary: initial}
+	rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
+		Value: &history.Value{Phase: "start", Targets: []string{initial}, Detail: initial + " is primary at the start"}})
+	return m
+}
+
+func (m *primaryMonitor) current() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.primary
+}
+
+// faultEvent remembers the latest fault start, to time failovers.
+func (m *primaryMonitor) faultEvent(f, phase string, nodes []string) {
+	if phase != "start" {
+		return
+	}
+	m.mu.Lock()
+	m.lastFault = fmt.Sprintf("%s on %v", f, nodes)
+	m.lastStart = time.Now()
+	m.mu.Unlock()
+}
+
+func (m *primaryMonitor) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			p := m.primary
+			m.mu.Unlock()
+			m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
+				Value: &history.Value{Phase: "stop", Targets: []string{p}}})
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		p, err := m.sc.Primary(qctx)
+		cancel()
+		if err != nil || p == "" {
+			continue
+		}
+		m.mu.Lock()
+		old := m.primary
+		if p == old {
+			m.mu.Unlock()
+			continue
+		}
+		m.primary = p
+		f := Failover{At: m.rec.Now(), From: old, To: p}
+		detail := fmt.Sprintf("the sentinels name %s primary (was %s)", p, old)
+		if !m.lastStart.IsZero() {
+			f.AfterFault, f.Duration = m.lastFault, int64(time.Since(m.lastStart))
+			detail += fmt.Sprintf(", %s after %s started", time.Since(m.lastStart).Round(time.Millisecond), m.lastFault)
+		}
+		m.changes = append(m.changes, f)
+		m.mu.Unlock()
+		m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
+			Value: &history.Value{Phase: "stop", Targets: []string{old}}})
+		m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
+			Value: &history.Value{Phase: "start", Targets: []string{p}, Detail: detail}})
+	}
+}
+
+func (m *primaryMonitor) failovers() []Failover {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Failover(nil), m.changes...)
+}
