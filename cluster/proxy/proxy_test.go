@@ -582,3 +582,35 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Drop loses what is in flight and closes the link's connections, but the
+// link's fault stays for new connections.
+func TestDropLosesInFlightBytesAndKeepsTheFault(t *testing.T) {
+	t.Parallel()
+	m, up := newMesh(t)
+	l := addLink(t, m, "net", "n1", up)
+	c := client(t, l.Addr(), 2*time.Second)
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Apply(Fault{Mode: Latency, Latency: 500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	// A reply is held in the latency toxic when the link is dropped.
+	res := make(chan error, 1)
+	go func() { res <- c.Ping(ctx).Err() }()
+	time.Sleep(100 * time.Millisecond) // let the reply reach the toxic
+	if err := l.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err == nil {
+		t.Fatal("a reply in flight was delivered after Drop")
+	}
+	if f, ok := l.Fault(); !ok || f.Mode != Latency {
+		t.Fatalf("fault after Drop: %v %v", f, ok)
+	}
+	if elapsed, err := timed(func() error { return c.Ping(ctx).Err() }); err != nil || elapsed < 500*time.Millisecond {
+		t.Fatalf("a new connection after Drop: %v after %v, want the latency still in force", err, elapsed)
+	}
+}
