@@ -128,6 +128,9 @@ type Results struct {
 	Resource        *ResourceResult        `json:"resource"`
 	Liveness        *LivenessResult        `json:"liveness"`
 	Stats           *Stats                 `json:"stats"`
+	// Failover is about leases across Sentinel failovers and fences that
+	// went backwards.
+	Failover *FailoverResult `json:"failover,omitempty"`
 }
 
 // Check runs every checker on a validated history.
@@ -140,6 +143,7 @@ func Check(ops []history.Op, opts Options) *Results {
 		Resource:        a.resource(),
 		Liveness:        a.liveness(opts),
 		Stats:           a.stats(),
+		Failover:        a.failover(),
 	}
 	r.Violations = r.Exclusion.Count
 	r.Incidents = r.Exclusion.Incidents
@@ -227,6 +231,15 @@ func (r *Results) Summary() []string {
 		}
 		if res.Duplicates > 0 {
 			s += fmt.Sprintf("; %d interleaved writes", res.Duplicates)
+		}
+		lines = append(lines, s)
+	}
+	if fo := r.Failover; fo != nil && (fo.Failovers > 0 || fo.FenceRegressions > 0) {
+		s := fmt.Sprintf("failover: %d %s; %d %s outlived the primary that granted %s, %d of them lost to a grant on the new primary",
+			fo.Failovers, plural(fo.Failovers, "failover", "failovers"), fo.Stranded, plural(fo.Stranded, "lease", "leases"),
+			plural(fo.Stranded, "it", "them"), fo.Lost)
+		if fo.FenceRegressions > 0 {
+			s += fmt.Sprintf("; the fencing counter went backwards %d %s", fo.FenceRegressions, plural(fo.FenceRegressions, "time", "times"))
 		}
 		lines = append(lines, s)
 	}
