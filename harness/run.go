@@ -174,7 +174,14 @@ func (r *runner) run(ctx context.Context) error {
 	// Always stop the servers, whatever happens below; a panic elsewhere
 	// in the harness still runs this.
 	defer cl.Close(context.Background())
-	sc, _ := cl.(cluster.SentinelCluster)
+	// Only the sentinel system has sentinels, whatever methods the
+	// backend's cluster type has.
+	var sc cluster.SentinelCluster
+	if cfg.System == cluster.Sentinel {
+		if sc, _ = cl.(cluster.SentinelCluster); sc == nil {
+			return fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
+		}
+	}
 	r.info.Nodes, r.info.Resource = cl.Nodes(), cl.Resource()
 	if sc != nil {
 		r.info.Nodes = append(r.info.Nodes, sc.Sentinels()...)
