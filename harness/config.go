@@ -98,6 +98,10 @@ type Config struct {
 	Locker LockerFactory `json:"-"`
 	// Backend starts the system; nil is the local-process backend.
 	Backend cluster.Backend `json:"-"`
+	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
+	// whose nodes live elsewhere). Off, such a node is refused before any
+	// traffic is sent.
+	AllowRemote bool `json:"allow_remote,omitempty"`
 	// Progress receives a line every few seconds and the final summary;
 	// nil is silent.
 	Progress io.Writer `json:"-"`

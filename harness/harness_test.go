@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -339,7 +342,12 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 	}{
 		{func(c *harness.Config) { c.Clients = 0 }, "--clients"},
 		{func(c *harness.Config) { c.Lock = "nope" }, "--lock"},
-		{func(c *harness.Config) { c.System = "sentinel" }, "--system"},
+		{func(c *harness.Config) { c.System = "mongodb" }, "--system"},
+		{func(c *harness.Config) { c.System = "redlock"; c.Nodes = 4 }, "--system"},
+		{func(c *harness.Config) { c.Lock = "redlock" }, "--lock"},
+		{func(c *harness.Config) { c.Lock = "wait" }, "--lock"},
+		{func(c *harness.Config) { c.Targets = "primary" }, "--targets"},
+		{func(c *harness.Config) { c.ScriptName = "nope" }, "--script"},
 		{func(c *harness.Config) { c.Workload = "x" }, "--workload"},
 		{func(c *harness.Config) { c.TTL = time.Millisecond }, "--ttl"},
 		{func(c *harness.Config) { c.Hold = "soon" }, "--hold"},
@@ -369,5 +377,79 @@ func TestMissingRedisIsAHarnessError(t *testing.T) {
 	var he *harness.HarnessError
 	if !errors.As(err, &he) || !strings.Contains(err.Error(), "redis-server") {
 		t.Fatalf("got %v, want a harness error about redis-server", err)
+	}
+}
+
+// A harness killed with SIGKILL cannot stop its servers; the next run in the
+// same store finds them by the PIDs the killed run recorded, and stops them.
+func TestNextRunStopsOrphanedServers(t *testing.T) {
+	bin := redistest.RequireBinary(t)
+	store := t.TempDir()
+	dir := filepath.Join(store, "single-token-mutex-none", "20260101T000000.000Z")
+	data := filepath.Join(dir, "nodes", "n1")
+	os.MkdirAll(data, 0o755)
+	// An orphan: a server running in the killed run's directory, without
+	// Pdeathsig, whose owner is gone (PID 1 is never ours, use a dead one).
+	cmd := exec.Command(bin, "--port", "0", "--save", "", "--daemonize", "no")
+	cmd.Dir = data
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer cmd.Process.Kill()
+	os.WriteFile(filepath.Join(dir, "nodes.json"), []byte(fmt.Sprintf(`[{"name":"n1","pid":%d}]`, cmd.Process.Pid)), 0o644)
+	os.WriteFile(filepath.Join(dir, harness.OwnerFile), []byte("999999999\n"), 0o644)
+	// A second "orphan" that is in fact someone else's process: not in a
+	// run directory, so it must survive.
+	other := exec.Command("sleep", "30")
+	other.Start()
+	defer other.Process.Kill()
+	os.WriteFile(filepath.Join(store, "x.json"), nil, 0o644)
+
+	cfg := shortConfig(t)
+	cfg.Store = store
+	cfg.TimeLimit, cfg.Recovery = 300*time.Millisecond, 0
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the orphaned server is still running")
+	}
+	b, _ := os.ReadFile(filepath.Join(out.Dir, harness.RunInfoFile))
+	if !strings.Contains(string(b), "left running by the killed run") {
+		t.Fatalf("run.json does not say what was stopped:\n%s", b)
+	}
+	if !processAlive(other.Process.Pid) {
+		t.Fatal("an unrelated process was killed")
+	}
+}
+
+// remoteBackend pretends to have started a node on another machine.
+type remoteBackend struct{}
+
+func (remoteBackend) Name() string { return "remote" }
+func (remoteBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, error) {
+	return remoteCluster{}, nil
+}
+
+type remoteCluster struct{}
+
+func (remoteCluster) Nodes() []cluster.Node {
+	return []cluster.Node{{Name: "n1", Role: cluster.RoleNode, Addr: "10.1.2.3:6379"}}
+}
+func (remoteCluster) Resource() *cluster.Node         { return nil }
+func (remoteCluster) Close(ctx context.Context) error { return nil }
+
+// A node outside loopback is refused before any traffic is sent.
+func TestRemoteNodesAreRefused(t *testing.T) {
+	cfg := shortConfig(t)
+	cfg.Backend = remoteBackend{}
+	_, err := harness.Run(context.Background(), cfg)
+	if !harness.IsUsage(err) || !strings.Contains(err.Error(), "refusing to dial node n1 at 10.1.2.3:6379") {
+		t.Fatalf("got %v", err)
 	}
 }

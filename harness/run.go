@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,6 +46,8 @@ type RunInfo struct {
 	ClientPanics []string `json:"client_panics,omitempty"`
 	// Failovers are the primary changes the sentinels reported.
 	Failovers []Failover `json:"failovers,omitempty"`
+	// Reaped are servers of earlier, killed runs that this run stopped.
+	Reaped []string `json:"reaped,omitempty"`
 }
 
 // RunInfoFile holds RunInfo.
@@ -82,6 +85,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		cfg.Command = []string{"(Go API)"}
 	}
 	start := time.Now()
+	reaped := reapOrphans(cfg.Store)
 	dir, err := newRunDir(cfg.Store, cfg.TestName(), start)
 	if err != nil {
 		// The store is the user's choice: a bad one is a usage error.
@@ -91,7 +95,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
 		return fail(err)
 	}
-	info := &RunInfo{Started: start}
+	if err := writeOwner(dir); err != nil {
+		return fail(err)
+	}
+	info := &RunInfo{Started: start, Reaped: reaped}
+	for _, msg := range reaped {
+		if cfg.Progress != nil {
+			fmt.Fprintln(cfg.Progress, msg)
+		}
+	}
 	r := &runner{cfg: cfg, dir: dir, info: info}
 	if err := r.run(ctx); err != nil {
 		info.Ended = time.Now()
@@ -182,6 +194,9 @@ func (r *runner) run(ctx context.Context) error {
 			return fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
 		}
 	}
+	if err := checkAddresses(cl, sc, cfg.AllowRemote); err != nil {
+		return &UsageError{err}
+	}
 	r.info.Nodes, r.info.Resource = cl.Nodes(), cl.Resource()
 	if sc != nil {
 		r.info.Nodes = append(r.info.Nodes, sc.Sentinels()...)
@@ -226,7 +241,7 @@ func (r *runner) run(ctx context.Context) error {
 	env := workloads.Env{
 		Rec:       rec,
 		NewLocker: r.lockerFactory(mesh, cl.Nodes()),
-		OnGrant:   func(string, []string) {},
+		OnGrant:   func(string, string, []string) {},
 		OnPanic: func(p int, v any) {
 			r.mu.Lock()
 			r.panics = append(r.panics, fmt.Sprintf("client process %d panicked: %v", p, v))
@@ -248,9 +263,19 @@ func (r *runner) run(ctx context.Context) error {
 		names = append(names, n.Name)
 	}
 	holder := &holderTracker{}
+	if cfg.System == cluster.Redlock {
+		// For locks that do not say which nodes granted (redsync), ask
+		// the nodes themselves, directly, when the nemesis aims.
+		for _, n := range cl.Nodes() {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DisableIdentity: true,
+				DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, PoolSize: 1})
+			defer c.Close()
+			holder.direct = append(holder.direct, namedClient{n.Name, c})
+		}
+	}
 	granted := make(chan struct{}, 1)
-	env.OnGrant = func(key string, nodes []string) {
-		holder.granted(key, nodes)
+	env.OnGrant = func(key, token string, nodes []string) {
+		holder.granted(key, token, nodes)
 		select {
 		case granted <- struct{}{}:
 		default:
@@ -357,26 +382,71 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
+// checkAddresses refuses to let clients dial anything but loopback unless
+// the user allowed remote nodes: a test's traffic must not leave the
+// machine by mistake (a stale compose file, a typo in a topology file).
+func checkAddresses(cl cluster.Cluster, sc cluster.SentinelCluster, allowRemote bool) error {
+	if allowRemote {
+		return nil
+	}
+	nodes := cl.Nodes()
+	if res := cl.Resource(); res != nil {
+		nodes = append(nodes, *res)
+	}
+	if sc != nil {
+		nodes = append(nodes, sc.Sentinels()...)
+	}
+	for _, n := range nodes {
+		host, _, err := net.SplitHostPort(n.Addr)
+		if err != nil {
+			return fmt.Errorf("node %s has no host:port address (%q): %w", n.Name, n.Addr, err)
+		}
+		ip := net.ParseIP(host)
+		if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			continue
+		}
+		return fmt.Errorf("refusing to dial node %s at %s: only loopback addresses are dialed unless remote nodes are allowed (Config.AllowRemote)", n.Name, n.Addr)
+	}
+	return nil
+}
+
 // holderTracker remembers which nodes granted the latest lease, for the
 // nemesis's holder target.
 type holderTracker struct {
-	mu     sync.Mutex
-	latest []string
+	direct []namedClient // nodes to ask, for locks that do not say
+
+	mu         sync.Mutex
+	latest     []string
+	key, token string
 }
 
-func (h *holderTracker) granted(key string, nodes []string) {
-	if len(nodes) == 0 {
-		return
-	}
+type namedClient struct {
+	name string
+	c    *redis.Client
+}
+
+func (h *holderTracker) granted(key, token string, nodes []string) {
 	h.mu.Lock()
-	h.latest = nodes
+	h.latest, h.key, h.token = nodes, key, token
 	h.mu.Unlock()
 }
 
 func (h *holderTracker) nodes() []string {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.latest
+	latest, key, token := h.latest, h.key, h.token
+	h.mu.Unlock()
+	if len(latest) > 0 || key == "" || len(h.direct) == 0 {
+		return latest
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var holding []string
+	for _, n := range h.direct {
+		if v, err := n.c.Get(ctx, key).Result(); err == nil && v == token {
+			holding = append(holding, n.name)
+		}
+	}
+	return holding
 }
 
 // finalReads records the resource's final values, after every client has

@@ -67,7 +67,7 @@ type Env struct {
 	// OnGrant is told of every granted lease and the nodes that granted
 	// it (nil for a single-node lock), so that the nemesis can aim at the
 	// holder's nodes.
-	OnGrant func(key string, nodes []string)
+	OnGrant func(key, token string, nodes []string)
 }
 
 // Validate checks a config against its workload.
@@ -256,7 +256,7 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 			v.Nodes = nr.GrantedBy()
 		}
 		if c.env.OnGrant != nil {
-			c.env.OnGrant(key, v.Nodes)
+			c.env.OnGrant(key, v.Token, v.Nodes)
 		}
 		if vu := l.ValidUntil(); !vu.IsZero() {
 			v.ValidUntil = history.I64(c.env.Rec.At(vu))
