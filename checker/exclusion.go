@@ -262,7 +262,7 @@ func (v *Violation) story() string {
 			case i > 0:
 				b.WriteString(", ")
 			}
-			b.WriteString(e.describe())
+			b.WriteString(e.Describe())
 		}
 		b.WriteString(".")
 	}
@@ -270,11 +270,11 @@ func (v *Violation) story() string {
 	for _, f := range v.Faults {
 		switch {
 		case f.End < v.OverlapStart && f.End == f.Start: // an instant fault: a crash
-			before = append(before, fmt.Sprintf("%s, %s before the overlap", f.describe(), fmtD(v.OverlapStart-f.End)))
+			before = append(before, fmt.Sprintf("%s, %s before the overlap", f.Describe(), fmtD(v.OverlapStart-f.End)))
 		case f.End < v.OverlapStart:
-			before = append(before, fmt.Sprintf("%s, ended %s before the overlap", f.describe(), fmtD(v.OverlapStart-f.End)))
+			before = append(before, fmt.Sprintf("%s, ended %s before the overlap", f.Describe(), fmtD(v.OverlapStart-f.End)))
 		default:
-			during = append(during, f.describe())
+			during = append(during, f.Describe())
 		}
 	}
 	if len(during) > 0 {
@@ -286,7 +286,8 @@ func (v *Violation) story() string {
 	return b.String()
 }
 
-func (e *Event) describe() string {
+// Describe tells the event in words, as the stories do.
+func (e *Event) Describe() string {
 	s := fmt.Sprintf("process %d's %s", e.Process, e.F)
 	if e.Token != "" {
 		s += " (token " + e.Token + ")"
@@ -302,7 +303,8 @@ func (e *Event) describe() string {
 	return s + " at " + fmtT(e.Time)
 }
 
-func (f *Fault) describe() string {
+// Describe tells the fault in words, as the stories do.
+func (f *Fault) Describe() string {
 	s := f.Name
 	if len(f.Targets) > 0 {
 		s += " on " + strings.Join(f.Targets, ", ")

@@ -497,13 +497,7 @@ func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads
 			closers = append(closers, rdb)
 			conns = append(conns, locks.Conn{Name: n.Name, Client: rdb})
 		}
-		var l locks.Locker
-		var err error
-		if r.cfg.Locker != nil {
-			l, err = r.cfg.Locker(conns, process)
-		} else {
-			l, err = locks.New(r.cfg.Lock, conns, r.lockOptions(process))
-		}
+		l, err := r.newLock(conns, process)
 		if err != nil {
 			closers.Close()
 			return nil, nil, err

@@ -19,6 +19,14 @@ import (
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
+// newLock builds the lock under test on conns: the user's, or a named one.
+func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) {
+	if r.cfg.Locker != nil {
+		return r.cfg.Locker(conns, process)
+	}
+	return locks.New(r.cfg.Lock, conns, r.lockOptions(process))
+}
+
 func (r *runner) lockOptions(process int) locks.Options {
 	return locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), DriftFactor: r.cfg.DriftFactor,
 		Tries: r.cfg.LockTries, WaitReplicas: r.cfg.WaitReplicas, WaitTimeout: r.cfg.WaitTimeout}
@@ -65,13 +73,7 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 			DisableIdentity: true,
 		})
 		conns := []locks.Conn{{Name: "primary", Client: rdb}}
-		var l locks.Locker
-		var err error
-		if r.cfg.Locker != nil {
-			l, err = r.cfg.Locker(conns, process)
-		} else {
-			l, err = locks.New(r.cfg.Lock, conns, r.lockOptions(process))
-		}
+		l, err := r.newLock(conns, process)
 		if err != nil {
 			rdb.Close()
 			return nil, nil, err

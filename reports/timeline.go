@@ -424,19 +424,7 @@ func endText(b bar) string {
 }
 
 func eventText(e checker.Event) string {
-	s := fmt.Sprintf("process %d's %s", e.Process, e.F)
-	if e.Token != "" {
-		s += " (token " + e.Token + ")"
-	}
-	switch e.Type {
-	case history.OK:
-		s += " completed"
-	case history.Fail:
-		s += " failed"
-	default:
-		s += " ended unknown"
-	}
-	s += " at " + fmtT(e.Time)
+	s := e.Describe()
 	if e.Error != "" {
 		s += ": " + e.Error
 	}
