@@ -47,6 +47,7 @@ type runConfig struct {
 	Jitter          time.Duration   `json:"jitter"`
 	Bandwidth       int64           `json:"bandwidth_kbps"`
 	Script          json.RawMessage `json:"script,omitempty"`
+	ScriptName      string          `json:"script_name,omitempty"`
 	Hold            string          `json:"hold"`
 	LongHoldRate    float64         `json:"long_hold_rate"`
 	RetryBackoff    time.Duration   `json:"retry_backoff"`
@@ -62,6 +63,9 @@ type runConfig struct {
 func (c *runConfig) nemesisLabel() string {
 	if c == nil {
 		return "?"
+	}
+	if c.ScriptName != "" {
+		return c.ScriptName
 	}
 	if len(c.Script) > 0 && string(c.Script) != "null" {
 		return "script"

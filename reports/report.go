@@ -265,6 +265,10 @@ var lockDescriptions = map[string]string{
 	"setnx-del":   "acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it",
 	"setnx-nottl": "acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases",
 	"fenced":      "acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete",
+	"wait":        "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
+	"redislock":   "the bsm/redislock library: Obtain (SET NX PX), Release and Refresh by token, on a single Redis",
+	"redlock":     "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
+	"redsync":     "the go-redsync/redsync library, Redlock over every node",
 }
 
 var workloadDescriptions = map[string]string{
@@ -301,6 +305,9 @@ func configRows(c *runConfig, info *runInfo) [][2]string {
 			if d, ok := nemesis.Known[n]; ok {
 				nem += "\n" + n + ": " + d
 			}
+		}
+		if sc, ok := nemesis.Scripts[c.ScriptName]; ok {
+			nem += "\n" + sc.Description
 		}
 		add("nemesis", nem)
 		if len(c.Nemesis) > 0 {
