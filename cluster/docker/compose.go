@@ -1,0 +1,299 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+)
+
+// DefaultTopologyFile is the topology of the top-level docker-compose.yml.
+const DefaultTopologyFile = "docker/compose/topology.json"
+
+// Topology describes a running compose deployment: the file a compose
+// setup provides (docker/compose/topology.json for docker-compose.yml).
+type Topology struct {
+	// Toxiproxy is the host:port of the toxiproxy server's HTTP API that
+	// the node addresses go through ("" if none).
+	Toxiproxy string `json:"toxiproxy,omitempty"`
+	// Persistence of the nodes: none, everysec or always.
+	Persistence string `json:"persistence"`
+	// FakeClock says whether the nodes run under libfaketime with their
+	// offset file at ClockFile.
+	FakeClock bool                      `json:"fake_clock"`
+	Resource  *TopologyNode             `json:"resource,omitempty"`
+	Systems   map[string]TopologySystem `json:"systems"`
+}
+
+// TopologySystem is one system of a deployment.
+type TopologySystem struct {
+	Nodes      []TopologyNode `json:"nodes"`
+	Sentinels  []TopologyNode `json:"sentinels,omitempty"`
+	MasterName string         `json:"master_name,omitempty"`
+}
+
+// TopologyNode is one server: the address clients dial (loopback), the
+// container the nemesis pauses and kills, and its toxiproxy proxy.
+type TopologyNode struct {
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	Addr      string `json:"addr"`
+	Container string `json:"container"`
+	Proxy     string `json:"proxy,omitempty"`
+}
+
+// ReadTopology reads and checks a topology file.
+func ReadTopology(path string) (*Topology, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w (bring the deployment up with docker-compose, and pass its topology file)", err)
+	}
+	var t Topology
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("topology %s: %w", path, err)
+	}
+	for name, sys := range t.Systems {
+		if len(sys.Nodes) == 0 {
+			return nil, fmt.Errorf("topology %s: system %q has no nodes", path, name)
+		}
+		for _, n := range append(append([]TopologyNode{}, sys.Nodes...), sys.Sentinels...) {
+			if n.Name == "" || n.Addr == "" || n.Container == "" {
+				return nil, fmt.Errorf("topology %s: system %q: every node needs name, addr and container (%+v)", path, name, n)
+			}
+		}
+	}
+	return &t, nil
+}
+
+// ComposeBackend runs against a deployment already brought up with
+// docker-compose (it starts and removes nothing). Start flushes the nodes'
+// data, so that a run does not inherit the keys of an earlier one.
+type ComposeBackend struct {
+	// TopologyFile is the deployment's topology; "" means
+	// DefaultTopologyFile.
+	TopologyFile string
+}
+
+// Name is "compose".
+func (ComposeBackend) Name() string { return "compose" }
+
+// ComposeCluster is a compose deployment seen as a cluster.Cluster and a
+// cluster.Controller.
+type ComposeCluster struct {
+	eng       *engine
+	nodes     []TopologyNode
+	resource  *TopologyNode
+	fakeClock bool
+	closeOnce sync.Once
+}
+
+// Start reads the topology, checks that the deployment can run the spec,
+// and waits until every node answers PING.
+func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	path := b.TopologyFile
+	if path == "" {
+		path = DefaultTopologyFile
+	}
+	topo, err := ReadTopology(path)
+	if err != nil {
+		return nil, err
+	}
+	if spec.System == cluster.Sentinel {
+		return nil, fmt.Errorf("the compose backend runs the %q and %q systems; %q is in docker-compose.yml but not driven by the harness yet (use the local backend)", cluster.Single, cluster.Redlock, cluster.Sentinel)
+	}
+	sys, ok := topo.Systems[spec.System]
+	if !ok {
+		return nil, fmt.Errorf("topology %s has no %q system", path, spec.System)
+	}
+	if len(sys.Nodes) != spec.Nodes {
+		return nil, fmt.Errorf("topology %s: system %q has %d nodes, the run asks for %d", path, spec.System, len(sys.Nodes), spec.Nodes)
+	}
+	if spec.FakeClock && !topo.FakeClock {
+		return nil, fmt.Errorf("clock faults on the compose backend: %w: topology %s says the nodes do not run under libfaketime (fake_clock false)", ErrNoFakeClock, path)
+	}
+	if spec.Persistence != cluster.PersistNone && spec.Persistence != topo.Persistence {
+		return nil, fmt.Errorf("the run asks for persistence %q but the compose deployment runs %q (topology %s)", spec.Persistence, topo.Persistence, path)
+	}
+	if spec.Resource && topo.Resource == nil {
+		return nil, fmt.Errorf("the counter workload needs a resource node, and topology %s has none", path)
+	}
+	eng, err := connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &ComposeCluster{eng: eng, nodes: sys.Nodes, fakeClock: topo.FakeClock}
+	if spec.Resource {
+		c.resource = topo.Resource
+	}
+	all := append([]TopologyNode{}, c.nodes...)
+	if c.resource != nil {
+		all = append(all, *c.resource)
+	}
+	for _, n := range all {
+		if err := c.prepare(ctx, n); err != nil {
+			c.Close(ctx)
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// prepare checks that a node's container runs, waits for PING, and flushes
+// its data (and any clock offset an earlier run left).
+func (c *ComposeCluster) prepare(ctx context.Context, n TopologyNode) error {
+	ictx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	st, err := c.eng.cli.ContainerInspect(ictx, n.Container, inspectOpts)
+	if err != nil {
+		return fmt.Errorf("node %s: container %s: %w (is the compose deployment up? docker-compose -p lockjepsen up -d)", n.Name, n.Container, err)
+	}
+	if st.Container.State == nil || !st.Container.State.Running || st.Container.State.Paused {
+		// A killed or paused node of an interrupted run: bring it back.
+		if st.Container.State != nil && st.Container.State.Paused {
+			_ = unpauseContainer(c.eng.cli, n.Name, n.Container)
+		} else if err := startContainer(ctx, c.eng.cli, n.Name, n.Container); err != nil {
+			return err
+		}
+	}
+	if c.fakeClock {
+		if err := setClock(c.eng.cli, n.Name, n.Container, 0); err != nil {
+			return err
+		}
+	}
+	if err := waitReady(ctx, n.Addr); err != nil {
+		return fmt.Errorf("node %s at %s: %w", n.Name, n.Addr, err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DisableIdentity: true})
+	defer rc.Close()
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer fcancel()
+	if err := rc.FlushAll(fctx).Err(); err != nil {
+		return fmt.Errorf("node %s: FLUSHALL before the run: %w", n.Name, err)
+	}
+	return nil
+}
+
+func (n TopologyNode) info() cluster.Node {
+	role := n.Role
+	if role == "" {
+		role = cluster.RoleNode
+	}
+	return cluster.Node{Name: n.Name, Role: role, Addr: n.Addr}
+}
+
+// Nodes are the nodes under test.
+func (c *ComposeCluster) Nodes() []cluster.Node {
+	out := make([]cluster.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.info()
+	}
+	return out
+}
+
+// Resource is the resource node, or nil.
+func (c *ComposeCluster) Resource() *cluster.Node {
+	if c.resource == nil {
+		return nil
+	}
+	n := c.resource.info()
+	return &n
+}
+
+// Close leaves the deployment running but heals it: paused containers are
+// unpaused, killed ones started again, clocks reset.
+func (c *ComposeCluster) Close(ctx context.Context) error {
+	var errs []error
+	c.closeOnce.Do(func() {
+		ctx := context.WithoutCancel(ctx)
+		for _, n := range c.nodes {
+			st, err := c.eng.cli.ContainerInspect(ctx, n.Container, inspectOpts)
+			if err != nil || st.Container.State == nil {
+				continue
+			}
+			if st.Container.State.Paused {
+				errs = append(errs, unpauseContainer(c.eng.cli, n.Name, n.Container))
+			} else if !st.Container.State.Running {
+				errs = append(errs, startContainer(ctx, c.eng.cli, n.Name, n.Container))
+			}
+			if c.fakeClock {
+				errs = append(errs, setClock(c.eng.cli, n.Name, n.Container, 0))
+			}
+		}
+		c.eng.close()
+	})
+	return errors.Join(errs...)
+}
+
+func (c *ComposeCluster) node(name string) (TopologyNode, error) {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return TopologyNode{}, fmt.Errorf("no node %q", name)
+}
+
+// Pause pauses the node's container.
+func (c *ComposeCluster) Pause(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return pauseContainer(c.eng.cli, name, n.Container)
+}
+
+// Resume unpauses the node's container.
+func (c *ComposeCluster) Resume(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return unpauseContainer(c.eng.cli, name, n.Container)
+}
+
+// Kill kills the node's container; loseUnsynced is refused.
+func (c *ComposeCluster) Kill(name string, loseUnsynced bool) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	if loseUnsynced {
+		return fmt.Errorf("kill %s: %w", name, ErrLoseUnsynced)
+	}
+	return killContainer(c.eng.cli, name, n.Container)
+}
+
+// Restart starts the node's container again and waits for PING.
+func (c *ComposeCluster) Restart(ctx context.Context, name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	if err := startContainer(ctx, c.eng.cli, name, n.Container); err != nil {
+		return err
+	}
+	return waitReady(ctx, n.Addr)
+}
+
+// SetClock rewrites the node's offset file, if the deployment runs
+// libfaketime.
+func (c *ComposeCluster) SetClock(name string, offset time.Duration) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	if !c.fakeClock {
+		return fmt.Errorf("set clock of %s: the compose deployment does not run libfaketime", name)
+	}
+	return setClock(c.eng.cli, name, n.Container, offset)
+}

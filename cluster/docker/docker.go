@@ -1,0 +1,191 @@
+// Package docker runs lockjepsen's systems as containers: Backend starts
+// them with testcontainers-go on a private Docker network, ComposeBackend
+// attaches to a deployment brought up with docker-compose.yml.
+//
+// Every node publishes its Redis port on 127.0.0.1 only, so Node.Addr is a
+// loopback host:port that the harness dials directly or through its
+// in-process proxies. The nemesis acts through the Docker API: Pause and
+// Resume are docker pause/unpause, Kill is a SIGKILL of the container and
+// Restart starts the same container again (same published port, same
+// writable layer and so the same data), and SetClock rewrites libfaketime's
+// offset file inside the container.
+//
+// Clock faults need an image that carries libfaketime and the allocator
+// shim: the image built by docker/build-image.sh does, and says so with the
+// io.lockjepsen.fakeclock.preload label. Start refuses a spec with FakeClock
+// on an image without that label, before any container is created.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+)
+
+// DefaultImage is the image Backend uses when none is given: the one
+// docker/build-image.sh builds from Debian's packages on this machine.
+const DefaultImage = "lockjepsen/redis:7.0.15-debian"
+
+// OfficialImage is the image to pass elsewhere (it has no libfaketime, so
+// clock faults are refused with it).
+const OfficialImage = "redis:7.2"
+
+// ImageEnv overrides DefaultImage when Backend.Image is empty (the compose
+// file reads the same variable).
+const ImageEnv = "LOCKJEPSEN_REDIS_IMAGE"
+
+// Labels.
+const (
+	// LabelPreload, on an image, is the LD_PRELOAD value (the allocator
+	// shim, then libfaketime) that gives redis a movable clock.
+	LabelPreload = "io.lockjepsen.fakeclock.preload"
+	// LabelBackend marks the containers and networks this package creates.
+	LabelBackend = "io.lockjepsen.backend"
+	// LabelOwner is "<hostname>/<pid>" of the process that created them,
+	// so that a later run can remove what a killed one left behind.
+	LabelOwner = "io.lockjepsen.owner"
+	// LabelNode is the node's name.
+	LabelNode = "io.lockjepsen.node"
+)
+
+// ClockFile is libfaketime's offset file inside a container.
+const ClockFile = "/tmp/lockjepsen-faketime"
+
+// RedisPort is the port redis listens on inside a container.
+const RedisPort = 6379
+
+// ErrNoEngine means no Docker engine answered. The CLI maps it to a harness
+// error (exit 3); tests skip on it.
+var ErrNoEngine = errors.New("no Docker engine is reachable")
+
+// ErrNoFakeClock means the image cannot run clock faults.
+var ErrNoFakeClock = errors.New("the image has no libfaketime")
+
+// ErrImageMissing means the default image has not been built.
+var ErrImageMissing = errors.New("image not present")
+
+// ReadyTimeout bounds how long a node may take to answer PING after its
+// container starts.
+const ReadyTimeout = 20 * time.Second
+
+// Logger receives testcontainers-go's messages; silent unless
+// LOCKJEPSEN_DOCKER_DEBUG is set.
+func logger() tclog.Logger {
+	if os.Getenv("LOCKJEPSEN_DOCKER_DEBUG") != "" {
+		return tclog.Default()
+	}
+	return tclog.NewNoopLogger()
+}
+
+var ryukOnce sync.Once
+
+// configureRyuk disables testcontainers' reaper (Ryuk) when its image is
+// not present locally: it cannot be pulled without a registry, and every
+// container would fail to start. The setting must be in place before
+// testcontainers first reads its configuration, so it is decided once per
+// process, before any provider exists. TESTCONTAINERS_RYUK_DISABLED set by
+// the user wins. Containers are removed by Cluster.Close either way, and
+// the ones a killed run left are removed by the next Start.
+func configureRyuk(ctx context.Context) {
+	ryukOnce.Do(func() {
+		// testcontainers prints its own banner through the default
+		// logger whatever logger a request names; keep the harness's
+		// output clean.
+		if os.Getenv("LOCKJEPSEN_DOCKER_DEBUG") == "" {
+			tclog.SetDefault(tclog.NewNoopLogger())
+		}
+		if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); set {
+			return
+		}
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+			return
+		}
+		defer cli.Close()
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if _, err := cli.ImageInspect(ctx, testcontainers.ReaperDefaultImage); err != nil {
+			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+		}
+	})
+}
+
+// engine is a connection to the Docker engine.
+type engine struct {
+	provider *testcontainers.DockerProvider
+	cli      client.APIClient
+}
+
+// connect reaches the Docker engine or fails at once with ErrNoEngine.
+func connect(ctx context.Context) (*engine, error) {
+	configureRyuk(ctx)
+	p, err := testcontainers.NewDockerProvider(testcontainers.WithLogger(logger()))
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v): start dockerd, or set DOCKER_HOST; the local backend needs no Docker", ErrNoEngine, err)
+	}
+	cli := p.Client()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("%w (%v): start dockerd, or set DOCKER_HOST; the local backend needs no Docker", ErrNoEngine, err)
+	}
+	return &engine{provider: p, cli: cli}, nil
+}
+
+func (e *engine) close() { e.provider.Close() }
+
+// Available reports whether a Docker engine answers, and why not.
+func Available(ctx context.Context) error {
+	e, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	e.close()
+	return nil
+}
+
+// imageLabels inspects a local image; found is false if it is absent.
+func (e *engine) imageLabels(ctx context.Context, image string) (labels map[string]string, found bool, err error) {
+	res, err := e.cli.ImageInspect(ctx, image)
+	if err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "no such image") || isNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	if res.Config != nil {
+		labels = res.Config.Labels
+	}
+	return labels, true, nil
+}
+
+// pull fetches an image that is not present (for users with a registry).
+func (e *engine) pull(ctx context.Context, image string) error {
+	rc, err := e.cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = io.Copy(io.Discard, rc)
+	return err
+}
+
+// owner identifies this process among the containers' labels.
+func owner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

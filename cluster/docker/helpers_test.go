@@ -1,0 +1,118 @@
+package docker_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/docker"
+)
+
+// requireDocker skips the test when no Docker engine answers, unless
+// LOCKJEPSEN_REQUIRE_DOCKER is set (CI on this machine), where it fails.
+// It also builds the default image once per test binary.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	engineOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		engineErr = docker.Available(ctx)
+		if engineErr != nil {
+			return
+		}
+		if os.Getenv(docker.ImageEnv) != "" {
+			return // the user's image: nothing to build
+		}
+		_, file, _, _ := runtime.Caller(0)
+		script := filepath.Join(filepath.Dir(file), "..", "..", "docker", "build-image.sh")
+		out, err := exec.Command("bash", script).CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("docker/build-image.sh: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if engineErr != nil {
+		if os.Getenv("LOCKJEPSEN_REQUIRE_DOCKER") != "" {
+			t.Fatalf("LOCKJEPSEN_REQUIRE_DOCKER is set but: %v", engineErr)
+		}
+		t.Skipf("skipping: %v", engineErr)
+	}
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+var (
+	engineOnce sync.Once
+	engineErr  error
+	buildErr   error
+)
+
+// start starts a cluster and registers its Close (and a check that nothing
+// is left) as cleanup.
+func start(t *testing.T, b docker.Backend, spec cluster.Spec) *docker.Cluster {
+	t.Helper()
+	if spec.Dir == "" {
+		spec.Dir = t.TempDir()
+	}
+	if spec.Persistence == "" {
+		spec.Persistence = cluster.PersistNone
+	}
+	if spec.Nodes == 0 {
+		spec.Nodes = cluster.DefaultNodes(spec.System)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := b.Start(ctx, spec)
+	if err != nil {
+		t.Fatalf("start %s: %v", spec.System, err)
+	}
+	c := cl.(*docker.Cluster)
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		requireGone(t, c)
+	})
+	return c
+}
+
+// requireGone checks through the Docker API that a closed cluster left no
+// container and no network.
+func requireGone(t *testing.T, c *docker.Cluster) {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, id := range c.Containers() {
+		if _, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil {
+			t.Errorf("container of %s (%s) still exists after Close", name, id[:12])
+		}
+	}
+	if net := c.Network(); net != "" {
+		if _, err := cli.NetworkInspect(ctx, net, client.NetworkInspectOptions{}); err == nil {
+			t.Errorf("network %s still exists after Close", net)
+		}
+	}
+}
+
+func rdb(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}

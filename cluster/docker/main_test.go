@@ -1,0 +1,63 @@
+package docker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/lockjepsen/lockjepsen/cluster/docker"
+)
+
+// TestMain checks, after every test, that this test process left no
+// container and no network of the project behind (and removes any it finds,
+// so that a failure does not leak them either).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if engineErr == nil && os.Getenv("LOCKJEPSEN_DOCKER_CHILD") == "" {
+		if err := leftovers(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func leftovers() error {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil // no engine: nothing can be left
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	f := make(client.Filters).Add("label", fmt.Sprintf("%s=%s/%d", docker.LabelOwner, host, os.Getpid()))
+	var left []string
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return err
+	}
+	for _, c := range cs.Items {
+		left = append(left, "container "+c.ID[:12])
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return err
+	}
+	for _, n := range ns.Items {
+		left = append(left, "network "+n.Name)
+		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("the tests left %v behind", left)
+	}
+	return nil
+}
