@@ -86,14 +86,15 @@ input, 3 the harness itself failed.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newTestCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
+	root.AddCommand(newTestCmd(args, stdout, stderr), newScenarioCmd(args, stdout, stderr), newMatrixCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
 		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr))
 	return root
 }
 
 func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	cfg := harness.DefaultConfig()
-	var nem string
+	var nem, configFile string
+	var o output
 	cmd := &cobra.Command{
 		Use:   "test",
 		Short: "Run one test against a Redis system and check it",
@@ -103,27 +104,31 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
   lockjepsen test --workload counter --lock fenced --nemesis client-pause`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(stderr); err != nil {
+				return err
+			}
+			if configFile != "" {
+				if err := applyConfigFile(configFile, cmd.Flags()); err != nil {
+					return usageErr(stderr, err)
+				}
+			}
 			list, err := nemesis.ParseList(nem)
 			if err != nil {
 				return usageErr(stderr, err)
 			}
 			cfg.Nemesis = list
 			cfg.Command = append([]string{"lockjepsen"}, args...)
-			cfg.Progress = stderr
-			out, err := harness.Run(cmd.Context(), cfg)
+			out, err := runWithProgress(cmd.Context(), cfg, stderr, o, "")
 			if err != nil {
 				return failure(stderr, err)
 			}
-			printSummary(stdout, out.Dir, out.Results)
-			if out.ReportError != nil {
-				fmt.Fprintf(stderr, "warning: no report: %v\n", out.ReportError)
-			} else {
-				fmt.Fprintf(stdout, "Report: %s\n", out.Report)
-			}
+			o.report(stdout, stderr, out)
 			return verdictExit(out.Results)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
+	o.flags(f)
 	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single, sentinel (primary, replicas, sentinels) or redlock (independent nodes)")
 	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
 	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
@@ -315,6 +320,11 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	if res.Why != "" {
 		fmt.Fprintln(w, res.Why)
 	}
+	fmt.Fprintf(w, "Files: %s (history.jsonl, results.json, config.json, nodes/)\n", absDir(dir))
+}
+
+// absDir is dir as an absolute path without symlinks, for messages.
+func absDir(dir string) string {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		abs = dir
@@ -322,5 +332,5 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	fmt.Fprintf(w, "Files: %s (history.jsonl, results.json, config.json, nodes/)\n", abs)
+	return abs
 }

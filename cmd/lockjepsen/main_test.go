@@ -45,7 +45,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--nemesis", "meteor", "--store", store}, "meteor"},
 		{[]string{"test", "--lock", "nope", "--store", store}, "--lock"},
 		{[]string{"test", "--ttl", "soon", "--store", store}, "ttl"},
-		{[]string{"test", "--system", "sentinel", "--store", store}, "not available yet"},
+		{[]string{"test", "--system", "mars", "--store", store}, "--system"},
 		{[]string{"check"}, "arg"},
 		{[]string{"check", filepath.Join(store, "nothing")}, "not a lockjepsen run directory"},
 		{[]string{"frobnicate"}, "unknown command"},

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/scenario"
+)
+
+func TestScenarioList(t *testing.T) {
+	code, out, _ := runCLI(t, "scenario", "--list")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(scenario.All())+1 {
+		t.Fatalf("%d lines for %d scenarios:\n%s", len(lines), len(scenario.All()), out)
+	}
+	for i, s := range scenario.All() {
+		f := strings.Fields(lines[i+1])
+		if len(f) < 3 || f[0] != s.Name || f[1] != s.Expect {
+			t.Errorf("line %d: %q, want %s %s ...", i+1, lines[i+1], s.Name, s.Expect)
+		}
+	}
+	for _, want := range []string{"del-release", "setnx-del", "client-pause", "script kleppmann-clock-jump", "kill @holder"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the list lacks %q", want)
+		}
+	}
+}
+
+func TestNewCommandsUsageErrors(t *testing.T) {
+	store := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scenario"}, "arg"},
+		{[]string{"scenario", "nope", "--store", store}, `unknown scenario "nope"`},
+		{[]string{"scenario", "--list", "baseline"}, "baseline"},
+		{[]string{"scenario", "baseline", "--quiet", "--json"}, "exclude"},
+		{[]string{"scenario", "baseline", "--time-limit", "-1s", "--store", store}, "--time-limit"},
+		{[]string{"matrix", "--store", store}, "choose the runs"},
+		{[]string{"matrix", "--all", "--scenarios", "baseline", "--store", store}, "choose the runs"},
+		{[]string{"matrix", "--scenarios", "nope", "--store", store}, "unknown scenario"},
+		{[]string{"matrix", "--scenarios", "tag:nope", "--store", store}, "tag"},
+		{[]string{"matrix", "--systems", "mars", "--store", store}, "unknown system"},
+		{[]string{"matrix", "--systems", "single", "--faults", "meteor", "--store", store}, "meteor"},
+		{[]string{"matrix", "--systems", "single", "--locks", "redlock", "--store", store}, "grid is empty"},
+		{[]string{"matrix", "--all", "--budget", "0s", "--store", store}, "--budget"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(store); len(entries) != 0 {
+		t.Errorf("refused commands wrote to the store: %v", entries)
+	}
+}
+
+// Errors in a configuration file name the file and the line.
+func TestConfigFileErrorsPointAtTheLine(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, text, want string
+	}{
+		{"config.yaml", "# a test\nsystem: single\nlock: token\nnemesis: [kill, pause]\nclients: 4\nttl: 500ms\ntll: 1s\n",
+			`config.yaml:7: unknown field "tll" (did you mean "ttl"?)`},
+		{"value.yaml", "lock: token\nttl: soon\n", `value.yaml:2: ttl: invalid value "soon"`},
+		{"twice.yaml", "lock: token\nclients: 3\nclients: 4\n", `twice.yaml:3: field "clients" given twice (first on line 2)`},
+		{"syntax.yaml", "lock: token\nnemesis: [kill\nttl: 1s\n", "syntax.yaml:"},
+		{"nested.yaml", "lock:\n  name: token\n", "nested.yaml:2: lock: want a value"},
+		{"list.yaml", "- lock\n- token\n", "list.yaml:1: the configuration must be a mapping"},
+		{"config.json", "{\n  \"lock\": \"token\",\n  \"time_limit\": \"1s\",\n  \"bogus\": 1\n}\n", `config.json:4: unknown field "bogus"`},
+		{"bad.json", "{\n  \"lock\": \"token\",\n  \"ttl\": 12,\n}\n", "bad.json:3: ttl: invalid value \"12\""},
+	}
+	for _, tc := range cases {
+		path := filepath.Join(dir, tc.name)
+		os.WriteFile(path, []byte(tc.text), 0o644)
+		code, _, stderr := runCLI(t, "test", "--config", path, "--store", filepath.Join(dir, "store"))
+		if code != exitUsage || !strings.Contains(stderr, filepath.Join(dir, tc.want)) && !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 with %q", tc.name, code, stderr, tc.want)
+		}
+	}
+	code, _, stderr := runCLI(t, "test", "--config", filepath.Join(dir, "missing.yaml"))
+	if code != exitUsage || !strings.Contains(stderr, "missing.yaml") {
+		t.Errorf("missing file: exit %d %q", code, stderr)
+	}
+}
+
+// A configuration file sets flags; flags on the command line win. --json
+// prints the results as one object; progress goes to stderr as plain lines
+// when stderr is not a terminal.
+func TestConfigFileAndJSONOutput(t *testing.T) {
+	redistest.RequireBinary(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lock.yaml")
+	os.WriteFile(path, []byte("lock: token\nclients: 3\ntime_limit: 60s\nrecovery: 0s\nname: from-file\nnemesis: [client-pause]\n"), 0o644)
+	t.Setenv("LOCKJEPSEN_PROGRESS_EVERY", "300ms")
+	code, out, stderr := runCLI(t, "test", "--config", path, "--time-limit", "1500ms", "--store", filepath.Join(dir, "store"), "--json")
+	if code != exitMet {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	var res struct {
+		Dir     string `json:"dir"`
+		Verdict string `json:"verdict"`
+		Met     bool   `json:"met_expectation"`
+		Ops     int    `json:"ops"`
+		Test    string `json:"test"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Fatalf("stdout is not one JSON object (%v):\n%s", err, out)
+	}
+	if res.Verdict != "safe" || !res.Met || res.Ops == 0 || res.Test != "from-file" || !strings.Contains(res.Dir, "from-file") {
+		t.Fatalf("%+v", res)
+	}
+	var cfg struct {
+		Clients   int   `json:"clients"`
+		TimeLimit int64 `json:"time_limit"`
+	}
+	b, _ := os.ReadFile(filepath.Join(res.Dir, "config.json"))
+	json.Unmarshal(b, &cfg)
+	if cfg.Clients != 3 || time.Duration(cfg.TimeLimit) != 1500*time.Millisecond {
+		t.Fatalf("file or flag not applied: %+v", cfg)
+	}
+	if !strings.Contains(stderr, "ops, faults:") || strings.Contains(stderr, "\r") {
+		t.Fatalf("no plain progress lines on stderr:\n%s", stderr)
+	}
+}
+
+func TestScenarioQuiet(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	code, out, stderr := runCLI(t, "scenario", "del-release", "--time-limit", "2s", "--recovery", "500ms", "--store", store, "--quiet")
+	if code != exitMet {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "UNSAFE: ") || !strings.Contains(out, "(expected unsafe: met)") || stderr != "" {
+		t.Fatalf("--quiet printed:\n%s\nstderr:\n%s", out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(store, "del-release", "..", "latest", "results.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	out := filepath.Join(store, "m")
+	junitPath := filepath.Join(store, "junit.xml")
+	code, stdout, stderr := runCLI(t, "matrix", "--scenarios", "baseline,del-release", "--time-limit", "1500ms", "--recovery", "500ms",
+		"--store", store, "--out", out, "--junit", junitPath)
+	if code != exitMet {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"[1/2 baseline]", "[2/2 del-release]", "expected unsafe: met"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	res := readMatrixResults(t, filepath.Join(out, "results.json"))
+	if !res.Met || len(res.Runs) != 2 || res.Counts.Met != 2 {
+		t.Fatalf("results.json: %+v", res)
+	}
+	for i, want := range []struct{ name, verdict string }{{"baseline", "safe"}, {"del-release", "unsafe"}} {
+		r := res.Runs[i]
+		if r.Scenario != want.name || r.Verdict != want.verdict || r.Expected != want.verdict || !r.Met || r.Duration <= 0 {
+			t.Errorf("run %d: %+v", i, r)
+		}
+		if _, err := os.Stat(filepath.Join(r.Dir, "history.jsonl")); err != nil {
+			t.Errorf("run %d: %v", i, err)
+		}
+	}
+	if res.Runs[1].Violations == 0 || res.Runs[1].Story == "" {
+		t.Errorf("the unsafe run has no violations or story: %+v", res.Runs[1])
+	}
+	if _, err := os.Stat(filepath.Join(out, "matrix.html")); err != nil {
+		t.Fatal(err)
+	}
+	j := readJUnit(t, junitPath)
+	if j.Tests != 2 || j.Failures != 0 || len(j.Suites) != 1 || len(j.Suites[0].Cases) != 2 {
+		t.Fatalf("junit: %+v", j)
+	}
+	c := j.Suites[0].Cases[1]
+	if c.Name != "del-release" || c.Failure != nil || !strings.Contains(c.SystemOut, "UNSAFE") {
+		t.Fatalf("junit case: %+v", c)
+	}
+
+	// A budget too small for the second run skips it, and the matrix fails.
+	code, stdout, _ = runCLI(t, "matrix", "--scenarios", "baseline,del-release", "--time-limit", "1500ms", "--recovery", "500ms",
+		"--store", store, "--out", out, "--junit", junitPath, "--budget", "4s", "--quiet")
+	if code != exitNotMet || strings.TrimSpace(stdout) != "matrix: 2 runs, 1 met, 0 not met, 0 harness errors, 1 skipped" {
+		t.Fatalf("exit %d: %q", code, stdout)
+	}
+	j = readJUnit(t, junitPath)
+	if j.Skipped != 1 || j.Suites[0].Cases[1].Skipped == nil || !strings.Contains(j.Suites[0].Cases[1].Skipped.Message, "budget") {
+		t.Fatalf("junit: %+v", j)
+	}
+}
+
+// A run whose verdict differs from its expectation is a failed test case
+// whose message and text tell the story.
+func TestJUnitFailureTellsTheStory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.xml")
+	res := &matrixResults{Title: "t", Started: time.Now(), Runs: []matrixRun{
+		{Scenario: "gc-pause-fenced", System: "single", Lock: "fenced", Workload: "counter", Faults: "client-pause",
+			Expected: "safe", Verdict: "unsafe", Summary: "UNSAFE: 3 mutual-exclusion violations",
+			Story: "process 1 held lock-0 from 0.1s; process 2 acquired it while 1 still believed it held it", Dir: "/x/run",
+			details: []string{"UNSAFE: 3 mutual-exclusion violations", "liveness: ..."}},
+		{Scenario: "baseline", System: "single", Expected: "safe", Verdict: "safe", Met: true},
+		{Scenario: "broken", System: "single", Expected: "safe", Verdict: stateError, Error: "redis-server would not start"},
+	}}
+	if err := writeJUnit(path, res); err != nil {
+		t.Fatal(err)
+	}
+	j := readJUnit(t, path)
+	if j.Tests != 3 || j.Failures != 1 || j.Errors != 1 {
+		t.Fatalf("%+v", j)
+	}
+	f := j.Suites[0].Cases[0].Failure
+	if f == nil || !strings.Contains(f.Message, "verdict unsafe, expected safe") || !strings.Contains(f.Text, "process 2 acquired it") || !strings.Contains(f.Text, "/x/run") {
+		t.Fatalf("failure: %+v", f)
+	}
+	if e := j.Suites[0].Cases[2].Error; e == nil || !strings.Contains(e.Message, "would not start") {
+		t.Fatalf("error: %+v", e)
+	}
+}
+
+// Ctrl-C during a matrix keeps the finished run and writes the matrix
+// files for what ran.
+func TestInterruptedMatrixKeepsFinishedRuns(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	out := filepath.Join(store, "m")
+	junitPath := filepath.Join(store, "junit.xml")
+	// Each run takes 4.5s: the interrupt lands early in the second.
+	cmd := exec.Command(os.Args[0], "matrix", "--scenarios", "baseline,token-client-pause",
+		"--store", store, "--out", out, "--junit", junitPath, "--config", writeFile(t, store, "m.yaml", "title: interrupted\n"))
+	cmd.Env = append(os.Environ(), "LOCKJEPSEN_BE_CLI=1")
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		first, _ := filepath.Glob(filepath.Join(store, "baseline", "*", "results.json"))
+		second, _ := filepath.Glob(filepath.Join(store, "token-client-pause", "*", "history.jsonl"))
+		if len(first) == 1 && len(second) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the matrix did not get to its second run:\n%s", buf.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the matrix did not stop after SIGINT:\n%s", buf.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitNotMet {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitNotMet, buf.String())
+	}
+	res := readMatrixResults(t, filepath.Join(out, "results.json"))
+	if !res.Interrupted || res.Met || len(res.Runs) != 2 || res.Title != "interrupted" {
+		t.Fatalf("results.json: %+v", res)
+	}
+	if r := res.Runs[0]; r.Verdict != "safe" || !r.Met {
+		t.Fatalf("the finished run: %+v", r)
+	}
+	if r := res.Runs[1]; r.Met || !(r.Interrupted || r.Verdict == stateSkipped) {
+		t.Fatalf("the interrupted run: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(res.Runs[0].Dir, "report.html")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "matrix.html")); err != nil {
+		t.Fatal(err)
+	}
+	if j := readJUnit(t, junitPath); j.Tests != 2 || j.Failures+j.Skipped != 1 {
+		t.Fatalf("junit: %+v", j)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func readMatrixResults(t *testing.T, path string) matrixResults {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res matrixResults
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func readJUnit(t *testing.T, path string) junitSuites {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j junitSuites
+	if err := xml.Unmarshal(b, &j); err != nil {
+		t.Fatalf("%s is not JUnit XML: %v", path, err)
+	}
+	return j
+}
+
+// The progress tail reads the history's public format: operations, the
+// faults in force, and an estimate of the violations so far.
+func TestProgressReadsTheHistory(t *testing.T) {
+	p := &progress{faults: map[string]string{}, holders: map[string]map[int]int64{}}
+	lines := []string{
+		`{"index":0,"time":10,"process":1,"type":"invoke","f":"acquire","key":"lock-0","value":{"ttl":500}}`,
+		`{"index":1,"time":20,"process":1,"type":"ok","f":"acquire","key":"lock-0","value":{"token":"p1.1","valid_until":1000}}`,
+		`{"index":2,"time":30,"process":"nemesis","type":"info","f":"kill","value":{"phase":"start","targets":["n1"]}}`,
+		`{"index":3,"time":40,"process":2,"type":"invoke","f":"acquire","key":"lock-0","value":{"ttl":500}}`,
+		`{"index":4,"time":50,"process":2,"type":"ok","f":"acquire","key":"lock-0","value":{"token":"p2.1","valid_until":1050}}`,
+		`{"index":5,"time":60,"process":1,"type":"invoke","f":"release","key":"lock-0","value":{"token":"p1.1"}}`,
+	}
+	for _, l := range lines {
+		p.consume([]byte(l + "\n"))
+	}
+	p.started = time.Now()
+	s := p.statusLocked()
+	if p.ops != 3 || p.viol != 1 || !strings.Contains(s, "faults: kill n1") || !strings.Contains(s, "3 ops") {
+		t.Fatalf("ops %d viol %d: %s", p.ops, p.viol, s)
+	}
+	p.consume([]byte(`{"index":6,"time":70,"process":"nemesis","type":"info","f":"kill","value":{"phase":"stop","targets":["n1"]}}` + "\n"))
+	p.consume([]byte(`{"index":7,"time":80,"process":3,"type":"ok","f":"acquire","key":"lock-0","value":{"token":"p3.1","valid_until":2000}}` + "\n"))
+	if s := p.statusLocked(); !strings.Contains(s, "faults: none") || p.viol != 2 {
+		t.Fatalf("viol %d: %s", p.viol, s)
+	}
+}

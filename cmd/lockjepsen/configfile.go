@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+)
+
+// A configuration file (--config FILE, YAML or JSON: JSON is YAML) is a
+// mapping from a command's flag names to values:
+//
+//	system: redlock
+//	lock: redsync
+//	nemesis: [kill, pause]     # a list, or "kill,pause"
+//	ttl: 500ms
+//	time-limit: 20s            # time_limit works too
+//	expect: unsafe
+//
+// Every key must be a flag of the command; a value is parsed exactly as the
+// flag's value would be. Flags given on the command line override the file.
+// Errors name the file and line: "config.yaml:7: unknown field "tll" (did
+// you mean "ttl"?)".
+
+// applyConfigFile sets every flag of fs named in the file at path that was
+// not given on the command line.
+func applyConfigFile(path string, fs *pflag.FlagSet) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %v", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%s", yamlError(path, err))
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil // an empty file sets nothing
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s:%d: the configuration must be a mapping of flag names to values (e.g. \"ttl: 500ms\")", path, root.Line)
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		key := k.Value
+		name := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(key)), "_", "-")
+		if prev, dup := seen[name]; dup {
+			return fmt.Errorf("%s:%d: field %q given twice (first on line %d)", path, k.Line, key, prev)
+		}
+		seen[name] = k.Line
+		f := fs.Lookup(name)
+		if f == nil || name == "config" || name == "help" {
+			msg := fmt.Sprintf("%s:%d: unknown field %q", path, k.Line, key)
+			if s := suggest(name, fs); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return errors.New(msg)
+		}
+		if fs.Changed(name) {
+			continue // the command line wins
+		}
+		val, err := scalarValue(v)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %s: %v", path, v.Line, key, err)
+		}
+		if err := f.Value.Set(val); err != nil {
+			return fmt.Errorf("%s:%d: %s: invalid value %q: %v", path, v.Line, key, val, err)
+		}
+	}
+	return nil
+}
+
+// scalarValue is a node as a flag value: a scalar as written, a list of
+// scalars as a comma list.
+func scalarValue(v *yaml.Node) (string, error) {
+	switch v.Kind {
+	case yaml.ScalarNode:
+		return v.Value, nil
+	case yaml.SequenceNode:
+		var parts []string
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("a list may hold only plain values")
+			}
+			parts = append(parts, item.Value)
+		}
+		return strings.Join(parts, ","), nil
+	case yaml.AliasNode:
+		return scalarValue(v.Alias)
+	default:
+		return "", fmt.Errorf("want a value or a list of values, not a mapping")
+	}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+
+// yamlError rewrites "yaml: line 3: did not find expected key" as
+// "config.yaml:3: did not find expected key".
+func yamlError(path string, err error) string {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if m[1] != "" {
+			return fmt.Sprintf("%s:%s: %s", path, m[1], m[2])
+		}
+		return fmt.Sprintf("%s: %s", path, m[2])
+	}
+	return path + ": " + msg
+}
+
+// suggest is the flag closest to name, if it is close enough to be a typo.
+func suggest(name string, fs *pflag.FlagSet) string {
+	best, bestD := "", 3
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	for _, n := range names {
+		if n == "config" || n == "help" {
+			continue
+		}
+		if d := editDistance(name, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

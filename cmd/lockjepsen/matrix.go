@@ -1,0 +1,531 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/scenario"
+)
+
+// Run states of a matrix entry besides a verdict.
+const (
+	stateSkipped = "skipped" // not started: the budget ran out or the matrix was interrupted
+	stateError   = "error"   // the harness failed (exit 3)
+)
+
+// matrixRun is one run of a matrix in its results.json.
+type matrixRun struct {
+	Scenario string `json:"scenario"`
+	// Dir is the run's directory (absent when it never started).
+	Dir      string `json:"dir,omitempty"`
+	System   string `json:"system"`
+	Lock     string `json:"lock"`
+	Workload string `json:"workload"`
+	Faults   string `json:"faults"`
+	Expected string `json:"expected"`
+	// Verdict is safe, unsafe, stuck or unknown; "skipped" for a run that
+	// did not start, "error" for a harness failure.
+	Verdict     string  `json:"verdict"`
+	Met         bool    `json:"met"`
+	Violations  int     `json:"violations"`
+	Ops         int     `json:"ops"`
+	Duration    float64 `json:"duration_s"`
+	Summary     string  `json:"summary,omitempty"`
+	Story       string  `json:"story,omitempty"`
+	Why         string  `json:"why,omitempty"`
+	Interrupted bool    `json:"interrupted,omitempty"`
+	Error       string  `json:"error,omitempty"`
+
+	cfg     harness.Config
+	details []string // every summary line, for JUnit
+}
+
+// matrixResults is the matrix's results.json.
+type matrixResults struct {
+	Title       string      `json:"title"`
+	Started     time.Time   `json:"started"`
+	Ended       time.Time   `json:"ended"`
+	Budget      string      `json:"budget"`
+	Interrupted bool        `json:"interrupted"`
+	Met         bool        `json:"met"` // every run ran and met its expectation
+	Counts      matrixCount `json:"counts"`
+	Report      string      `json:"report,omitempty"`
+	JUnit       string      `json:"junit,omitempty"`
+	Runs        []matrixRun `json:"runs"`
+}
+
+type matrixCount struct {
+	Runs    int `json:"runs"`
+	Met     int `json:"met"`
+	NotMet  int `json:"not_met"`
+	Errors  int `json:"errors"`
+	Skipped int `json:"skipped"`
+}
+
+// Default grid: each system with its locks, and these faults.
+var (
+	gridLocks = map[string][]string{
+		cluster.Single:   {locks.Token, locks.SetnxDel, locks.SetnxNoTTL, locks.Fenced},
+		cluster.Sentinel: {locks.Token, locks.WaitName},
+		cluster.Redlock:  {locks.RedlockName, locks.RedsyncName},
+	}
+	gridFaults = "none,client-pause,kill,partition,clock-jump"
+)
+
+func newMatrixCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
+	var (
+		names, systems, lockList, faults, workload string
+		all                                        bool
+		budget, timeLimit, recovery                time.Duration
+		seed                                       int64
+		store, outDir, junit, title, configFile    string
+		o                                          output
+	)
+	cmd := &cobra.Command{
+		Use:   "matrix",
+		Short: "Run many tests in a row and write a matrix report, results.json and JUnit XML",
+		Long: `matrix runs a set of tests one after another (never in parallel: each needs the
+machine's cores) within --budget, then writes a matrix page (matrix.html), a
+results.json for the whole matrix, and with --junit a JUnit XML file in which
+each run is a test case that fails when its verdict differs from its
+expectation.
+
+Choose the runs with --scenarios (names, or tag:NAME for a group: tag:quick,
+tag:single, tag:sentinel, tag:redlock, tag:clock, tag:library), --all (every
+named scenario), or a grid with --systems × --locks × --faults. A grid cell
+that matches a named scenario runs with that scenario's tuned parameters and
+expected verdict; any other cell expects "any" (only a harness failure fails
+it).
+
+A run that would not finish within the budget is skipped (and fails the
+matrix). Ctrl-C stops the current run, keeps every finished one and writes
+the matrix files for them.
+
+Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
+2 bad usage, 3 the harness failed in some run.`,
+		Example: `  lockjepsen matrix --scenarios baseline,del-release,gc-pause --junit junit.xml
+  lockjepsen matrix --scenarios tag:quick --budget 5m
+  lockjepsen matrix --all --junit junit.xml
+  lockjepsen matrix --systems single,sentinel,redlock --faults none,client-pause,kill,partition,clock-jump`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(stderr); err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if configFile != "" {
+				if err := applyConfigFile(configFile, fl); err != nil {
+					return usageErr(stderr, err)
+				}
+			}
+			grid := fl.Changed("systems") || fl.Changed("locks") || fl.Changed("faults") || fl.Changed("workload")
+			modes := 0
+			for _, b := range []bool{names != "", all, grid} {
+				if b {
+					modes++
+				}
+			}
+			if modes != 1 {
+				return usageErr(stderr, errors.New("choose the runs with one of --scenarios, --all, or --systems/--locks/--faults"))
+			}
+			if budget <= 0 {
+				return usageErr(stderr, errors.New("--budget must be positive"))
+			}
+			var runs []matrixRun
+			switch {
+			case all:
+				for _, s := range scenario.All() {
+					runs = append(runs, scenarioRun(s))
+				}
+			case names != "":
+				list, err := scenario.Select(names)
+				if err != nil {
+					return usageErr(stderr, fmt.Errorf("--scenarios: %v", err))
+				}
+				for _, s := range list {
+					runs = append(runs, scenarioRun(s))
+				}
+			default:
+				var err error
+				if runs, err = gridRuns(systems, lockList, faults, workload, fl.Changed("locks")); err != nil {
+					return usageErr(stderr, err)
+				}
+			}
+			for i := range runs {
+				c := &runs[i].cfg
+				if fl.Changed("time-limit") {
+					c.TimeLimit = timeLimit
+				}
+				if fl.Changed("recovery") {
+					c.Recovery = recovery
+				}
+				if fl.Changed("seed") {
+					c.Seed = seed
+				}
+				c.Store = store
+				c.Command = append([]string{"lockjepsen"}, args...)
+				if err := c.Validate(); err != nil {
+					return usageErr(stderr, fmt.Errorf("%s: %v", runs[i].Scenario, err))
+				}
+			}
+			if outDir == "" {
+				outDir = filepath.Join(store, "matrix", time.Now().UTC().Format("20060102T150405Z"))
+			}
+			m := &matrixRunner{runs: runs, budget: budget, outDir: outDir, junit: junit, title: title,
+				stdout: stdout, stderr: stderr, o: o}
+			return m.run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&names, "scenarios", "", "comma list of scenario names and tags (tag:quick, tag:redlock, ...)")
+	f.BoolVar(&all, "all", false, "run every named scenario")
+	f.StringVar(&systems, "systems", "single,sentinel,redlock", "grid: systems")
+	f.StringVar(&lockList, "locks", "", "grid: locks (default: each system's own: single token,setnx-del,setnx-nottl,fenced; sentinel token,wait; redlock redlock,redsync)")
+	f.StringVar(&faults, "faults", gridFaults, "grid: fault sets, comma separated; none for no faults, a+b for two faults together")
+	f.StringVar(&workload, "workload", "mutex", "grid: workload")
+	f.DurationVar(&budget, "budget", 15*time.Minute, "time for the whole matrix; runs that would not fit are skipped")
+	f.DurationVar(&timeLimit, "time-limit", 0, "fault phase of every run (default: each scenario's own; grid cells 4s)")
+	f.DurationVar(&recovery, "recovery", 0, "recovery phase of every run (default: each scenario's own; grid cells 1.5s)")
+	f.Int64Var(&seed, "seed", 1, "seed of every run (default: each scenario's own)")
+	f.StringVar(&store, "store", "store", "directory where runs are stored")
+	f.StringVar(&outDir, "out", "", "directory for matrix.html and results.json (default STORE/matrix/TIMESTAMP)")
+	f.StringVar(&junit, "junit", "", "also write JUnit XML to this file")
+	f.StringVar(&title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
+	f.StringVar(&configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
+	o.flags(f)
+	return cmd
+}
+
+func scenarioRun(s scenario.Scenario) matrixRun {
+	cfg := s.Config()
+	return newMatrixRun(s.Name, cfg)
+}
+
+func newMatrixRun(name string, cfg harness.Config) matrixRun {
+	faults := "none"
+	switch {
+	case cfg.ScriptName != "":
+		faults = "script " + cfg.ScriptName
+	case len(cfg.Nemesis) > 0:
+		faults = strings.Join(cfg.Nemesis, "+")
+	}
+	return matrixRun{Scenario: name, System: cfg.System, Lock: cfg.Lock, Workload: cfg.Workload, Faults: faults,
+		Expected: cfg.Expect, cfg: cfg}
+}
+
+// gridRuns is systems × locks × faults. A cell with a named scenario runs
+// that scenario; others run with generic parameters and expect "any".
+func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]matrixRun, error) {
+	var runs []matrixRun
+	var faultSets [][]string
+	for _, fs := range strings.Split(faults, ",") {
+		list, err := nemesis.ParseList(strings.ReplaceAll(strings.TrimSpace(fs), "+", ","))
+		if err != nil {
+			return nil, fmt.Errorf("--faults: %v", err)
+		}
+		faultSets = append(faultSets, list)
+	}
+	for _, sys := range strings.Split(systems, ",") {
+		sys = strings.TrimSpace(sys)
+		own, ok := gridLocks[sys]
+		if !ok {
+			return nil, fmt.Errorf("--systems: unknown system %q; want single, sentinel or redlock", sys)
+		}
+		lockNames := own
+		if locksGiven {
+			lockNames = nil
+			nodes := cluster.DefaultNodes(sys)
+			if sys == cluster.Sentinel {
+				nodes = 1
+			}
+			for _, l := range strings.Split(lockList, ",") {
+				l = strings.TrimSpace(l)
+				if !contains(locks.AllNames, l) {
+					return nil, fmt.Errorf("--locks: unknown lock %q; want one of %s", l, strings.Join(locks.AllNames, ", "))
+				}
+				if locks.CheckNodes(l, nodes) == nil && (l != locks.WaitName || sys == cluster.Sentinel) {
+					lockNames = append(lockNames, l)
+				}
+			}
+		}
+		for _, lock := range lockNames {
+			for _, fs := range faultSets {
+				if s, ok := scenario.Find(sys, lock, workload, fs); ok {
+					runs = append(runs, scenarioRun(s))
+					continue
+				}
+				runs = append(runs, newMatrixRun(gridName(sys, lock, workload, fs), gridConfig(sys, lock, workload, fs)))
+			}
+		}
+	}
+	if len(runs) == 0 {
+		return nil, errors.New("the grid is empty: no lock given runs on the systems given")
+	}
+	return runs, nil
+}
+
+func gridName(sys, lock, workload string, faults []string) string {
+	f := "none"
+	if len(faults) > 0 {
+		f = strings.Join(faults, "+")
+	}
+	return strings.Join([]string{sys, lock, workload, f}, "-")
+}
+
+// gridConfig is a grid cell with no named scenario: short, busy, faults
+// that land on holders.
+func gridConfig(sys, lock, workload string, faults []string) harness.Config {
+	cfg := harness.DefaultConfig()
+	cfg.System, cfg.Lock, cfg.Workload, cfg.Nemesis = sys, lock, workload, faults
+	cfg.TimeLimit, cfg.Recovery = 4*time.Second, 1500*time.Millisecond
+	cfg.NemesisInterval = 400 * time.Millisecond
+	cfg.Hold, cfg.FaultDuration = "100ms..300ms", 300*time.Millisecond
+	switch sys {
+	case cluster.Sentinel:
+		cfg.TimeLimit = 6 * time.Second
+		cfg.Targets = nemesis.TargetPrimary
+		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
+	case cluster.Redlock:
+		cfg.Clients = 3
+		cfg.Targets = nemesis.TargetHolder
+		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 150*time.Millisecond
+	}
+	cfg.Expect = harness.ExpectAny
+	cfg.Name = gridName(sys, lock, workload, faults)
+	return cfg
+}
+
+type matrixRunner struct {
+	runs           []matrixRun
+	budget         time.Duration
+	outDir, junit  string
+	title          string
+	stdout, stderr io.Writer
+	o              output
+}
+
+func (m *matrixRunner) say(format string, a ...any) {
+	if !m.o.quiet {
+		fmt.Fprintf(m.stderr, format+"\n", a...)
+	}
+}
+
+func (m *matrixRunner) run(ctx context.Context) error {
+	res := &matrixResults{Title: m.title, Started: time.Now(), Budget: m.budget.String()}
+	var total time.Duration
+	for _, r := range m.runs {
+		total += scenario.Estimate(r.cfg)
+	}
+	m.say("matrix: %d runs, about %s (budget %s); files in %s", len(m.runs), total.Round(time.Second), m.budget, m.outDir)
+	if err := os.MkdirAll(m.outDir, 0o755); err != nil {
+		return usageErr(m.stderr, fmt.Errorf("--out %s: %v", m.outDir, err))
+	}
+	deadline := res.Started.Add(m.budget)
+	harnessFailed := false
+	for i := range m.runs {
+		r := &m.runs[i]
+		if ctx.Err() != nil {
+			r.Verdict, r.Why = stateSkipped, "the matrix was interrupted before this run"
+			continue
+		}
+		if time.Now().Add(scenario.Estimate(r.cfg)).After(deadline) {
+			r.Verdict, r.Why = stateSkipped, fmt.Sprintf("the budget of %s would run out before this run finished", m.budget)
+			m.say("[%d/%d %s] skipped: %s", i+1, len(m.runs), r.Scenario, r.Why)
+			continue
+		}
+		prefix := fmt.Sprintf("[%d/%d %s] ", i+1, len(m.runs), r.Scenario)
+		m.say("%sstarting (%s/%s/%s, faults %s, expect %s)", prefix, r.System, r.Lock, r.Workload, r.Faults, r.Expected)
+		start := time.Now()
+		out, err := runWithProgress(ctx, r.cfg, m.stderr, output{quiet: m.o.quiet}, prefix)
+		r.Duration = time.Since(start).Round(10 * time.Millisecond).Seconds()
+		if err != nil && ctx.Err() != nil && !harness.IsUsage(err) {
+			// Ctrl-C while the system was starting: an interruption, not
+			// a failure of the harness.
+			r.Verdict, r.Why, r.Interrupted = stateSkipped, "the matrix was interrupted while this run was starting", true
+			m.say("%sinterrupted while starting", prefix)
+			continue
+		}
+		if err != nil {
+			r.Verdict, r.Error = stateError, err.Error()
+			var he *harness.HarnessError
+			if errors.As(err, &he) && he.Dir != "" {
+				r.Dir = absDir(he.Dir)
+			}
+			harnessFailed = true
+			m.say("%sHARNESS FAILURE: %v", prefix, err)
+			continue
+		}
+		r.fill(out)
+		if len(out.Results.Errors) > 0 {
+			harnessFailed = true
+		}
+		met := "met"
+		if !r.Met {
+			met = "NOT met"
+		}
+		m.say("%s%s (expected %s: %s) in %.1fs", prefix, r.Summary, r.Expected, met, r.Duration)
+	}
+	res.Ended = time.Now()
+	res.Interrupted = ctx.Err() != nil
+	res.Runs = m.runs
+	res.Met = true
+	for _, r := range m.runs {
+		res.Counts.Runs++
+		switch {
+		case r.Verdict == stateSkipped:
+			res.Counts.Skipped++
+		case r.Verdict == stateError || r.Error != "":
+			res.Counts.Errors++
+		case r.Met:
+			res.Counts.Met++
+		default:
+			res.Counts.NotMet++
+		}
+		if !r.Met {
+			res.Met = false
+		}
+	}
+	if err := m.writeFiles(res); err != nil {
+		fmt.Fprintf(m.stderr, "lockjepsen: harness failure: write the matrix files: %v\n", err)
+		return exitError{exitHarness}
+	}
+	m.print(res)
+	switch {
+	case harnessFailed:
+		return exitError{exitHarness}
+	case !res.Met:
+		return exitError{exitNotMet}
+	}
+	return nil
+}
+
+// fill records a finished run.
+func (r *matrixRun) fill(out *harness.Outcome) {
+	res := out.Results
+	r.Dir = absDir(out.Dir)
+	r.Verdict, r.Met, r.Violations, r.Ops = res.Verdict, res.MetExpectation && !res.HarnessFailed(), res.Violations, res.Ops
+	r.Interrupted, r.Why = res.Interrupted, res.Why
+	r.details = res.Summary()
+	if len(r.details) > 0 {
+		r.Summary = r.details[0]
+	}
+	if res.Exclusion != nil && len(res.Exclusion.Violations) > 0 {
+		r.Story = res.Exclusion.Violations[0].Story
+	}
+	if res.Incomplete != "" {
+		r.details = append(r.details, "Incomplete: "+res.Incomplete)
+	}
+	if len(res.Errors) > 0 {
+		r.Error = strings.Join(res.Errors, "; ")
+	}
+}
+
+func (m *matrixRunner) writeFiles(res *matrixResults) error {
+	var dirs []string
+	for _, r := range res.Runs {
+		if r.Dir != "" {
+			if _, err := os.Stat(filepath.Join(r.Dir, harness.HistoryFile)); err == nil {
+				dirs = append(dirs, r.Dir)
+			}
+		}
+	}
+	var errs []error
+	if len(dirs) > 0 {
+		report := filepath.Join(m.outDir, "matrix.html")
+		if err := reports.WriteMatrix(report, dirs, m.title); err != nil {
+			errs = append(errs, fmt.Errorf("matrix report: %w", err))
+		} else {
+			res.Report = absDir(report)
+		}
+	}
+	if m.junit != "" {
+		if err := writeJUnit(m.junit, res); err != nil {
+			errs = append(errs, fmt.Errorf("JUnit XML: %w", err))
+		} else {
+			res.JUnit = absDir(m.junit)
+		}
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(m.outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *matrixRunner) print(res *matrixResults) {
+	if m.o.json {
+		enc := json.NewEncoder(m.stdout)
+		enc.Encode(res)
+		return
+	}
+	c := res.Counts
+	line := fmt.Sprintf("matrix: %d runs, %d met, %d not met, %d harness errors, %d skipped", c.Runs, c.Met, c.NotMet, c.Errors, c.Skipped)
+	if res.Interrupted {
+		line += " (interrupted)"
+	}
+	if m.o.quiet {
+		fmt.Fprintln(m.stdout, line)
+		return
+	}
+	w := m.stdout
+	fmt.Fprintln(w)
+	width := 0
+	for _, r := range res.Runs {
+		width = max(width, len(r.Scenario))
+	}
+	for _, r := range res.Runs {
+		mark := "ok  "
+		switch {
+		case r.Verdict == stateSkipped:
+			mark = "skip"
+		case r.Verdict == stateError || r.Error != "":
+			mark = "ERR "
+		case !r.Met:
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%s %-*s expected %-6s got %-7s %5.1fs  %s\n", mark, width, r.Scenario, r.Expected, r.Verdict, r.Duration, firstNonEmpty(r.Error, r.Summary, r.Why))
+	}
+	fmt.Fprintln(w, line)
+	if res.Report != "" {
+		fmt.Fprintf(w, "Matrix: %s\n", res.Report)
+	}
+	fmt.Fprintf(w, "Results: %s\n", absDir(filepath.Join(m.outDir, "results.json")))
+	if res.JUnit != "" {
+		fmt.Fprintf(w, "JUnit: %s\n", res.JUnit)
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+)
+
+// output is how a command reports: the full summary with progress (the
+// default), one verdict line (--quiet) or one JSON object (--json).
+type output struct {
+	quiet bool
+	json  bool
+}
+
+func (o *output) flags(f *pflag.FlagSet) {
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the final verdict line; the exit code says the rest")
+	f.BoolVar(&o.json, "json", false, "print the final results as one JSON object on stdout (progress still goes to stderr)")
+}
+
+func (o *output) check(stderr io.Writer) error {
+	if o.quiet && o.json {
+		return usageErr(stderr, fmt.Errorf("--quiet and --json exclude each other"))
+	}
+	return nil
+}
+
+// runWithProgress runs one test, showing progress on stderr unless quiet:
+// a redrawn line on a terminal, a plain line every few seconds elsewhere.
+func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, o output, prefix string) (*harness.Outcome, error) {
+	if o.quiet {
+		cfg.Progress = nil
+		return harness.Run(ctx, cfg)
+	}
+	p := newProgress(stderr, cfg, prefix)
+	cfg.Progress = &harnessLines{p: p}
+	p.start()
+	out, err := harness.Run(ctx, cfg)
+	p.finish()
+	return out, err
+}
+
+// runJSON is the --json object of one run: results.json plus where the
+// run's files are.
+type runJSON struct {
+	Dir    string `json:"dir"`
+	Report string `json:"report,omitempty"`
+	*harness.Results
+}
+
+// verdictLine is the one line of --quiet: the verdict in words and whether
+// it met the expectation.
+func verdictLine(res *harness.Results) string {
+	head := "NOT CHECKED"
+	if lines := res.Summary(); len(lines) > 0 {
+		head = lines[0]
+	}
+	met := "met"
+	if !res.MetExpectation {
+		met = "NOT met"
+	}
+	s := fmt.Sprintf("%s (expected %s: %s)", head, res.Expect, met)
+	if res.HarnessFailed() {
+		s += "; HARNESS ERROR: " + strings.Join(res.Errors, "; ")
+	}
+	return s
+}
+
+// report prints a finished run as o asks.
+func (o output) report(stdout, stderr io.Writer, out *harness.Outcome) {
+	switch {
+	case o.json:
+		enc := json.NewEncoder(stdout)
+		enc.Encode(runJSON{Dir: absDir(out.Dir), Report: out.Report, Results: out.Results})
+	case o.quiet:
+		fmt.Fprintln(stdout, verdictLine(out.Results))
+	default:
+		printSummary(stdout, out.Dir, out.Results)
+		if out.ReportError != nil {
+			fmt.Fprintf(stderr, "warning: no report: %v\n", out.ReportError)
+		} else {
+			fmt.Fprintf(stdout, "Report: %s\n", out.Report)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package lockjepsentest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/lockjepsentest"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}
+
+// recorder is a testing.TB that records failures instead of failing: the
+// real t serves everything else (Name, Cleanup, Log).
+type recorder struct {
+	testing.TB
+	mu      sync.Mutex
+	errors  []string
+	fatal   string
+	skipped string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Error(args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprint(args...))
+}
+func (r *recorder) Errorf(format string, args ...any) { r.Error(fmt.Sprintf(format, args...)) }
+func (r *recorder) Fatal(args ...any) {
+	r.mu.Lock()
+	r.fatal = fmt.Sprint(args...)
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+func (r *recorder) Fatalf(format string, args ...any) { r.Fatal(fmt.Sprintf(format, args...)) }
+func (r *recorder) Skip(args ...any) {
+	r.mu.Lock()
+	r.skipped = fmt.Sprint(args...)
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+func (r *recorder) Skipf(format string, args ...any) { r.Skip(fmt.Sprintf(format, args...)) }
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.errors) > 0 || r.fatal != ""
+}
+
+// run calls Run with the recorder on its own goroutine, as the testing
+// package would, so that Fatal can end it.
+func (r *recorder) run(o lockjepsentest.Options) *harness.Outcome {
+	var out *harness.Outcome
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out = lockjepsentest.Run(r, o)
+	}()
+	<-done
+	return out
+}
+
+func namedLock(name string) harness.LockerFactory {
+	return func(nodes []locks.Conn, process int) (locks.Locker, error) {
+		return locks.NewRedisLock(nodes[0].Client, name, fmt.Sprintf("p%d", process))
+	}
+}
+
+// The helper fails the test when the lock is broken, and the message tells
+// the story: the verdict, the overlap, the release that caused it, where
+// the files are.
+func TestRunFailsABrokenLockWithTheStory(t *testing.T) {
+	redistest.RequireBinary(t)
+	rec := &recorder{TB: t}
+	out := rec.run(lockjepsentest.Options{
+		Locker:    namedLock(locks.SetnxDel),
+		Nemesis:   []string{"client-pause"},
+		TimeLimit: 2500 * time.Millisecond,
+		Recovery:  500 * time.Millisecond,
+		Store:     t.TempDir(),
+	})
+	if rec.fatal != "" || rec.skipped != "" {
+		t.Fatalf("fatal %q skipped %q", rec.fatal, rec.skipped)
+	}
+	if out == nil || out.Results.Verdict != "unsafe" {
+		t.Fatalf("outcome %+v", out)
+	}
+	if len(rec.errors) != 1 {
+		t.Fatalf("want one failure, got %d: %q", len(rec.errors), rec.errors)
+	}
+	msg := rec.errors[0]
+	for _, want := range []string{
+		"verdict is unsafe, expected safe",
+		"UNSAFE:", "mutual-exclusion violations",
+		"witness 1: process", "while", // the story: who held, who acquired
+		"release", // the cause: someone's release in between
+		"files: " + out.Dir,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure message lacks %q:\n%s", want, msg)
+		}
+	}
+	t.Logf("the failure message:\n%s", msg)
+}
+
+// A correct lock passes; the store, a temporary directory by default, is
+// removed when the test passes.
+func TestRunPassesACorrectLockAndCleansUp(t *testing.T) {
+	redistest.RequireBinary(t)
+	var out *harness.Outcome
+	t.Run("token", func(t *testing.T) {
+		t.Setenv("LOCKJEPSEN_STORE", "")
+		out = lockjepsentest.Run(t, lockjepsentest.Options{
+			Locker:    namedLock(locks.Token),
+			Nemesis:   []string{"client-pause"},
+			TimeLimit: 2 * time.Second,
+			Recovery:  500 * time.Millisecond,
+		})
+	})
+	if out == nil || out.Results.Verdict != "safe" {
+		t.Fatalf("outcome %+v", out)
+	}
+	if _, err := os.Stat(out.Dir); !os.IsNotExist(err) {
+		t.Fatalf("the store of a passing test was kept: %s (%v)", out.Dir, err)
+	}
+}
+
+// Expect turns the helper around: a test that requires a lock to be
+// unsafe, and fails when it is not.
+func TestExpectUnsafeOnASafeLockFails(t *testing.T) {
+	redistest.RequireBinary(t)
+	rec := &recorder{TB: t}
+	rec.run(lockjepsentest.Options{
+		Locker:    namedLock(locks.Token),
+		Expect:    harness.ExpectUnsafe,
+		TimeLimit: time.Second,
+		Recovery:  100 * time.Millisecond,
+		Store:     t.TempDir(),
+	})
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "verdict is safe, expected unsafe") {
+		t.Fatalf("errors %q fatal %q", rec.errors, rec.fatal)
+	}
+}
+
+func TestBadOptionsAreFatal(t *testing.T) {
+	cases := []struct {
+		o    lockjepsentest.Options
+		want string
+	}{
+		{lockjepsentest.Options{}, "Locker is required"},
+		{lockjepsentest.Options{Locker: namedLock(locks.Token), Scenario: "nope"}, "unknown scenario"},
+		{lockjepsentest.Options{Locker: namedLock(locks.Token), Nemesis: []string{"meteor"}}, "--nemesis"},
+	}
+	for _, tc := range cases {
+		rec := &recorder{TB: t}
+		if out := rec.run(tc.o); out != nil || !strings.Contains(rec.fatal, tc.want) {
+			t.Errorf("%+v: fatal %q, want %q", tc.o, rec.fatal, tc.want)
+		}
+	}
+}
+
+func TestConfigFromAScenario(t *testing.T) {
+	cfg, err := lockjepsentest.Config(lockjepsentest.Options{Locker: namedLock(locks.Token), Scenario: "redlock-restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.System != "redlock" || cfg.Targets != "holder" || strings.Join(cfg.Nemesis, ",") != "kill" || cfg.Expect != "safe" || cfg.Locker == nil {
+		t.Fatalf("%+v", cfg)
+	}
+}
