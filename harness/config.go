@@ -96,6 +96,9 @@ type Config struct {
 	// test. It is called once per client process with a connection to the
 	// system's node.
 	Locker LockerFactory `json:"-"`
+	// CustomLock records in config.json that the run tested a Locker of
+	// the user's, which the file cannot hold.
+	CustomLock bool `json:"custom_lock,omitempty"`
 	// Backend starts the system; nil is the local-process backend.
 	Backend cluster.Backend `json:"-"`
 	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
@@ -182,7 +185,7 @@ func (c *Config) Validate() error {
 	if err := spec.WithDefaults().Validate(); err != nil {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
 	}
-	if c.Locker == nil {
+	if c.Locker == nil && !c.CustomLock {
 		if !contains(locks.AllNames, c.Lock) {
 			return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.AllNames, ", "))
 		}
@@ -358,7 +361,7 @@ func (c *Config) TestName() string {
 		nem = strings.Join(c.Nemesis, "+")
 	}
 	lock := c.Lock
-	if c.Locker != nil {
+	if c.Locker != nil || c.CustomLock {
 		lock = "custom"
 	}
 	return strings.Join([]string{c.System, lock, c.Workload, nem}, "-")

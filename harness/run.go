@@ -84,6 +84,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if len(cfg.Command) == 0 {
 		cfg.Command = []string{"(Go API)"}
 	}
+	cfg.CustomLock = cfg.Locker != nil
 	start := time.Now()
 	reaped := reapOrphans(cfg.Store)
 	dir, err := newRunDir(cfg.Store, cfg.TestName(), start)
@@ -575,7 +576,7 @@ func (c *Config) needsFakeClock() bool {
 }
 
 func lockName(cfg Config) string {
-	if cfg.Locker != nil {
+	if cfg.Locker != nil || cfg.CustomLock {
 		return "custom"
 	}
 	return cfg.Lock

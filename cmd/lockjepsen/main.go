@@ -95,6 +95,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	cfg := harness.DefaultConfig()
 	var nem, configFile string
 	var o output
+	var be backendFlags
 	cmd := &cobra.Command{
 		Use:   "test",
 		Short: "Run one test against a Redis system and check it",
@@ -118,6 +119,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			}
 			cfg.Nemesis = list
 			cfg.Command = append([]string{"lockjepsen"}, args...)
+			if cfg.Backend, err = be.backend(cmd.Context()); err != nil {
+				return failure(stderr, err)
+			}
 			out, err := runWithProgress(cmd.Context(), cfg, stderr, o, "")
 			if err != nil {
 				return failure(stderr, err)
@@ -129,6 +133,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
 	o.flags(f)
+	be.flags(f)
 	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single, sentinel (primary, replicas, sentinels) or redlock (independent nodes)")
 	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
 	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
