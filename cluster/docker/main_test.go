@@ -1,6 +1,8 @@
 package docker_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"fmt"
 	"os"
@@ -15,7 +17,13 @@ import (
 // TestMain checks, after every test, that this test process left no
 // container and no network of the project behind (and removes any it finds,
 // so that a failure does not leak them either).
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; under faults that is noise.
+	redis.SetLogger(quietLogger{})
 	code := m.Run()
 	if engineErr == nil && os.Getenv("LOCKJEPSEN_DOCKER_CHILD") == "" {
 		if err := leftovers(); err != nil {
