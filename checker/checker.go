@@ -235,9 +235,9 @@ func (r *Results) Summary() []string {
 		lines = append(lines, s)
 	}
 	if fo := r.Failover; fo != nil && (fo.Failovers > 0 || fo.FenceRegressions > 0) {
-		s := fmt.Sprintf("failover: %d %s; %d %s outlived the primary that granted %s, %d of them lost to a grant on the new primary",
+		s := fmt.Sprintf("failover: %d %s; %d %s outlived the primary that granted %s, %d of them lost to a grant on the new primary; %d %s by a deposed primary",
 			fo.Failovers, plural(fo.Failovers, "failover", "failovers"), fo.Stranded, plural(fo.Stranded, "lease", "leases"),
-			plural(fo.Stranded, "it", "them"), fo.Lost)
+			plural(fo.Stranded, "it", "them"), fo.Lost, fo.Deposed, plural(fo.Deposed, "grant", "grants"))
 		if fo.FenceRegressions > 0 {
 			s += fmt.Sprintf("; the fencing counter went backwards %d %s", fo.FenceRegressions, plural(fo.FenceRegressions, "time", "times"))
 		}

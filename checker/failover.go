@@ -26,6 +26,11 @@ type FailoverResult struct {
 	Stranded      int            `json:"stranded"`
 	Lost          int            `json:"lost"`
 	StrandedHolds []StrandedHold `json:"stranded_holds,omitempty"`
+	// Deposed counts grants made by a node while the sentinels named
+	// another primary: the old primary of a split brain, still serving
+	// the clients that reach it.
+	Deposed      int            `json:"deposed"`
+	DeposedHolds []StrandedHold `json:"deposed_holds,omitempty"`
 	// FenceRegressions count grants whose fence is not above every fence
 	// granted before them on the key.
 	FenceRegressions int               `json:"fence_regressions"`
@@ -106,6 +111,27 @@ func (a *analysis) failover() *FailoverResult {
 				r.StrandedHolds = append(r.StrandedHolds, s)
 			}
 			break
+		}
+	}
+	// Grants by a node that was not the primary then.
+	if len(r.Primaries) > 1 {
+		for i := range holds {
+			h := &holds[i]
+			if h.Empty() || len(h.Nodes) != 1 {
+				continue
+			}
+			for j, p := range r.Primaries {
+				last := j == len(r.Primaries)-1 // open-ended: the history may end on this grant
+				if p.Start <= h.Start && (h.Start < p.End || last) && p.Node != h.Nodes[0] {
+					r.Deposed++
+					if len(r.DeposedHolds) < maxFailoverExamples {
+						r.DeposedHolds = append(r.DeposedHolds, StrandedHold{Hold: *h, FailoverAt: p.Start, NewPrimary: p.Node,
+							Story: fmt.Sprintf("process %d was granted %s by %s at %s, while the sentinels named %s primary (since %s): a deposed primary was still granting locks",
+								h.Process, h.Key, h.Nodes[0], fmtT(h.Start), p.Node, fmtT(p.Start))})
+					}
+					break
+				}
+			}
 		}
 	}
 	// Fences that went backwards, per key in grant order.

@@ -33,6 +33,9 @@ func TestFailover(t *testing.T) {
 		{"stranded but nobody took it",
 			new(hb).primary(0, "n1").grantBy(0, "k", 10, 11, "a", 2000, "n1", 0).primary(300, "n2"),
 			1, 1, 0, 0},
+		{"a deposed primary still grants",
+			new(hb).primary(0, "n1").primary(300, "n2").grantBy(0, "k", 400, 401, "a", 900, "n1", 0),
+			1, 0, 0, 0},
 		{"lost: a grant by the new primary overlaps, and the fence went backwards",
 			new(hb).primary(0, "n1").grantBy(0, "k", 10, 11, "a", 2000, "n1", 8).primary(300, "n2").
 				grantBy(1, "k", 400, 401, "b", 2400, "n2", 7),
@@ -46,6 +49,9 @@ func TestFailover(t *testing.T) {
 			}
 			if tc.lost > 0 && r.StrandedHolds[0].Story == "" {
 				t.Fatal("no story")
+			}
+			if deposed := tc.name == "a deposed primary still grants"; deposed != (r.Deposed == 1) {
+				t.Fatalf("deposed %d", r.Deposed)
 			}
 		})
 	}
