@@ -15,6 +15,7 @@ const (
 	Single   = "single"   // one redis-server
 	Sentinel = "sentinel" // primary, replicas, sentinels
 	Redlock  = "redlock"  // N independent redis-servers
+	Etcd     = "etcd"     // N etcd members (raft), the consensus baseline
 )
 
 // DefaultNodes is the number of nodes of a system when none is asked for.
@@ -22,7 +23,7 @@ func DefaultNodes(system string) int {
 	switch system {
 	case Redlock:
 		return 5
-	case Sentinel:
+	case Sentinel, Etcd:
 		return 3
 	}
 	return 1
@@ -59,7 +60,8 @@ type Spec struct {
 	// node's inbound link cuts it off from the rest of its cluster while
 	// client links (added by the caller) still reach it. The caller owns
 	// the mesh and closes it after the cluster. Systems without internal
-	// traffic (single, redlock) add no link.
+	// traffic (single, redlock) add no link. On etcd the inbound link of
+	// each member carries its raft peer traffic (see local.StartEtcd).
 	Mesh Mesh
 
 	// The options below are for the sentinel system only; zero means the
@@ -226,8 +228,18 @@ func (s Spec) Validate() error {
 		if err := s.validateSentinel(); err != nil {
 			return err
 		}
+	case Etcd:
+		if s.Nodes < 1 || s.Nodes%2 == 0 {
+			return fmt.Errorf("system %q needs an odd number of members, at least 1, not %d", s.System, s.Nodes)
+		}
+		if s.Persistence != PersistNone {
+			return fmt.Errorf("system %q always persists (it fsyncs its write-ahead log before answering): persistence %q is for the Redis systems", s.System, s.Persistence)
+		}
+		if s.FakeClock {
+			return fmt.Errorf("system %q: clock faults are not supported on etcd: its leases run on monotonic timers", s.System)
+		}
 	default:
-		return fmt.Errorf("unknown system %q (want %q, %q or %q)", s.System, Single, Sentinel, Redlock)
+		return fmt.Errorf("unknown system %q (want %q, %q, %q or %q)", s.System, Single, Sentinel, Redlock, Etcd)
 	}
 	if s.System != Sentinel && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0 ||
 		s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {

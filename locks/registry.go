@@ -13,16 +13,27 @@ const (
 	RedlockName   = "redlock"   // our implementation of the published Redlock algorithm
 	RedsyncName   = "redsync"   // github.com/go-redsync/redsync/v4, a Redlock library
 	RedislockName = "redislock" // github.com/bsm/redislock, a single-instance library
+	EtcdName      = "etcd"      // etcd's concurrency.Mutex on a lease, on the etcd system
 )
 
-// AllNames lists every lock New can build, single-instance locks first.
+// AllNames lists every Redis lock New can build, single-instance locks
+// first. New also builds EtcdName, which is not listed here: it runs on
+// etcd members only (Conn.Addr), and callers iterate AllNames to build
+// locks on Redis nodes.
 var AllNames = []string{Token, SetnxDel, SetnxNoTTL, Fenced, WaitName, RedislockName, RedlockName, RedsyncName}
+
+// EtcdNames lists the locks of the etcd system.
+var EtcdNames = []string{EtcdName}
 
 // Conn is one node as a lock sees it.
 type Conn struct {
 	// Name identifies the node in errors and in NodeReporter.GrantedBy.
 	Name   string
 	Client *redis.Client
+	// Addr is the node's client address (host:port) for locks that dial
+	// it themselves: the etcd lock makes one etcd client of all the
+	// nodes' Addr, in order. Redis locks use Client.
+	Addr string
 }
 
 // Options configures a lock built by New. Zero values mean the defaults;
@@ -80,6 +91,9 @@ func (c NodeCount) Allows(n int) bool {
 var (
 	singleNode = NodeCount{Min: 1, Max: 1}
 	majority   = NodeCount{Min: 3, Odd: true}
+	// raft: an odd number of members; one is a cluster too (no failure
+	// tolerated, but the same API).
+	raftMembers = NodeCount{Min: 1, Odd: true}
 )
 
 // NodesFor reports how many nodes the named lock runs on, so that a CLI can
@@ -90,8 +104,10 @@ func NodesFor(name string) (NodeCount, error) {
 		return singleNode, nil
 	case RedlockName, RedsyncName:
 		return majority, nil
+	case EtcdName:
+		return raftMembers, nil
 	}
-	return NodeCount{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(AllNames, ", "))
+	return NodeCount{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(append(append([]string{}, AllNames...), EtcdNames...), ", "))
 }
 
 // CheckNodes returns a clear error when the named lock cannot run on n
@@ -118,6 +134,12 @@ func New(name string, nodes []Conn, opts Options) (Locker, error) {
 		return nil, err
 	}
 	for i, n := range nodes {
+		if name == EtcdName {
+			if n.Addr == "" {
+				return nil, fmt.Errorf("lock %q: node %d (%q) has no address", name, i+1, n.Name)
+			}
+			continue
+		}
 		if n.Client == nil {
 			return nil, fmt.Errorf("lock %q: node %d (%q) has no client", name, i+1, n.Name)
 		}
@@ -142,6 +164,8 @@ func New(name string, nodes []Conn, opts Options) (Locker, error) {
 		}))
 	case RedsyncName:
 		l, err = nilOnErr(NewRedsync(nodes, opts))
+	case EtcdName:
+		l, err = nilOnErr(NewEtcdLock(nodes, EtcdOptions{TokenPrefix: opts.TokenPrefix}))
 	case WaitName:
 		replicas, timeout := opts.WaitReplicas, opts.WaitTimeout
 		if replicas == 0 {

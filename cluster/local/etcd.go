@@ -1,0 +1,837 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+)
+
+// The etcd system: N etcd members (Debian's etcd-server, the real binary,
+// one process each) on loopback, forming one raft cluster. Each member
+// keeps its data directory and log under Dir/nodes/<name>; its client URL
+// is http://127.0.0.1:<port> (Node.Addr) and its peer URL is either its
+// own peer port or, with Spec.Mesh, its inbound "net" link (Node.Announce).
+//
+// The peer network with a mesh. etcd's peer transport (rafthttp) keeps
+// connections that either member of a pair may have dialled: a member
+// writes its raft messages into streams its peers dialled in to it, reads
+// theirs from streams it dialled out, and falls back to POSTs it dials
+// itself when a stream is down. An inbound link per member alone would
+// therefore not isolate it (cutting it only stops the connections the
+// others dial, and the member goes on talking over the ones it dials), so
+// every peer connection crosses the inbound links of both its ends:
+//
+//	member j ──► link net→i ──► router i ──► link net→j ──► router j ──► member i
+//
+// Router i (an HTTP relay of this package, one per member, the upstream of
+// link net→i) sees from the request's X-PeerURLs header that member j
+// dialled, and sends the request back out through j's own inbound link,
+// marked for delivery to member i's peer port; router j delivers it.
+// Requests that name no member (etcd's version and probing checks) go
+// straight to the member. So a partition of "net"→i cuts every connection
+// into or out of member i, streams and POSTs alike, while links between the
+// others are untouched and clients (which have their own links to the
+// client port) still reach it; latency on "net"→i slows every reply to and
+// from i. Node.Announce is the inbound link, the peer URL the members use.
+
+// ErrMissingEtcd is returned when the etcd binary cannot be found.
+var ErrMissingEtcd = errors.New("etcd not found")
+
+// Timings of the etcd members. Faster than etcd's defaults (100 ms,
+// 1000 ms) so that a failover fits in a short run; with them the shortest
+// lease etcd grants is 1 s (it raises any TTL below 1.5 election timeouts,
+// rounded up to whole seconds).
+const (
+	EtcdHeartbeat       = 50 * time.Millisecond
+	EtcdElectionTimeout = 500 * time.Millisecond
+	// EtcdMinLeaseTTL is the shortest lease the members grant with these
+	// timings.
+	EtcdMinLeaseTTL = time.Second
+
+	etcdStopGrace = 2 * time.Second
+)
+
+// ErrEtcdClock is SetClock's refusal on etcd.
+var ErrEtcdClock = errors.New("clock faults are not supported on etcd: its leases run on monotonic timers")
+
+// FindEtcd locates the etcd server binary: $LOCKJEPSEN_ETCD, else the PATH.
+func FindEtcd() (string, error) {
+	if p := os.Getenv("LOCKJEPSEN_ETCD"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: LOCKJEPSEN_ETCD=%s: %v", ErrMissingEtcd, p, err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		return "", fmt.Errorf("%w on PATH: the etcd system needs it (Debian/Ubuntu: apt-get install etcd-server) or set LOCKJEPSEN_ETCD to its path", ErrMissingEtcd)
+	}
+	return p, nil
+}
+
+// EtcdNode is one etcd member process.
+type EtcdNode struct {
+	Name    string
+	Dir     string // node directory: the process's working directory
+	DataDir string // Dir/data
+	LogPath string // Dir/etcd.log
+	// ClientPort and PeerPort are where the process listens on Host.
+	ClientPort, PeerPort int
+	// PeerAnnounce is the host:port the other members dial for this one
+	// (its inbound "net" link with a mesh, else its peer port).
+	PeerAnnounce string
+
+	binary string
+	args   []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Addr is the client address, host:port.
+func (n *EtcdNode) Addr() string { return net.JoinHostPort(Host, strconv.Itoa(n.ClientPort)) }
+
+// PeerAddr is the address the process's peer listener binds.
+func (n *EtcdNode) PeerAddr() string { return net.JoinHostPort(Host, strconv.Itoa(n.PeerPort)) }
+
+// PID of the running process, 0 if none.
+func (n *EtcdNode) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process is alive.
+func (n *EtcdNode) Running() bool {
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	if exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// launch starts the process without waiting for it to be ready.
+func (n *EtcdNode) launch() error {
+	if n.Running() {
+		return fmt.Errorf("node %s is still running", n.Name)
+	}
+	log, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("start node %s: %w", n.Name, err)
+	}
+	cmd := exec.Command(n.binary, n.args...)
+	cmd.Dir = n.Dir
+	// etcd reads ETCD_* variables as flags: keep the caller's out.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start node %s: %w", n.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		close(exited)
+	}()
+	n.mu.Lock()
+	n.cmd, n.exited = cmd, exited
+	n.mu.Unlock()
+	return nil
+}
+
+// waitListening polls until the process accepts TCP connections on its
+// client and peer ports (it binds them before it loads its data), or it
+// exits, or ctx ends.
+func (n *EtcdNode) waitListening(ctx context.Context) error {
+	for {
+		if !n.Running() {
+			return fmt.Errorf("etcd member %s exited during start-up\n--- log of %s:\n%s", n.Name, n.Name, logTail(n.LogPath, 0, 15))
+		}
+		ok := true
+		for _, a := range []string{n.Addr(), n.PeerAddr()} {
+			c, err := net.DialTimeout("tcp", a, 100*time.Millisecond)
+			if err != nil {
+				ok = false
+				break
+			}
+			c.Close()
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd member %s: not listening on %s and %s: %w", n.Name, n.Addr(), n.PeerAddr(), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (n *EtcdNode) signal(sig syscall.Signal) error {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || !n.Running() {
+		return fmt.Errorf("node %s is not running", n.Name)
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// Pause stops the process with SIGSTOP; Resume continues it.
+func (n *EtcdNode) Pause() error  { return n.signal(syscall.SIGSTOP) }
+func (n *EtcdNode) Resume() error { return n.signal(syscall.SIGCONT) }
+
+// Kill ends the process with SIGKILL and waits until it is reaped.
+func (n *EtcdNode) Kill() error {
+	if !n.Running() {
+		return fmt.Errorf("node %s is not running", n.Name)
+	}
+	n.kill()
+	return nil
+}
+
+func (n *EtcdNode) kill() {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Stop ends the process: SIGCONT and SIGTERM, then SIGKILL if it has not
+// exited within etcdStopGrace (a leader transfers its leadership first). It
+// returns once the process is gone.
+func (n *EtcdNode) Stop() {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(etcdStopGrace):
+		n.kill()
+	}
+}
+
+// EtcdCluster is a running etcd system. It is a cluster.Cluster and a
+// cluster.Controller.
+type EtcdCluster struct {
+	nodes    []*EtcdNode
+	resource *Server
+	dir      string
+	routers  []*peerRouter // with a mesh: one per member
+
+	adminMu sync.Mutex
+	admins  map[string]*clientv3.Client // the backend's own clients, one per member
+	ids     map[uint64]string           // member ID -> name, learnt from Status
+
+	closeOnce sync.Once
+}
+
+var (
+	_ cluster.Cluster    = (*EtcdCluster)(nil)
+	_ cluster.Controller = (*EtcdCluster)(nil)
+)
+
+// StartEtcd starts the etcd system of spec (spec.System must be
+// cluster.Etcd) and waits until it is healthy (WaitHealthy). With
+// spec.Resource it also starts a plain redis-server for the protected
+// resource. On error, whatever was started is stopped again.
+func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
+	if spec.System != cluster.Etcd {
+		return nil, fmt.Errorf("start etcd: spec is for system %q", spec.System)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	binary, err := FindEtcd()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(spec.Dir)
+	if err != nil {
+		return nil, err
+	}
+	spec.Dir = dir
+	c := &EtcdCluster{dir: dir, admins: map[string]*clientv3.Client{}, ids: map[uint64]string{}}
+	if spec.Resource {
+		redisBinary, err := FindRedisServer()
+		if err != nil {
+			return nil, fmt.Errorf("the resource store: %w", err)
+		}
+		rdir := nodeDir(spec, "resource")
+		c.resource = NewServer(redisBinary, "resource", cluster.RoleResource, Host, 0, rdir, filepath.Join(rdir, "redis.log"), nil)
+	}
+	fail := func(err error) (*EtcdCluster, error) {
+		c.Close(context.Background())
+		return nil, err
+	}
+	// Every port is picked before anything starts: the initial cluster
+	// names them all. Another process could take one in between; the
+	// member then fails with "address already in use" and its log says so.
+	var initial []string
+	for i := 1; i <= spec.Nodes; i++ {
+		name := fmt.Sprintf("n%d", i)
+		nd := nodeDir(spec, name)
+		n := &EtcdNode{Name: name, Dir: nd, DataDir: filepath.Join(nd, "data"), LogPath: filepath.Join(nd, "etcd.log"), binary: binary}
+		if n.ClientPort, err = freePort(Host); err != nil {
+			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
+		}
+		if n.PeerPort, err = freePort(Host); err != nil {
+			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
+		}
+		for n.PeerPort == n.ClientPort {
+			if n.PeerPort, err = freePort(Host); err != nil {
+				return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
+			}
+		}
+		n.PeerAnnounce = n.PeerAddr()
+		if spec.Mesh != nil {
+			r, err := newPeerRouter(name, n.PeerAddr())
+			if err != nil {
+				return fail(err)
+			}
+			c.routers = append(c.routers, r)
+			addr, err := spec.Mesh.AddLink("net", name, r.Addr())
+			if err != nil {
+				return fail(fmt.Errorf("start node %s: inbound link: %w", name, err))
+			}
+			n.PeerAnnounce = addr
+		}
+		if err := os.MkdirAll(nd, 0o755); err != nil {
+			return fail(fmt.Errorf("start node %s: %w", name, err))
+		}
+		initial = append(initial, name+"=http://"+n.PeerAnnounce)
+		c.nodes = append(c.nodes, n)
+	}
+	for i, r := range c.routers {
+		links, members := map[string]string{}, map[string]bool{}
+		for j, m := range c.nodes {
+			members[m.PeerAddr()] = true
+			if j != i {
+				links[m.PeerAnnounce] = m.PeerAnnounce
+			}
+		}
+		r.start(links, members)
+	}
+	token := make([]byte, 6)
+	_, _ = rand.Read(token)
+	for _, n := range c.nodes {
+		n.args = []string{
+			"--name", n.Name,
+			"--data-dir", n.DataDir,
+			"--listen-client-urls", "http://" + n.Addr(),
+			"--advertise-client-urls", "http://" + n.Addr(),
+			"--listen-peer-urls", "http://" + n.PeerAddr(),
+			"--initial-advertise-peer-urls", "http://" + n.PeerAnnounce,
+			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-token", "lockjepsen-" + hex.EncodeToString(token),
+			"--initial-cluster-state", "new",
+			"--heartbeat-interval", strconv.FormatInt(EtcdHeartbeat.Milliseconds(), 10),
+			"--election-timeout", strconv.FormatInt(EtcdElectionTimeout.Milliseconds(), 10),
+			"--logger", "zap",
+			"--log-outputs", "stderr",
+		}
+	}
+	if c.resource != nil {
+		if err := c.resource.Start(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.launch(); err != nil {
+			return fail(err)
+		}
+	}
+	// Recorded before the wait, so that a harness killed while waiting
+	// still leaves the PIDs behind for orphan clean-up.
+	if err := c.writeProcesses(); err != nil {
+		return fail(err)
+	}
+	listenCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	for _, n := range c.nodes {
+		if err := n.waitListening(listenCtx); err != nil {
+			return fail(err)
+		}
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		return fail(fmt.Errorf("etcd system: %w\n%s", err, c.logTails()))
+	}
+	return c, nil
+}
+
+func (c *EtcdCluster) logTails() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "--- log of %s (%s):\n%s\n", n.Name, n.LogPath, logTail(n.LogPath, 0, 5))
+	}
+	return b.String()
+}
+
+// Members are the member processes, in node order.
+func (c *EtcdCluster) Members() []*EtcdNode { return append([]*EtcdNode(nil), c.nodes...) }
+
+func (c *EtcdCluster) nodeOf(n *EtcdNode) cluster.Node {
+	return cluster.Node{Name: n.Name, Role: cluster.RoleNode, Addr: n.Addr(), Announce: n.PeerAnnounce, PID: n.PID(), LogPath: n.LogPath}
+}
+
+// Nodes are the members; Addr is the client URL's host:port and Announce
+// the peer address the other members use.
+func (c *EtcdCluster) Nodes() []cluster.Node {
+	out := make([]cluster.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = c.nodeOf(n)
+	}
+	return out
+}
+
+// Resource is the protected resource store, or nil.
+func (c *EtcdCluster) Resource() *cluster.Node {
+	if c.resource == nil {
+		return nil
+	}
+	n := nodeOf(c.resource)
+	return &n
+}
+
+// Close stops every process and waits for each to exit.
+func (c *EtcdCluster) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.adminMu.Lock()
+		for _, a := range c.admins {
+			a.Close()
+		}
+		c.admins = map[string]*clientv3.Client{}
+		c.adminMu.Unlock()
+		var wg sync.WaitGroup
+		for _, n := range c.nodes {
+			wg.Go(n.Stop)
+		}
+		if c.resource != nil {
+			wg.Go(c.resource.Stop)
+		}
+		wg.Wait()
+		for _, r := range c.routers {
+			r.close()
+		}
+	})
+	return nil
+}
+
+func (c *EtcdCluster) writeProcesses() error {
+	nodes := c.Nodes()
+	if r := c.Resource(); r != nil {
+		nodes = append(nodes, *r)
+	}
+	b, err := json.MarshalIndent(nodes, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "nodes.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("record node processes: %w", err)
+	}
+	return nil
+}
+
+func (c *EtcdCluster) member(name string) (*EtcdNode, error) {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("no node %q", name)
+}
+
+// EtcdClientConfig is the configuration of every etcd client lockjepsen
+// makes (the backend's and the lock's): no logging, no endpoint
+// auto-sync (the client must keep to the addresses it was given, which
+// may be proxies), and non-blocking dials (each call's context bounds it).
+func EtcdClientConfig(endpoints []string) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:        endpoints,
+		Logger:           zap.NewNop(),
+		AutoSyncInterval: 0,
+	}
+}
+
+// admin is the backend's own client of one member, dialling it directly.
+func (c *EtcdCluster) admin(n *EtcdNode) (*clientv3.Client, error) {
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	if a, ok := c.admins[n.Name]; ok {
+		return a, nil
+	}
+	a, err := clientv3.New(EtcdClientConfig([]string{n.Addr()}))
+	if err != nil {
+		return nil, fmt.Errorf("%s: client: %w", n.Name, err)
+	}
+	c.admins[n.Name] = a
+	return a, nil
+}
+
+// MemberStatus is one member's view, as its Status call answers.
+type MemberStatus struct {
+	Name     string
+	ID       uint64
+	Leader   string // "" when the member knows no leader
+	LeaderID uint64
+	Term     uint64
+	Errors   []string
+}
+
+// Status asks one member for its view of the cluster. It does not need a
+// quorum, only a member that serves clients.
+func (c *EtcdCluster) Status(ctx context.Context, node string) (MemberStatus, error) {
+	n, err := c.member(node)
+	if err != nil {
+		return MemberStatus{}, err
+	}
+	return c.status(ctx, n)
+}
+
+func (c *EtcdCluster) status(ctx context.Context, n *EtcdNode) (MemberStatus, error) {
+	a, err := c.admin(n)
+	if err != nil {
+		return MemberStatus{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	r, err := a.Status(ctx, n.Addr())
+	if err != nil {
+		return MemberStatus{}, fmt.Errorf("%s: status: %w", n.Name, err)
+	}
+	c.adminMu.Lock()
+	c.ids[r.Header.MemberId] = n.Name
+	leader := c.ids[r.Leader]
+	c.adminMu.Unlock()
+	if r.Leader != 0 && leader == "" {
+		leader = fmt.Sprintf("%x", r.Leader)
+	}
+	return MemberStatus{Name: n.Name, ID: r.Header.MemberId, Leader: leader, LeaderID: r.Leader, Term: r.RaftTerm, Errors: r.Errors}, nil
+}
+
+// Leader asks every member which member leads and returns the answer of a
+// majority of them.
+func (c *EtcdCluster) Leader(ctx context.Context) (string, error) {
+	sts, errs := c.statuses(ctx)
+	votes := map[string]int{}
+	for _, s := range sts {
+		if s.Leader != "" {
+			votes[s.Leader]++
+		}
+	}
+	for l, v := range votes {
+		if v > len(c.nodes)/2 {
+			if _, err := c.member(l); err != nil {
+				return "", fmt.Errorf("leader: a majority names %s, which is no member of this cluster", l)
+			}
+			return l, nil
+		}
+	}
+	return "", fmt.Errorf("leader: no majority of %d members names one (answers %v): %w", len(c.nodes), votes, errors.Join(errs...))
+}
+
+// statuses asks every member at once; a member that did not answer has a
+// zero MemberStatus and an error.
+func (c *EtcdCluster) statuses(ctx context.Context) ([]MemberStatus, []error) {
+	sts := make([]MemberStatus, len(c.nodes))
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { sts[i], errs[i] = c.status(ctx, n) })
+	}
+	wg.Wait()
+	return sts, errs
+}
+
+// WaitHealthy polls until every member serves clients, reports no alarm,
+// names the same leader (one of the members), and answers a linearizable
+// read (which needs it to reach the leader and the leader a quorum).
+// Without a deadline on ctx it gives up after HealthyTimeout.
+func (c *EtcdCluster) WaitHealthy(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, HealthyTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		err := c.checkHealthy(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a healthy etcd cluster: not reached after %v: %w", time.Since(start).Round(time.Millisecond), err)
+		case <-t.C:
+		}
+	}
+}
+
+func (c *EtcdCluster) checkHealthy(ctx context.Context) error {
+	sts, errs := c.statuses(ctx)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	members := map[uint64]bool{}
+	for _, s := range sts {
+		members[s.ID] = true
+	}
+	for _, s := range sts {
+		switch {
+		case len(s.Errors) > 0:
+			return fmt.Errorf("%s reports %s", s.Name, strings.Join(s.Errors, "; "))
+		case s.LeaderID == 0:
+			return fmt.Errorf("%s knows no leader", s.Name)
+		case !members[s.LeaderID]:
+			return fmt.Errorf("%s names leader %s, which is no member of this cluster", s.Name, s.Leader)
+		case s.LeaderID != sts[0].LeaderID:
+			return fmt.Errorf("members disagree on the leader: %s says %s, %s says %s", sts[0].Name, sts[0].Leader, s.Name, s.Leader)
+		}
+	}
+	rerrs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { rerrs[i] = c.linearizableRead(ctx, n) })
+	}
+	wg.Wait()
+	return errors.Join(rerrs...)
+}
+
+// linearizableRead reads a key through one member, linearizably.
+func (c *EtcdCluster) linearizableRead(ctx context.Context, n *EtcdNode) error {
+	a, err := c.admin(n)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	if _, err := a.Get(ctx, "lockjepsen/health"); err != nil {
+		return fmt.Errorf("%s: linearizable read: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Pause sends SIGSTOP to a member.
+func (c *EtcdCluster) Pause(node string) error {
+	n, err := c.member(node)
+	if err != nil {
+		return err
+	}
+	return n.Pause()
+}
+
+// Resume sends SIGCONT to a member.
+func (c *EtcdCluster) Resume(node string) error {
+	n, err := c.member(node)
+	if err != nil {
+		return err
+	}
+	return n.Resume()
+}
+
+// Kill sends SIGKILL to a member. etcd fsyncs its write-ahead log before it
+// acknowledges a write, so there is no unsynced tail to lose: loseUnsynced
+// is refused.
+func (c *EtcdCluster) Kill(node string, loseUnsynced bool) error {
+	n, err := c.member(node)
+	if err != nil {
+		return err
+	}
+	if loseUnsynced {
+		return fmt.Errorf("kill %s: etcd fsyncs its write-ahead log before it acknowledges a write: there are no unsynced writes to lose", node)
+	}
+	return n.Kill()
+}
+
+// Restart starts a killed member again on the same ports and data
+// directory. It waits until the member listens, and then, if enough
+// members run for a quorum, until it serves clients (etcd serves clients
+// only once it has rejoined the cluster); a member restarted while most
+// are down cannot, and Restart returns as soon as it listens.
+func (c *EtcdCluster) Restart(ctx context.Context, node string) error {
+	n, err := c.member(node)
+	if err != nil {
+		return err
+	}
+	if err := n.launch(); err != nil {
+		return err
+	}
+	if err := c.writeProcesses(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	if err := n.waitListening(ctx); err != nil {
+		return err
+	}
+	running := 0
+	for _, m := range c.nodes {
+		if m.Running() {
+			running++
+		}
+	}
+	if running <= len(c.nodes)/2 {
+		return nil
+	}
+	var last error
+	for {
+		if !n.Running() {
+			return fmt.Errorf("restart %s: etcd exited\n--- log of %s:\n%s", node, node, logTail(n.LogPath, 0, 15))
+		}
+		if _, last = c.status(ctx, n); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restart %s: it does not serve clients: %w", node, last)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// SetClock is refused: etcd's leases run on monotonic timers.
+func (c *EtcdCluster) SetClock(node string, offset time.Duration) error {
+	return fmt.Errorf("set clock of %s: %w", node, ErrEtcdClock)
+}
+
+// hdrDeliver marks a peer request relayed once: the receiving router
+// delivers it to the peer address it names (one of the cluster's members').
+const hdrDeliver = "X-Lockjepsen-Deliver"
+
+// peerRouter is the relay in front of one member's peer port (see the
+// package comment on the peer network).
+type peerRouter struct {
+	name     string
+	real     string            // the member's peer listener, host:port
+	links    map[string]string // peer URL host:port (a member's inbound link) -> that link, for other members
+	members  map[string]bool   // every member's real peer address
+	ln       net.Listener
+	srv      *http.Server
+	rp       *httputil.ReverseProxy
+	tr       *http.Transport
+	serveErr chan error
+}
+
+func newPeerRouter(name, real string) (*peerRouter, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("start node %s: peer router: %w", name, err)
+	}
+	return &peerRouter{name: name, real: real, ln: ln}, nil
+}
+
+func (r *peerRouter) Addr() string { return r.ln.Addr().String() }
+
+// target is where a request goes next, and whether it is relayed back out
+// through the dialler's link.
+func (r *peerRouter) target(h http.Header) (addr string, relay bool) {
+	if d := h.Get(hdrDeliver); d != "" && r.members[d] {
+		return d, false
+	}
+	for _, u := range strings.Split(h.Get("X-PeerURLs"), ",") {
+		pu, err := url.Parse(strings.TrimSpace(u))
+		if err != nil {
+			continue
+		}
+		if link, ok := r.links[pu.Host]; ok {
+			return link, true
+		}
+	}
+	return r.real, false
+}
+
+func (r *peerRouter) start(links map[string]string, members map[string]bool) {
+	r.links, r.members = links, members
+	r.tr = &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	quiet := log.New(io.Discard, "", 0)
+	r.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			addr, relay := r.target(pr.In.Header)
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
+			pr.Out.Header.Del(hdrDeliver)
+			if relay {
+				pr.Out.Header.Set(hdrDeliver, r.real)
+			}
+		},
+		Transport:     r.tr,
+		FlushInterval: -1, // raft streams: every message at once
+		ErrorLog:      quiet,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	r.srv = &http.Server{Handler: r.rp, ErrorLog: quiet, ReadHeaderTimeout: 5 * time.Second}
+	r.serveErr = make(chan error, 1)
+	go func() { r.serveErr <- r.srv.Serve(r.ln) }()
+}
+
+func (r *peerRouter) close() {
+	if r.srv == nil {
+		r.ln.Close()
+		return
+	}
+	r.srv.Close()
+	<-r.serveErr
+	r.tr.CloseIdleConnections()
+}

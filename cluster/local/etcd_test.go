@@ -1,0 +1,334 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+)
+
+// requireEtcd skips (or, with LOCKJEPSEN_REQUIRE_ETCD, fails) a test
+// without the etcd binary.
+func requireEtcd(t *testing.T) {
+	t.Helper()
+	if _, err := local.FindEtcd(); err != nil {
+		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
+			t.Fatalf("etcd is required: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+}
+
+func startEtcd(t *testing.T, mesh *proxy.Mesh) *local.EtcdCluster {
+	t.Helper()
+	requireEtcd(t)
+	spec := cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: t.TempDir(), Persistence: cluster.PersistNone}
+	if mesh != nil {
+		spec.Mesh = meshOf(mesh)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	cl, err := local.StartEtcd(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("etcd cluster healthy after %v", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { cl.Close(context.Background()) })
+	return cl
+}
+
+// etcdClient dials the given client addresses.
+func etcdClient(t *testing.T, addrs ...string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(local.EtcdClientConfig(addrs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func addrsOf(cl *local.EtcdCluster, except ...string) []string {
+	var out []string
+outer:
+	for _, n := range cl.Nodes() {
+		for _, e := range except {
+			if n.Name == e {
+				continue outer
+			}
+		}
+		out = append(out, n.Addr)
+	}
+	return out
+}
+
+// put writes through c with a short timeout.
+func put(c *clientv3.Client, key, val string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := c.Put(ctx, key, val)
+	return err
+}
+
+func TestEtcdSpecValidation(t *testing.T) {
+	t.Parallel()
+	ok := cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: ".", Persistence: cluster.PersistNone}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if n := cluster.DefaultNodes(cluster.Etcd); n != 3 {
+		t.Errorf("default nodes %d, want 3", n)
+	}
+	for _, tc := range []struct {
+		tweak func(*cluster.Spec)
+		want  string
+	}{
+		{func(s *cluster.Spec) { s.Nodes = 2 }, "odd number of members"},
+		{func(s *cluster.Spec) { s.Nodes = 0 }, "odd number of members"},
+		{func(s *cluster.Spec) { s.Persistence = cluster.PersistAlways }, "always persists"},
+		{func(s *cluster.Spec) { s.FakeClock = true }, "monotonic timers"},
+		{func(s *cluster.Spec) { s.Sentinels = 3 }, "sentinel options"},
+	} {
+		s := ok
+		tc.tweak(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want an error containing %q", s, err, tc.want)
+		}
+	}
+	s := ok
+	s.Nodes = 1
+	if err := s.Validate(); err != nil {
+		t.Errorf("one member: %v", err)
+	}
+}
+
+// TestEtcdStartsAndStops: a healthy cluster with a leader, its processes
+// recorded and gone after Close; the refused faults say why.
+func TestEtcdStartsAndStops(t *testing.T) {
+	// Not parallel: they would run alongside the sentinel tests, whose
+	// failover timings and pre-picked ports suffer from the extra load.
+	cl := startEtcd(t, nil)
+	nodes := cl.Nodes()
+	if len(nodes) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes))
+	}
+	var pids []int
+	for _, n := range nodes {
+		if n.PID == 0 || n.Addr == "" || n.Announce == "" || n.Role != cluster.RoleNode {
+			t.Errorf("node %+v incomplete", n)
+		}
+		if _, err := os.Stat(n.LogPath); err != nil {
+			t.Errorf("log of %s: %v", n.Name, err)
+		}
+		pids = append(pids, n.PID)
+	}
+	if cl.Resource() != nil {
+		t.Error("a resource without asking for one")
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(nodes[0].LogPath))), "nodes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded []cluster.Node
+	if err := json.Unmarshal(b, &recorded); err != nil || len(recorded) != 3 || recorded[0].PID != pids[0] {
+		t.Errorf("nodes.json: %v %+v", err, recorded)
+	}
+	ctx := context.Background()
+	leader, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s", leader)
+	c := etcdClient(t, addrsOf(cl)...)
+	if err := put(c, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+
+	err = cl.SetClock("n1", time.Second)
+	if !errors.Is(err, local.ErrEtcdClock) || !strings.Contains(err.Error(), "clock faults are not supported on etcd: its leases run on monotonic timers") {
+		t.Errorf("SetClock: %v", err)
+	}
+	if err := cl.Kill("n1", true); err == nil || !strings.Contains(err.Error(), "no unsynced writes") {
+		t.Errorf("Kill with loseUnsynced: %v", err)
+	}
+	if err := cl.Pause("n9"); err == nil {
+		t.Error("pause of an unknown node")
+	}
+
+	cl.Close(ctx)
+	cl.Close(ctx) // idempotent
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pid %d still there after Close: %v", pid, err)
+		}
+	}
+}
+
+// TestEtcdNodeFaults: with one member paused or killed the others go on
+// serving writes; a restarted member keeps its data and catches up.
+func TestEtcdNodeFaults(t *testing.T) {
+	// Not parallel (see TestEtcdStartsAndStops).
+	cl := startEtcd(t, nil)
+	ctx := context.Background()
+	leader, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader is the harder case for both faults.
+	others := etcdClient(t, addrsOf(cl, leader)...)
+
+	if err := cl.Pause(leader); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 10*time.Second, "a write with the leader paused", func() error { return put(others, "paused", "1") })
+	t.Logf("pause of leader %s: writes again after %v", leader, took.Round(time.Millisecond))
+	if err := cl.Resume(leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	victim, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	others = etcdClient(t, addrsOf(cl, victim)...)
+	if err := cl.Kill(victim, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Kill(victim, false); err == nil {
+		t.Error("killing a dead node must fail")
+	}
+	took = eventually(t, 10*time.Second, "a write with a member killed", func() error { return put(others, "killed", "1") })
+	t.Logf("kill of %s: writes again after %v", victim, took.Round(time.Millisecond))
+	if err := cl.Restart(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted member has both its old data and what it missed.
+	var addr string
+	for _, n := range cl.Nodes() {
+		if n.Name == victim {
+			addr = n.Addr
+		}
+	}
+	only := etcdClient(t, addr)
+	eventually(t, 5*time.Second, "the restarted member catches up", func() error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		for _, k := range []string{"paused", "killed"} {
+			r, err := only.Get(ctx, k, clientv3.WithSerializable())
+			if err != nil {
+				return err
+			}
+			if len(r.Kvs) != 1 {
+				return fmt.Errorf("%s has no %s", victim, k)
+			}
+		}
+		return nil
+	})
+}
+
+// TestEtcdIsolateThroughMesh: a partition of a member's inbound "net" link
+// isolates it (every peer connection into or out of it crosses that link):
+// it loses leadership and serves no linearizable read, for longer than
+// rafthttp's stream timeouts, while a client still reaches it; healing
+// brings the cluster back.
+func TestEtcdIsolateThroughMesh(t *testing.T) {
+	// Not parallel (see TestEtcdStartsAndStops).
+	mesh := proxy.NewMesh()
+	t.Cleanup(func() { mesh.Close() })
+	cl := startEtcd(t, mesh)
+	ctx := context.Background()
+	for _, n := range cl.Nodes() {
+		l := mesh.Find("net", n.Name)
+		if l == nil || l.Addr() != n.Announce {
+			t.Fatalf("node %s: no inbound link at its peer address %s", n.Name, n.Announce)
+		}
+	}
+	victim, err := cl.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victimAddr string
+	for _, n := range cl.Nodes() {
+		if n.Name == victim {
+			victimAddr = n.Addr
+		}
+	}
+	if err := mesh.Find("net", victim).Apply(proxy.Fault{Mode: proxy.Partition}); err != nil {
+		t.Fatal(err)
+	}
+	cutAt := time.Now()
+	t.Logf("cut the inbound link of leader %s", victim)
+
+	others := etcdClient(t, addrsOf(cl, victim)...)
+	took := eventually(t, 10*time.Second, "a new leader among the others", func() error {
+		l, err := cl.Leader(ctx)
+		if err != nil {
+			return err
+		}
+		if l == victim {
+			return fmt.Errorf("%s still leads", victim)
+		}
+		return put(others, "after-cut", "1")
+	})
+	t.Logf("a new leader and writes after %v", took.Round(time.Millisecond))
+
+	// Past rafthttp's 5 s stream timeouts, after which it would fall back
+	// to connections the isolated member dials itself.
+	only := etcdClient(t, victimAddr)
+	for time.Since(cutAt) < 7*time.Second {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = only.Get(rctx, "after-cut")
+		cancel()
+		if err == nil {
+			t.Fatalf("the isolated member %s served a linearizable read %v after the cut", victim, time.Since(cutAt).Round(time.Millisecond))
+		}
+	}
+	t.Logf("linearizable read on %s: %v", victim, err)
+	st, err := cl.Status(ctx, victim)
+	if err != nil {
+		t.Fatalf("the isolated member must still answer its clients: %v", err)
+	}
+	if st.Leader == victim {
+		t.Errorf("%s still thinks it leads: %+v", victim, st)
+	}
+	c, err := net.DialTimeout("tcp", victimAddr, time.Second)
+	if err != nil {
+		t.Fatalf("a client cannot dial %s: %v", victim, err)
+	}
+	c.Close()
+
+	if err := mesh.HealAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cl.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("healthy %v after the heal", time.Since(start).Round(time.Millisecond))
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, err := only.Get(rctx, "after-cut")
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("after the heal %s reads %v, %v", victim, r, err)
+	}
+}
