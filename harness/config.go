@@ -159,9 +159,25 @@ func IsUsage(err error) bool {
 // Validate checks every option and names the one that is wrong.
 func (c *Config) Validate() error {
 	switch c.System {
-	case cluster.Single, cluster.Redlock, cluster.Sentinel:
+	case cluster.Single, cluster.Redlock, cluster.Sentinel, cluster.Etcd:
 	default:
-		return usage("--system %q is unknown; want single, sentinel or redlock", c.System)
+		return usage("--system %q is unknown; want single, sentinel, redlock or etcd", c.System)
+	}
+	if c.System == cluster.Etcd {
+		if c.Locker == nil && !c.CustomLock && c.Lock != locks.EtcdName {
+			return usage("--system etcd runs only --lock %s", locks.EtcdName)
+		}
+		if c.Persistence != cluster.PersistNone {
+			return usage("--persistence is for Redis: etcd always fsyncs its log")
+		}
+		if c.needsFakeClock() {
+			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
+		}
+		if c.TTL < time.Second {
+			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s or more", c.TTL)
+		}
+	} else if c.Lock == locks.EtcdName {
+		return usage("--lock etcd needs --system etcd")
 	}
 	if c.Nodes < 0 || c.Nodes > 15 {
 		return usage("--nodes must be between 1 and 15 (0: the system's default)")
@@ -186,8 +202,8 @@ func (c *Config) Validate() error {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
 	}
 	if c.Locker == nil && !c.CustomLock {
-		if !contains(locks.AllNames, c.Lock) {
-			return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(locks.AllNames, ", "))
+		if !contains(locks.AllNames, c.Lock) && !contains(locks.EtcdNames, c.Lock) {
+			return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(append(append([]string{}, locks.AllNames...), locks.EtcdNames...), ", "))
 		}
 		// On Sentinel a lock sees one node: whichever is primary.
 		lockNodes := c.NodeCount()

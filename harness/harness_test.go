@@ -348,6 +348,8 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Lock = "wait" }, "--lock"},
 		{func(c *harness.Config) { c.Targets = "primary" }, "--targets"},
 		{func(c *harness.Config) { c.ScriptName = "nope" }, "--script"},
+		{func(c *harness.Config) { c.System = "etcd" }, "--system etcd"},
+		{func(c *harness.Config) { c.Lock = "etcd" }, "--lock etcd"},
 		{func(c *harness.Config) { c.Workload = "x" }, "--workload"},
 		{func(c *harness.Config) { c.TTL = time.Millisecond }, "--ttl"},
 		{func(c *harness.Config) { c.Hold = "soon" }, "--hold"},

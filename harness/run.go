@@ -164,10 +164,19 @@ func (r *runner) run(ctx context.Context) error {
 		System: cfg.System, Nodes: cfg.NodeCount(), Dir: r.dir, Persistence: cfg.Persistence,
 		Resource: cfg.Workload == workloads.Counter, FakeClock: cfg.needsFakeClock(),
 	}
-	// The mesh outlives the cluster: the sentinel system's internal links
-	// run through it.
+	// The mesh outlives the cluster: the sentinel and etcd systems' internal
+	// links run through it.
 	mesh := proxy.NewMesh()
 	defer mesh.Close()
+	if cfg.System == cluster.Etcd {
+		spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
+			l, err := mesh.Add(from, to, upstream, "")
+			if err != nil {
+				return "", err
+			}
+			return l.Addr(), nil
+		})
+	}
 	if cfg.System == cluster.Sentinel {
 		spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
 			l, err := mesh.Add(from, to, upstream, "")
@@ -203,7 +212,9 @@ func (r *runner) run(ctx context.Context) error {
 		r.info.Nodes = append(r.info.Nodes, sc.Sentinels()...)
 	}
 	node := cl.Nodes()[0]
-	r.info.RedisVersion = redisVersion(ctx, node.Addr)
+	if cfg.System != cluster.Etcd {
+		r.info.RedisVersion = redisVersion(ctx, node.Addr)
+	}
 
 	// With network faults, every client reaches every node (and sentinel)
 	// through its own proxy, so that a fault can cut one client's link and
@@ -494,14 +505,22 @@ func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads
 			if link := mesh.Find(nemesis.ClientLinkName(process%r.cfg.Clients), n.Name); link != nil {
 				addr = link.Addr()
 			}
+			if r.cfg.System == cluster.Etcd {
+				// The etcd lock makes its own client from the addresses.
+				conns = append(conns, locks.Conn{Name: n.Name, Addr: addr})
+				continue
+			}
 			rdb := redis.NewClient(r.clientOptions(addr, 2))
 			closers = append(closers, rdb)
-			conns = append(conns, locks.Conn{Name: n.Name, Client: rdb})
+			conns = append(conns, locks.Conn{Name: n.Name, Client: rdb, Addr: addr})
 		}
 		l, err := r.newLock(conns, process)
 		if err != nil {
 			closers.Close()
 			return nil, nil, err
+		}
+		if c, ok := l.(io.Closer); ok {
+			closers = append(closers, c)
 		}
 		return l, closers, nil
 	}

@@ -46,6 +46,13 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		return nil, err
 	}
 	spec = spec.WithDefaults()
+	if spec.System == cluster.Etcd {
+		c, err := StartEtcd(ctx, spec)
+		if err != nil {
+			return nil, err // not a nil *EtcdCluster inside a non-nil interface
+		}
+		return c, nil
+	}
 	binary, err := FindRedisServer()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	mrand "math/rand"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -97,7 +98,12 @@ type EtcdNode struct {
 	Dir     string // node directory: the process's working directory
 	DataDir string // Dir/data
 	LogPath string // Dir/etcd.log
-	// ClientPort and PeerPort are where the process listens on Host.
+	// IP is the loopback address the process listens on: one per cluster,
+	// not 127.0.0.1, because a port picked free there can be taken by the
+	// local end of any outgoing connection before etcd binds it, and the
+	// etcd members of parallel runs pick many ports at once.
+	IP string
+	// ClientPort and PeerPort are where the process listens on IP.
 	ClientPort, PeerPort int
 	// PeerAnnounce is the host:port the other members dial for this one
 	// (its inbound "net" link with a mesh, else its peer port).
@@ -112,10 +118,10 @@ type EtcdNode struct {
 }
 
 // Addr is the client address, host:port.
-func (n *EtcdNode) Addr() string { return net.JoinHostPort(Host, strconv.Itoa(n.ClientPort)) }
+func (n *EtcdNode) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.ClientPort)) }
 
 // PeerAddr is the address the process's peer listener binds.
-func (n *EtcdNode) PeerAddr() string { return net.JoinHostPort(Host, strconv.Itoa(n.PeerPort)) }
+func (n *EtcdNode) PeerAddr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.PeerPort)) }
 
 // PID of the running process, 0 if none.
 func (n *EtcdNode) PID() int {
@@ -321,18 +327,19 @@ func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 	// names them all. Another process could take one in between; the
 	// member then fails with "address already in use" and its log says so.
 	var initial []string
+	ip := fmt.Sprintf("127.0.0.%d", 2+mrand.Intn(250))
 	for i := 1; i <= spec.Nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
 		nd := nodeDir(spec, name)
-		n := &EtcdNode{Name: name, Dir: nd, DataDir: filepath.Join(nd, "data"), LogPath: filepath.Join(nd, "etcd.log"), binary: binary}
-		if n.ClientPort, err = freePort(Host); err != nil {
+		n := &EtcdNode{Name: name, IP: ip, Dir: nd, DataDir: filepath.Join(nd, "data"), LogPath: filepath.Join(nd, "etcd.log"), binary: binary}
+		if n.ClientPort, err = freePort(ip); err != nil {
 			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
 		}
-		if n.PeerPort, err = freePort(Host); err != nil {
+		if n.PeerPort, err = freePort(ip); err != nil {
 			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
 		}
 		for n.PeerPort == n.ClientPort {
-			if n.PeerPort, err = freePort(Host); err != nil {
+			if n.PeerPort, err = freePort(ip); err != nil {
 				return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
 			}
 		}

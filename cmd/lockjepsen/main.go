@@ -134,7 +134,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
 	o.flags(f)
 	be.flags(f)
-	f.StringVar(&cfg.System, "system", cfg.System, "Redis system under test: single, sentinel (primary, replicas, sentinels) or redlock (independent nodes)")
+	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), or etcd (3 members: the consensus baseline, with --lock etcd --ttl 1s)")
 	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
 	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
 	f.DurationVar(&cfg.FailoverTimeout, "failover-timeout", 0, "sentinel: failover-timeout (0: 3s)")

@@ -1,0 +1,67 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+// The consensus baseline: etcd's lock under the same faults. Its lease is
+// a belief like Redis's TTL, so the exclusion checker finds nothing when
+// clients respect it; the create revision fences the resource.
+func TestEtcdScenarios(t *testing.T) {
+	if _, err := exec.LookPath("etcd"); err != nil {
+		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
+			t.Fatal("etcd is required: apt-get install etcd-server")
+		}
+		t.Skip("no etcd binary: apt-get install etcd-server")
+	}
+	cases := []struct {
+		name    string
+		edit    func(*harness.Config)
+		verdict string
+		check   func(*testing.T, *harness.Results)
+	}{
+		{"no faults is safe", func(c *harness.Config) {}, checker.VerdictSafe, nil},
+		{"a paused member is safe", func(c *harness.Config) { c.Nemesis = []string{"pause"} }, checker.VerdictSafe, nil},
+		{"a killed member is safe", func(c *harness.Config) { c.Nemesis = []string{"kill"} }, checker.VerdictSafe, nil},
+		{"a partitioned member is safe", func(c *harness.Config) { c.Nemesis = []string{"partition"} }, checker.VerdictSafe, nil},
+		{"stalled clients: the revision fences the resource", func(c *harness.Config) {
+			c.Workload, c.Nemesis = "counter", []string{"client-pause"}
+		}, checker.VerdictSafe, func(t *testing.T, r *harness.Results) {
+			if r.Resource.RejectedStale+r.Resource.RejectedReads == 0 || r.Resource.LostUpdates != 0 {
+				t.Fatalf("resource: %+v", r.Resource)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := shortConfig(t)
+			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, locks.EtcdName, time.Second
+			cfg.TimeLimit, cfg.Recovery = 5*time.Second, 2*time.Second
+			tc.edit(&cfg)
+			cfg.Expect = tc.verdict
+			out, err := harness.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Results
+			if r.Verdict != tc.verdict || len(r.Errors) > 0 {
+				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			requireNoServers(t, out.Dir)
+		})
+	}
+}
