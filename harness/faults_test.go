@@ -102,10 +102,7 @@ func TestServerFaults(t *testing.T) {
 			cfg.FaultDuration = 300 * time.Millisecond
 			tc.edit(&cfg)
 			cfg.Expect = tc.verdict
-			out, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := runFinding(t, cfg)
 			r := out.Results
 			if r.Verdict != tc.verdict {
 				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))

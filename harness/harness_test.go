@@ -127,10 +127,7 @@ func TestScenarios(t *testing.T) {
 			cfg := shortConfig(t)
 			tc.edit(&cfg)
 			cfg.Expect = tc.verdict
-			out, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := runFinding(t, cfg)
 			r := out.Results
 			if r.Verdict != tc.verdict || !r.MetExpectation {
 				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))

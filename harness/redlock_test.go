@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -76,10 +75,7 @@ func TestRedlockScenarios(t *testing.T) {
 			cfg.TimeLimit = 5 * time.Second
 			c.edit(&cfg)
 			cfg.Expect = c.verdict
-			out, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := runFinding(t, cfg)
 			r := out.Results
 			if r.Verdict != c.verdict || len(r.Errors) > 0 {
 				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, c.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
@@ -108,11 +104,8 @@ func TestRedislockMatchesToken(t *testing.T) {
 				cfg.Lock, cfg.Nemesis = lock, f.nemesis
 				cfg.Hold = "100ms..300ms"
 				cfg.FaultDuration = 300 * time.Millisecond
-				cfg.Expect = harness.ExpectAny
-				out, err := harness.Run(context.Background(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
+				cfg.Expect = f.verdict
+				out := runFinding(t, cfg)
 				if out.Results.Verdict != f.verdict {
 					t.Fatalf("verdict %s, want %s", out.Results.Verdict, f.verdict)
 				}

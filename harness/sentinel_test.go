@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -45,10 +44,7 @@ func TestSentinelScenarios(t *testing.T) {
 			cfg.TimeLimit, cfg.Recovery = 9*time.Second, 2*time.Second
 			tc.edit(&cfg)
 			cfg.Expect = tc.verdict
-			out, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := runFinding(t, cfg)
 			r := out.Results
 			if r.Verdict != tc.verdict {
 				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
