@@ -112,9 +112,7 @@ type EtcdNode struct {
 	binary string
 	args   []string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	proc
 }
 
 // Addr is the client address, host:port.
@@ -122,32 +120,6 @@ func (n *EtcdNode) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.
 
 // PeerAddr is the address the process's peer listener binds.
 func (n *EtcdNode) PeerAddr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.PeerPort)) }
-
-// PID of the running process, 0 if none.
-func (n *EtcdNode) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
-
-// Running reports whether the process is alive.
-func (n *EtcdNode) Running() bool {
-	n.mu.Lock()
-	exited := n.exited
-	n.mu.Unlock()
-	if exited == nil {
-		return false
-	}
-	select {
-	case <-exited:
-		return false
-	default:
-		return true
-	}
-}
 
 // launch starts the process without waiting for it to be ready.
 func (n *EtcdNode) launch() error {
@@ -212,63 +184,17 @@ func (n *EtcdNode) waitListening(ctx context.Context) error {
 	}
 }
 
-func (n *EtcdNode) signal(sig syscall.Signal) error {
-	n.mu.Lock()
-	cmd := n.cmd
-	n.mu.Unlock()
-	if cmd == nil || cmd.Process == nil || !n.Running() {
-		return fmt.Errorf("node %s is not running", n.Name)
-	}
-	return cmd.Process.Signal(sig)
-}
-
 // Pause stops the process with SIGSTOP; Resume continues it.
-func (n *EtcdNode) Pause() error  { return n.signal(syscall.SIGSTOP) }
-func (n *EtcdNode) Resume() error { return n.signal(syscall.SIGCONT) }
+func (n *EtcdNode) Pause() error  { return n.signal(n.Name, syscall.SIGSTOP) }
+func (n *EtcdNode) Resume() error { return n.signal(n.Name, syscall.SIGCONT) }
 
 // Kill ends the process with SIGKILL and waits until it is reaped.
-func (n *EtcdNode) Kill() error {
-	if !n.Running() {
-		return fmt.Errorf("node %s is not running", n.Name)
-	}
-	n.kill()
-	return nil
-}
-
-func (n *EtcdNode) kill() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-exited
-}
+func (n *EtcdNode) Kill() error { return n.kill(n.Name) }
 
 // Stop ends the process: SIGCONT and SIGTERM, then SIGKILL if it has not
 // exited within etcdStopGrace (a leader transfers its leadership first). It
 // returns once the process is gone.
-func (n *EtcdNode) Stop() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(etcdStopGrace):
-		n.kill()
-	}
-}
+func (n *EtcdNode) Stop() { n.stop(etcdStopGrace) }
 
 // EtcdCluster is a running etcd system. It is a cluster.Cluster and a
 // cluster.Controller.

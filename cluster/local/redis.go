@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -59,9 +58,7 @@ type Server struct {
 
 	binary string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has been reaped
+	proc
 }
 
 // FindRedisServer locates the redis-server binary: $LOCKJEPSEN_REDIS_SERVER,
@@ -109,16 +106,6 @@ func freePort(host string) (int, error) {
 
 // Addr is host:port.
 func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
-
-// PID of the running process, 0 if none.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
 
 // AnnounceAddr is the address the rest of the cluster uses for the process.
 func (s *Server) AnnounceAddr() string {
@@ -231,7 +218,7 @@ func (s *Server) startOnce(ctx context.Context) error {
 	s.mu.Unlock()
 
 	if err := s.waitReady(ctx, exited); err != nil {
-		s.kill()
+		s.killNow()
 		tail := strings.TrimSpace(stderr.String() + "\n" + logTail(s.LogPath, logStart, 15))
 		return fmt.Errorf("start node %s on %s: %w\n--- output and log of %s:\n%s", s.Name, s.Addr(), err, s.Name, tail)
 	}
@@ -273,36 +260,10 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 // Stop terminates the process: SIGTERM, then SIGKILL if it has not exited
 // within a second. It is a no-op for a process that is not running; it
 // returns only once the process is gone.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	// A paused process cannot act on SIGTERM.
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(time.Second):
-		s.kill()
-	}
-}
+func (s *Server) Stop() { s.stop(time.Second) }
 
 // Kill ends the process with SIGKILL and waits until it is reaped.
-func (s *Server) Kill() error {
-	if !s.Running() {
-		return fmt.Errorf("node %s is not running", s.Name)
-	}
-	s.kill()
-	return nil
-}
+func (s *Server) Kill() error { return s.kill(s.Name) }
 
 // Restart starts a stopped or killed server again on the same port and
 // data directory.
@@ -311,33 +272,6 @@ func (s *Server) Restart(ctx context.Context) error {
 		return fmt.Errorf("node %s is still running", s.Name)
 	}
 	return s.startOnce(ctx)
-}
-
-func (s *Server) kill() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-exited
-}
-
-// Running reports whether the process is alive.
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	exited := s.exited
-	s.mu.Unlock()
-	if exited == nil {
-		return false
-	}
-	select {
-	case <-exited:
-		return false
-	default:
-		return true
-	}
 }
 
 func fileSize(path string) int64 {
@@ -372,15 +306,5 @@ func NewServer(binary, name, role, host string, port int, dataDir, logPath strin
 }
 
 // Pause stops the process with SIGSTOP; Resume continues it.
-func (s *Server) Pause() error  { return s.signal(syscall.SIGSTOP) }
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil || !s.Running() {
-		return fmt.Errorf("node %s is not running", s.Name)
-	}
-	return cmd.Process.Signal(sig)
-}
+func (s *Server) Pause() error  { return s.signal(s.Name, syscall.SIGSTOP) }
+func (s *Server) Resume() error { return s.signal(s.Name, syscall.SIGCONT) }
