@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,8 +53,13 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 	}
 	// Ports are picked now, not at start, because configurations name
 	// them. Another process could take one in between; Start then fails
-	// with "address in use" and says which node.
+	// with "address in use" and says which node. The processes listen on
+	// a loopback address of this cluster's own, not 127.0.0.1, where the
+	// local end of any outgoing connection can take a port picked free
+	// before the process binds it.
+	ip := fmt.Sprintf("127.0.0.%d", 2+mrand.Intn(250))
 	for _, s := range append(append([]*Server{}, c.servers...), c.sentinels...) {
+		s.Host = ip
 		port, err := freePort(s.Host)
 		if err != nil {
 			return fmt.Errorf("start node %s: pick a port: %w", s.Name, err)
