@@ -166,3 +166,31 @@ func TestSummaryOfZeroResults(t *testing.T) {
 		t.Fatal("empty summary")
 	}
 }
+
+// The summary tells "the lock was exclusive" from "the resource was safe"
+// when the two answers differ, and says nothing when they agree.
+func TestLockVersusResource(t *testing.T) {
+	cases := []struct {
+		name       string
+		violations int
+		res        *ResourceResult
+		want       string
+	}{
+		{"overlaps, fenced resource safe", 4, &ResourceResult{Checked: true, Valid: true, RejectedStale: 3},
+			"The lock was not exclusive, but the resource was safe: fencing refused 3 stale writes"},
+		{"exclusive lock, corrupted resource", 0, &ResourceResult{Checked: true, Valid: false},
+			"The lock looked exclusive (no overlapping holds), but the resource was not safe"},
+		{"both unsafe", 2, &ResourceResult{Checked: true, Valid: false}, ""},
+		{"both safe", 0, &ResourceResult{Checked: true, Valid: true}, ""},
+		{"no resource", 5, &ResourceResult{}, ""},
+		{"no results", 5, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := LockVersusResource(&ExclusionResult{Count: tc.violations}, tc.res)
+			if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %q, want a line starting %q", got, tc.want)
+			}
+		})
+	}
+}

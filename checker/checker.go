@@ -172,6 +172,26 @@ func Check(ops []history.Op, opts Options) *Results {
 	return r
 }
 
+// LockVersusResource tells apart the two questions a design review asks,
+// when their answers differ: was the lock exclusive, and was the resource
+// it protects safe. "" when they agree or the resource was not checked.
+func LockVersusResource(ex *ExclusionResult, res *ResourceResult) string {
+	if ex == nil || res == nil || !res.Checked {
+		return ""
+	}
+	switch {
+	case ex.Count > 0 && res.Valid:
+		s := "The lock was not exclusive, but the resource was safe"
+		if res.RejectedStale > 0 {
+			s += fmt.Sprintf(": fencing refused %d stale %s from holders whose lock had already passed to another", res.RejectedStale, plural(res.RejectedStale, "write", "writes"))
+		}
+		return s + ". The verdict is about the lock; only a fenced resource survives it."
+	case ex.Count == 0 && !res.Valid:
+		return "The lock looked exclusive (no overlapping holds), but the resource was not safe: a holder acted after its lease had run out."
+	}
+	return ""
+}
+
 // Summary is a few lines for a human, the verdict first.
 func (r *Results) Summary() []string {
 	var lines []string
@@ -220,6 +240,9 @@ func (r *Results) Summary() []string {
 	}
 	if r.Disagreement != "" {
 		lines = append(lines, "WARNING: "+r.Disagreement)
+	}
+	if line := LockVersusResource(ex, res); line != "" {
+		lines = append(lines, line)
 	}
 	if res != nil && res.Checked {
 		s := fmt.Sprintf("resource: %d writes, %d accepted, %d rejected as stale, %d unknown", res.Writes, res.Accepted, res.RejectedStale, res.UnknownWrites)

@@ -164,8 +164,8 @@ func (c *Config) Validate() error {
 		return usage("--system %q is unknown; want single, sentinel, redlock or etcd", c.System)
 	}
 	if c.System == cluster.Etcd {
-		if c.Locker == nil && !c.CustomLock && c.Lock != locks.EtcdName {
-			return usage("--system etcd runs only --lock %s", locks.EtcdName)
+		if c.Locker == nil && !c.CustomLock && !contains(locks.EtcdNames, c.Lock) {
+			return usage("--system etcd runs only --lock %s", strings.Join(locks.EtcdNames, " or "))
 		}
 		if c.Persistence != cluster.PersistNone {
 			return usage("--persistence is for Redis: etcd always fsyncs its log")
@@ -176,8 +176,8 @@ func (c *Config) Validate() error {
 		if c.TTL < time.Second {
 			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s or more", c.TTL)
 		}
-	} else if c.Lock == locks.EtcdName {
-		return usage("--lock etcd needs --system etcd")
+	} else if contains(locks.EtcdNames, c.Lock) {
+		return usage("--lock %s needs --system etcd", c.Lock)
 	}
 	if c.Nodes < 0 || c.Nodes > 15 {
 		return usage("--nodes must be between 1 and 15 (0: the system's default)")

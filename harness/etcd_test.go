@@ -78,3 +78,62 @@ func TestEtcdScenarios(t *testing.T) {
 		})
 	}
 }
+
+// Jepsen's etcd 3.4.3 finding, reproduced: with the session lock (the
+// client renews the lease in the background), a client process paused
+// past the TTL loses the lease and wakes up believing it still holds the
+// lock, while another client holds it: the exclusion checker finds the
+// overlap. The create revision fences the resource all the same.
+func TestEtcdSessionClientPause(t *testing.T) {
+	if _, err := exec.LookPath("etcd"); err != nil {
+		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
+			t.Fatal("etcd is required: apt-get install etcd-server")
+		}
+		t.Skip("no etcd binary: apt-get install etcd-server")
+	}
+	t.Parallel()
+	cases := []struct {
+		name     string
+		workload string
+		nemesis  []string
+		expect   string
+	}{
+		{"no faults is never unsafe", "mutex", nil, harness.ExpectAny},
+		{"a paused client overlaps the next holder", "mutex", []string{"client-pause"}, harness.ExpectUnsafe},
+		{"the lock is not exclusive but the fenced resource is safe", "counter", []string{"client-pause"}, harness.ExpectUnsafe},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := shortConfig(t)
+			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, locks.EtcdSessionName, time.Second
+			cfg.Workload, cfg.Nemesis = tc.workload, tc.nemesis
+			cfg.TimeLimit, cfg.Recovery = 6*time.Second, 2*time.Second
+			cfg.Expect = tc.expect
+			out := runFinding(t, cfg)
+			requireNoServers(t, out.Dir)
+			r := out.Results
+			if len(r.Errors) > 0 {
+				t.Fatalf("errors: %v", r.Errors)
+			}
+			switch tc.expect {
+			case harness.ExpectAny:
+				if r.Verdict == checker.VerdictUnsafe {
+					t.Fatalf("unsafe without faults:\n%s", strings.Join(r.Summary(), "\n"))
+				}
+			case harness.ExpectUnsafe:
+				if r.Verdict != checker.VerdictUnsafe || r.Exclusion.Count == 0 {
+					t.Fatalf("verdict %s, want overlapping holds:\n%s", r.Verdict, strings.Join(r.Summary(), "\n"))
+				}
+			}
+			if tc.workload == "counter" {
+				if !r.Resource.Valid || r.Resource.LostUpdates != 0 || r.Resource.RejectedStale == 0 {
+					t.Fatalf("want a safe resource that refused stale writes: %+v", r.Resource)
+				}
+				if line := checker.LockVersusResource(r.Exclusion, r.Resource); !strings.Contains(line, "not exclusive, but the resource was safe") {
+					t.Errorf("the summary does not tell the lock from the resource: %q", line)
+				}
+			}
+		})
+	}
+}

@@ -309,6 +309,7 @@ func (r *runner) run(ctx context.Context) error {
 		nenv.Control = ctl
 	}
 	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL)
+	clientFaults.Mesh = mesh // a pause freezes the client's own links, if it has some
 	env.Hooks = clientFaults
 	jump, _ := cfg.ClockJumpDuration() // validated
 	sched, err := nemesis.NewSchedule(nenv, cfg.Nemesis, nemesis.Options{
@@ -577,6 +578,13 @@ func (c *Config) needsProxies() bool {
 		switch n {
 		case nemesis.Partition, nemesis.Reject, nemesis.Latency, nemesis.Slow:
 			return true
+		case nemesis.ClientPause:
+			// The etcd client renews leases in the background (the
+			// etcd-session lock): a paused client must stop doing so,
+			// which takes links of its own to freeze.
+			if c.System == cluster.Etcd {
+				return true
+			}
 		}
 	}
 	return false

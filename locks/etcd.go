@@ -50,6 +50,17 @@ import (
 // other fencing style, done by etcd itself: a write in a transaction that
 // only applies while the lock key still exists with our create revision.
 //
+// The etcd-session lock (EtcdOptions.KeepAlive) is the same recipe with
+// the session left as applications leave it: the client's keep-alive
+// renews the lease every TTL/3 in the background for as long as the
+// holder runs, and the holder has no deadline of its own: ValidUntil is
+// the zero time (no limit) while the session lives, and a time in the past
+// once the session has ended (the client saw the lease expire or be
+// revoked). This is the lock Jepsen found not mutually exclusive on etcd
+// 3.4.3: a process that stalls past the TTL sends no keep-alive, loses the
+// lease and the key, and wakes up believing it still holds the lock. Its
+// fence (the create revision) is what keeps a resource safe then.
+//
 // Answers. ErrNotAcquired is also returned when no lease was granted
 // (nothing was written) and when TryLock's outcome was unknown but the
 // lease, and with it any key it might have created, was then revoked.
@@ -72,6 +83,9 @@ type EtcdOptions struct {
 	TokenPrefix string
 	// KeyPrefix is where lock keys live (default EtcdKeyPrefix).
 	KeyPrefix string
+	// KeepAlive keeps each grant's lease alive in the background until
+	// release (the etcd-session lock); see the comment at the top.
+	KeepAlive bool
 }
 
 // EtcdLock is the etcd lock of one client process. It owns its etcd
@@ -82,6 +96,8 @@ type EtcdLock struct {
 	prefix string
 	tokens string
 	seq    atomic.Int64
+	// keepAlive: the etcd-session lock.
+	keepAlive bool
 }
 
 // NewEtcdClient makes an etcd client of the given client addresses
@@ -124,7 +140,7 @@ func NewEtcdLockWithClient(cli *clientv3.Client, opts EtcdOptions) *EtcdLock {
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = EtcdKeyPrefix
 	}
-	return &EtcdLock{cli: cli, prefix: opts.KeyPrefix, tokens: opts.TokenPrefix}
+	return &EtcdLock{cli: cli, prefix: opts.KeyPrefix, tokens: opts.TokenPrefix, keepAlive: opts.KeepAlive}
 }
 
 // Client is the lock's etcd client, for GuardedPut and reads of the
@@ -167,34 +183,53 @@ func (l *EtcdLock) TryAcquire(ctx context.Context, key string, ttl time.Duration
 	if err != nil {
 		return nil, fmt.Errorf("%w: etcd %s: no lease granted, so nothing was written: %w", ErrNotAcquired, key, err)
 	}
-	s, err := concurrency.NewSession(l.cli, concurrency.WithLease(g.ID), concurrency.WithContext(stopped))
+	// The session's keep-alive runs until sessionCtx ends: at once for the
+	// plain lock, at release (or a failed attempt) for the session lock.
+	// Its context is not ctx, which ends with this call.
+	sessionCtx, stopKeepAlive := stopped, context.CancelFunc(func() {})
+	if l.keepAlive {
+		sessionCtx, stopKeepAlive = context.WithCancel(context.Background())
+	}
+	fail := func(err error) (Lease, error) {
+		stopKeepAlive()
+		return nil, err
+	}
+	s, err := concurrency.NewSession(l.cli, concurrency.WithLease(g.ID), concurrency.WithContext(sessionCtx))
 	if err != nil {
 		l.revoke(ctx, g.ID)
-		return nil, fmt.Errorf("%w: etcd %s: session: %w", ErrNotAcquired, key, err)
+		return fail(fmt.Errorf("%w: etcd %s: session: %w", ErrNotAcquired, key, err))
 	}
-	s.Orphan() // no keep-alive: the lease lives its TTL unless extended
+	if !l.keepAlive {
+		s.Orphan() // no keep-alive: the lease lives its TTL unless extended
+	}
 	m := concurrency.NewMutex(s, l.prefix+key)
 	err = m.TryLock(ctx)
 	switch {
 	case err == nil:
 	case errors.Is(err, concurrency.ErrLocked):
 		l.revoke(ctx, g.ID)
-		return nil, fmt.Errorf("%w: etcd %s is held", ErrNotAcquired, key)
+		return fail(fmt.Errorf("%w: etcd %s is held", ErrNotAcquired, key))
 	default:
 		// TryLock may have created our key. Revoking the lease deletes
 		// it if so; if the revoke is answered, nothing of ours remains.
 		if rerr := l.revoke(ctx, g.ID); rerr == nil || errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
-			return nil, fmt.Errorf("%w: etcd %s: lock outcome unknown (%w), lease revoked", ErrNotAcquired, key, err)
+			return fail(fmt.Errorf("%w: etcd %s: lock outcome unknown (%w), lease revoked", ErrNotAcquired, key, err))
 		}
-		return nil, fmt.Errorf("etcd acquire %s: outcome unknown: %w", key, err)
+		return fail(fmt.Errorf("etcd acquire %s: outcome unknown: %w", key, err))
 	}
-	life := min(ttl, time.Duration(g.TTL)*time.Second)
-	return &EtcdLease{
+	e := &EtcdLease{
 		lock: l, name: key, mutex: m, id: g.ID, rev: fenceOf(m),
 		token:   l.tokens + "." + strconv.FormatInt(l.seq.Add(1), 10),
 		granted: time.Duration(g.TTL) * time.Second,
-		valid:   start.Add(life - EtcdMargin(life)),
-	}, nil
+		start:   start,
+	}
+	if l.keepAlive {
+		e.session, e.stopKeepAlive = s, stopKeepAlive
+		return e, nil
+	}
+	life := min(ttl, time.Duration(g.TTL)*time.Second)
+	e.valid = start.Add(life - EtcdMargin(life))
+	return e, nil
 }
 
 // revoke gives an attempt's lease back. It runs even if ctx has ended (that
@@ -221,6 +256,10 @@ type EtcdLease struct {
 	rev     int64
 	token   string
 	granted time.Duration
+	start   time.Time
+	// session and stopKeepAlive are set for the etcd-session lock.
+	session       *concurrency.Session
+	stopKeepAlive context.CancelFunc
 
 	mu    sync.Mutex
 	valid time.Time
@@ -232,6 +271,14 @@ func (e *EtcdLease) Token() string { return e.token }
 // ValidUntil is the holder's belief (see the comment at the top of the
 // file).
 func (e *EtcdLease) ValidUntil() time.Time {
+	if e.session != nil {
+		select {
+		case <-e.session.Done():
+			return e.start // the session ended: the belief is over
+		default:
+			return time.Time{}
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.valid
@@ -272,6 +319,9 @@ func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 	case err != nil:
 		return fmt.Errorf("etcd extend %s: %w", e.name, err)
 	}
+	if e.session != nil {
+		return nil // the session lock's belief has no deadline to move
+	}
 	life := min(ttl, e.granted, time.Duration(r.TTL)*time.Second)
 	e.mu.Lock()
 	e.valid = start.Add(life - EtcdMargin(life))
@@ -281,8 +331,16 @@ func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 
 // Release deletes the key if it is still this grant's (as Mutex.Unlock
 // does, but guarded, so that it can tell), then revokes the lease.
-// ErrNotHeld if the key was gone.
+// ErrNotHeld if the key was gone. The session lock stops its keep-alive
+// whatever the answer: a release that timed out must not leave a lease
+// that is renewed for ever.
 func (e *EtcdLease) Release(ctx context.Context) error {
+	if e.stopKeepAlive != nil {
+		defer func() {
+			e.stopKeepAlive()
+			e.lock.revoke(ctx, e.id)
+		}()
+	}
 	r, err := e.lock.cli.Txn(ctx).If(e.IsOwner()).Then(clientv3.OpDelete(e.Key())).Commit()
 	if err != nil {
 		return fmt.Errorf("etcd release %s: %w", e.name, err)

@@ -80,7 +80,15 @@ func TestEtcdLockRegistry(t *testing.T) {
 	if _, err := locks.New(locks.EtcdName, []locks.Conn{{Name: "n1"}}, locks.Options{}); err == nil || !strings.Contains(err.Error(), "no address") {
 		t.Errorf("no address: %v", err)
 	}
-	if _, err := locks.NodesFor("zookeeper"); err == nil || !strings.Contains(err.Error(), "etcd") {
+	s, err := locks.New(locks.EtcdSessionName, conns(3), locks.Options{TokenPrefix: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.(*locks.EtcdLock).Close()
+	if _, err := locks.New(locks.EtcdSessionName, []locks.Conn{{Name: "n1"}}, locks.Options{}); err == nil || !strings.Contains(err.Error(), "no address") {
+		t.Errorf("etcd-session, no address: %v", err)
+	}
+	if _, err := locks.NodesFor("zookeeper"); err == nil || !strings.Contains(err.Error(), "etcd-session") {
 		t.Errorf("the unknown-lock error should list etcd: %v", err)
 	}
 	for ttl, want := range map[time.Duration]int64{time.Millisecond: 1, 500 * time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2, 3 * time.Second: 3} {
@@ -132,6 +140,79 @@ func TestEtcdLock(t *testing.T) {
 			if err := l.Extend(opCtx(t), time.Second); !errors.Is(err, locks.ErrNotHeld) {
 				t.Errorf("grant %d: extend after release: %v, want ErrNotHeld", i, err)
 			}
+		}
+	})
+
+	// The etcd-session lock renews its lease in the background: the key
+	// outlives the TTL for as long as the holder runs, and the holder's
+	// belief has no deadline until the session ends.
+	t.Run("session-keep-alive", func(t *testing.T) {
+		t.Parallel()
+		sessionLock := func(prefix string) *locks.EtcdLock {
+			l, err := locks.New(locks.EtcdSessionName, conns, locks.Options{TokenPrefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.(*locks.EtcdLock).Close() })
+			return l.(*locks.EtcdLock)
+		}
+		a, b := sessionLock("a"), sessionLock("b")
+		la, err := a.TryAcquire(opCtx(t), "session", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !la.ValidUntil().IsZero() {
+			t.Fatalf("a live session's belief has no deadline, got %v", la.ValidUntil())
+		}
+		// Three TTLs later the key is still a's: the keep-alive works.
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			if _, err := b.TryAcquire(opCtx(t), "session", time.Second); !errors.Is(err, locks.ErrNotAcquired) {
+				t.Fatalf("b while a's session is alive: %v, want ErrNotAcquired", err)
+			}
+		}
+		if !la.ValidUntil().IsZero() {
+			t.Fatalf("a's session ended while a ran: %v", la.ValidUntil())
+		}
+		// The lease ends under a (as when a stalls past the TTL): the
+		// session sees it and the belief is over; b gets the lock.
+		if _, err := a.Client().Revoke(opCtx(t), la.(*locks.EtcdLease).LeaseID()); err != nil {
+			t.Fatal(err)
+		}
+		var lb locks.Lease
+		for deadline := time.Now().Add(3 * time.Second); lb == nil; time.Sleep(20 * time.Millisecond) {
+			if lb, err = b.TryAcquire(opCtx(t), "session", time.Second); err != nil && !errors.Is(err, locks.ErrNotAcquired) {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("b did not get the lock after a's lease was revoked")
+			}
+		}
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if v := la.ValidUntil(); !v.IsZero() && v.Before(time.Now()) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a's session did not end after its lease was revoked")
+			}
+		}
+		fa, _ := la.Fence()
+		fb, _ := lb.Fence()
+		if fb <= fa {
+			t.Errorf("fence of b %d ≤ fence of a %d", fb, fa)
+		}
+		if err := la.Release(opCtx(t)); !errors.Is(err, locks.ErrNotHeld) {
+			t.Errorf("release of the lost lock: %v, want ErrNotHeld", err)
+		}
+		// Release stops the keep-alive and frees the key at once.
+		if err := lb.Release(opCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		lc, err := a.TryAcquire(opCtx(t), "session", time.Second)
+		if err != nil {
+			t.Fatalf("acquire right after b's release: %v", err)
+		}
+		if err := lc.Release(opCtx(t)); err != nil {
+			t.Error(err)
 		}
 	})
 

@@ -14,6 +14,9 @@ const (
 	RedsyncName   = "redsync"   // github.com/go-redsync/redsync/v4, a Redlock library
 	RedislockName = "redislock" // github.com/bsm/redislock, a single-instance library
 	EtcdName      = "etcd"      // etcd's concurrency.Mutex on a lease, on the etcd system
+	// EtcdSessionName is the same with the session's background
+	// keep-alive, as applications use it: the holder has no deadline.
+	EtcdSessionName = "etcd-session"
 )
 
 // AllNames lists every Redis lock New can build, single-instance locks
@@ -23,7 +26,7 @@ const (
 var AllNames = []string{Token, SetnxDel, SetnxNoTTL, Fenced, WaitName, RedislockName, RedlockName, RedsyncName}
 
 // EtcdNames lists the locks of the etcd system.
-var EtcdNames = []string{EtcdName}
+var EtcdNames = []string{EtcdName, EtcdSessionName}
 
 // Conn is one node as a lock sees it.
 type Conn struct {
@@ -104,7 +107,7 @@ func NodesFor(name string) (NodeCount, error) {
 		return singleNode, nil
 	case RedlockName, RedsyncName:
 		return majority, nil
-	case EtcdName:
+	case EtcdName, EtcdSessionName:
 		return raftMembers, nil
 	}
 	return NodeCount{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(append(append([]string{}, AllNames...), EtcdNames...), ", "))
@@ -134,7 +137,7 @@ func New(name string, nodes []Conn, opts Options) (Locker, error) {
 		return nil, err
 	}
 	for i, n := range nodes {
-		if name == EtcdName {
+		if name == EtcdName || name == EtcdSessionName {
 			if n.Addr == "" {
 				return nil, fmt.Errorf("lock %q: node %d (%q) has no address", name, i+1, n.Name)
 			}
@@ -164,8 +167,8 @@ func New(name string, nodes []Conn, opts Options) (Locker, error) {
 		}))
 	case RedsyncName:
 		l, err = nilOnErr(NewRedsync(nodes, opts))
-	case EtcdName:
-		l, err = nilOnErr(NewEtcdLock(nodes, EtcdOptions{TokenPrefix: opts.TokenPrefix}))
+	case EtcdName, EtcdSessionName:
+		l, err = nilOnErr(NewEtcdLock(nodes, EtcdOptions{TokenPrefix: opts.TokenPrefix, KeepAlive: name == EtcdSessionName}))
 	case WaitName:
 		replicas, timeout := opts.WaitReplicas, opts.WaitTimeout
 		if replicas == 0 {

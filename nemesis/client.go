@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
@@ -17,6 +18,12 @@ import (
 type ClientFaults struct {
 	Rec *history.Recorder
 	TTL time.Duration
+	// Mesh, when clients have links of their own in it, makes a pause
+	// freeze the whole client process rather than one goroutine: the
+	// paused client's links carry nothing for the pause, as a stopped
+	// process sends nothing, not even the keep-alives a client library
+	// sends in the background (the etcd-session lock's lease renewals).
+	Mesh *proxy.Mesh
 
 	mu    sync.Mutex
 	armed map[int]string // worker -> fault name
@@ -100,6 +107,11 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 		return true
 	case ClientPause:
 		d, why := c.pauseFor(lease)
+		thaw, frozen := c.freeze(worker)
+		defer thaw()
+		if frozen > 0 {
+			why += fmt.Sprintf("; its %d links carry nothing, keep-alives included", frozen)
+		}
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
 			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target,
 				Detail: fmt.Sprintf("stall %s holding %s (%s)", d.Round(time.Millisecond), lease.Token(), why)}})
@@ -115,6 +127,37 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 			Value: &history.Value{Phase: "stop", Clients: []int{process}, Targets: target}})
 	}
 	return false
+}
+
+// freeze cuts the worker's own links (those without a fault already) and
+// returns what undoes it. Healing closes the connections that were open
+// (see proxy.Partition), so the client reconnects after the pause, as a
+// process whose connections timed out while it was stopped would.
+func (c *ClientFaults) freeze(worker int) (thaw func(), frozen int) {
+	if c.Mesh == nil {
+		return func() {}, 0
+	}
+	var links []*proxy.Link
+	for _, l := range c.Mesh.Links() {
+		if l.From != ClientLinkName(worker) {
+			continue
+		}
+		if _, faulted := l.Fault(); faulted {
+			continue // a network fault has it; that fault's heal restores it
+		}
+		if err := l.Apply(proxy.Fault{Mode: proxy.Partition}); err == nil {
+			links = append(links, l)
+		}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, l := range links {
+			if f, ok := l.Fault(); ok && f.Mode == proxy.Partition {
+				l.Heal(ctx)
+			}
+		}
+	}, len(links)
 }
 
 // pauseFor stalls past the lease's remaining validity by half a TTL, so

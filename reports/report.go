@@ -248,6 +248,9 @@ func whyLines(r *runResults) []string {
 				len(ex.Violations), fmtD(longest.Overlap), longest.First.Process, longest.Second.Process, fmtT(longest.OverlapStart)))
 		}
 	}
+	if line := checker.LockVersusResource(r.Exclusion, r.Resource); line != "" {
+		out = append(out, line)
+	}
 	if res := r.Resource; res != nil && res.Checked && !res.Valid {
 		out = append(out, "Resource: "+res.Explanation+".")
 		if len(res.Interleaved) > 0 {
@@ -261,14 +264,16 @@ func whyLines(r *runResults) []string {
 }
 
 var lockDescriptions = map[string]string{
-	"token":       "acquire with SET key token NX PX ttl; release with a Lua script that deletes the key only if it still holds our token (the correct single-instance lock)",
-	"setnx-del":   "acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it",
-	"setnx-nottl": "acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases",
-	"fenced":      "acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete",
-	"wait":        "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
-	"redislock":   "the bsm/redislock library: Obtain (SET NX PX), Release and Refresh by token, on a single Redis",
-	"redlock":     "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
-	"redsync":     "the go-redsync/redsync library, Redlock over every node",
+	"token":        "acquire with SET key token NX PX ttl; release with a Lua script that deletes the key only if it still holds our token (the correct single-instance lock)",
+	"setnx-del":    "acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it",
+	"setnx-nottl":  "acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases",
+	"fenced":       "acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete",
+	"wait":         "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
+	"redislock":    "the bsm/redislock library: Obtain (SET NX PX), Release and Refresh by token, on a single Redis",
+	"redlock":      "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
+	"redsync":      "the go-redsync/redsync library, Redlock over every node",
+	"etcd":         "etcd's concurrency.Mutex on a lease of the TTL with no keep-alive: the holder acts only until the lease's end by its own clock; the key's create revision is the fencing token",
+	"etcd-session": "etcd's concurrency.Session and Mutex as applications use them: the client renews the lease in the background, and the holder believes it holds the lock until it releases; the key's create revision is the fencing token",
 }
 
 var workloadDescriptions = map[string]string{

@@ -219,6 +219,14 @@ func init() {
 		c.System, c.Lock = cluster.Sentinel, locks.Token
 		c.TimeLimit, c.Recovery = 9*time.Second, 2*time.Second
 	}
+	// etcd: whole-second leases; a longer recovery, because the etcd
+	// client reconnects to a member it lost with a backoff.
+	etcd := func(lock string) func(*harness.Config) {
+		return func(c *harness.Config) {
+			c.System, c.Lock, c.TTL = cluster.Etcd, lock, time.Second
+			c.TimeLimit, c.Recovery = 6*time.Second, 3*time.Second
+		}
+	}
 	then := func(fs ...func(*harness.Config)) func(*harness.Config) {
 		return func(c *harness.Config) {
 			for _, f := range fs {
@@ -393,6 +401,42 @@ func init() {
 				c.Targets = "holder"
 				c.RestartDelay = c.TTL + 200*time.Millisecond
 				c.Hold = "100ms..300ms"
+			})},
+
+		// The consensus baseline: etcd 3 members, the same workloads.
+		{Name: "etcd-baseline", Expect: safe, Tags: []string{"etcd"},
+			Shows: "etcd's lock (concurrency.Mutex on a lease) on three members with no faults: safe",
+			edit:  etcd(locks.EtcdName)},
+		{Name: "etcd-member-faults", Expect: safe, Tags: []string{"etcd"},
+			Shows: "pauses and kills of one member at a time: raft keeps a majority, the lock stays safe",
+			edit: then(etcd(locks.EtcdName), func(c *harness.Config) {
+				c.Nemesis = []string{"pause", "kill"}
+				c.Targets = "one"
+				c.NemesisInterval, c.FaultDuration = time.Second, time.Second
+			})},
+		{Name: "etcd-partition", Expect: safe, Tags: []string{"etcd"},
+			Shows: "a member cut off from clients and peers: requests to it time out, the majority goes on, safe",
+			edit: then(etcd(locks.EtcdName), func(c *harness.Config) {
+				c.Nemesis = []string{"partition"}
+				c.Targets = "one"
+				c.NemesisInterval, c.FaultDuration = time.Second, time.Second
+			})},
+		{Name: "etcd-session-client-pause", Expect: unsafe, Tags: []string{"etcd"},
+			Shows: "Jepsen's etcd 3.4.3 finding: with the session's keep-alive, a client paused past the TTL loses its lease and wakes up still holding the lock",
+			edit: then(etcd(locks.EtcdSessionName), func(c *harness.Config) {
+				c.Nemesis = []string{"client-pause"}
+			})},
+		{Name: "etcd-session-fenced-counter", Expect: unsafe, Tags: []string{"etcd"},
+			Shows: "the same pauses on the counter: the lock is not exclusive, but the create revision fences the resource and no update is lost",
+			edit: then(etcd(locks.EtcdSessionName), func(c *harness.Config) {
+				c.Workload = workloads.Counter
+				c.Nemesis = []string{"client-pause"}
+			})},
+		{Name: "etcd-gc-pause-fenced", Expect: safe, Tags: []string{"etcd"},
+			Shows: "etcd's lock without keep-alive under the same pauses on the counter: the holder's belief ends with its lease, and the fence refuses the late write",
+			edit: then(etcd(locks.EtcdName), func(c *harness.Config) {
+				c.Workload = workloads.Counter
+				c.Nemesis = []string{"client-pause"}
 			})},
 	}
 	for i, s := range list {

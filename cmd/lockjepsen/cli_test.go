@@ -358,3 +358,35 @@ func TestProgressReadsTheHistory(t *testing.T) {
 		t.Fatalf("viol %d: %s", p.viol, s)
 	}
 }
+
+// The grid has etcd rows: etcd's locks on etcd only, no clock faults
+// (refused on etcd), named scenarios where there are some.
+func TestGridEtcdRows(t *testing.T) {
+	runs, err := gridRuns("etcd", "", gridFaults, "mutex", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.Scenario)
+		if strings.Contains(r.Faults, "clock") {
+			t.Errorf("%s: clock faults on etcd", r.Scenario)
+		}
+	}
+	want := "etcd-baseline,etcd-etcd-mutex-client-pause,etcd-etcd-mutex-kill,etcd-partition," +
+		"etcd-etcd-session-mutex-none,etcd-session-client-pause,etcd-etcd-session-mutex-kill,etcd-etcd-session-mutex-partition"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("etcd grid:\n got %s\nwant %s", got, want)
+	}
+	runs, err = gridRuns("single,etcd", "token,etcd-session", "none", "mutex", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	for _, r := range runs {
+		names = append(names, r.System+"/"+r.Lock)
+	}
+	if got := strings.Join(names, ","); got != "single/token,etcd/etcd-session" {
+		t.Errorf("locks across systems: %s", got)
+	}
+}

@@ -143,7 +143,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&cfg.WaitReplicas, "wait-replicas", 0, "wait lock: replicas that must acknowledge a grant (0: 1)")
 	f.DurationVar(&cfg.WaitTimeout, "wait-timeout", 0, "wait lock: WAIT timeout (0: 100ms)")
 	f.BoolVar(&cfg.AfterAcquire, "after-acquire", false, "start each server fault right after a lease is granted (with --targets primary: kill the primary before replication catches up)")
-	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.AllNames, ", ")+" (redlock and redsync need --system redlock)")
+	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.AllNames, ", ")+" (redlock and redsync need --system redlock); on --system etcd: "+strings.Join(locks.EtcdNames, ", "))
 	f.Float64Var(&cfg.DriftFactor, "drift-factor", 0, "redlock, redsync: clock drift factor in the validity (0: the lock's default, 0.01)")
 	f.IntVar(&cfg.LockTries, "lock-tries", 0, "redlock, redsync: the lock's own tries per acquire (0: 1; the workload retries anyway)")
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")

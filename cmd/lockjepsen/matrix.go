@@ -82,6 +82,7 @@ var (
 		cluster.Single:   {locks.Token, locks.SetnxDel, locks.SetnxNoTTL, locks.Fenced},
 		cluster.Sentinel: {locks.Token, locks.WaitName},
 		cluster.Redlock:  {locks.RedlockName, locks.RedsyncName},
+		cluster.Etcd:     locks.EtcdNames,
 	}
 	gridFaults = "none,client-pause,kill,partition,clock-jump"
 )
@@ -243,7 +244,7 @@ func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]ma
 		sys = strings.TrimSpace(sys)
 		own, ok := gridLocks[sys]
 		if !ok {
-			return nil, fmt.Errorf("--systems: unknown system %q; want single, sentinel or redlock", sys)
+			return nil, fmt.Errorf("--systems: unknown system %q; want single, sentinel, redlock or etcd", sys)
 		}
 		lockNames := own
 		if locksGiven {
@@ -254,8 +255,12 @@ func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]ma
 			}
 			for _, l := range strings.Split(lockList, ",") {
 				l = strings.TrimSpace(l)
-				if !contains(locks.AllNames, l) {
-					return nil, fmt.Errorf("--locks: unknown lock %q; want one of %s", l, strings.Join(locks.AllNames, ", "))
+				known := append(append([]string{}, locks.AllNames...), locks.EtcdNames...)
+				if !contains(known, l) {
+					return nil, fmt.Errorf("--locks: unknown lock %q; want one of %s", l, strings.Join(known, ", "))
+				}
+				if contains(locks.EtcdNames, l) != (sys == cluster.Etcd) {
+					continue // etcd's locks run on etcd only, and only they do
 				}
 				if locks.CheckNodes(l, nodes) == nil && (l != locks.WaitName || sys == cluster.Sentinel) {
 					lockNames = append(lockNames, l)
@@ -264,6 +269,9 @@ func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]ma
 		}
 		for _, lock := range lockNames {
 			for _, fs := range faultSets {
+				if sys == cluster.Etcd && nemesis.NeedsFakeClock(fs) {
+					continue // etcd's leases run on monotonic timers: no clock faults
+				}
 				if s, ok := scenario.Find(sys, lock, workload, fs); ok {
 					runs = append(runs, scenarioRun(s))
 					continue
@@ -303,6 +311,13 @@ func gridConfig(sys, lock, workload string, faults []string) harness.Config {
 		cfg.Clients = 3
 		cfg.Targets = nemesis.TargetHolder
 		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 150*time.Millisecond
+	case cluster.Etcd:
+		// Whole-second leases; the etcd client reconnects to a member it
+		// lost with a backoff, hence the longer recovery.
+		cfg.TTL = time.Second
+		cfg.TimeLimit, cfg.Recovery = 6*time.Second, 3*time.Second
+		cfg.Targets = nemesis.TargetOne
+		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
 	}
 	cfg.Expect = harness.ExpectAny
 	cfg.Name = gridName(sys, lock, workload, faults)
