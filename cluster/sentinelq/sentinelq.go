@@ -1,0 +1,422 @@
+// Package sentinelq asks a running Redis Sentinel deployment about itself:
+// which node the sentinels name primary (by majority), whether replication
+// and the sentinels are healthy, and it asks them for a manual failover. It
+// is the backend-independent half of cluster.SentinelCluster: the local
+// backend (processes) and the docker backends (containers) describe their
+// processes to it and forward their SentinelCluster methods here.
+//
+// Every process has two addresses: the one the backend itself dials (its
+// admin client's, which must bypass any fault on the cluster's links), and
+// the one the cluster knows it by (Announce: replicaof, replica-announce-*,
+// sentinel announce-*). Sentinels report primaries and replicas by the
+// latter; Deployment maps them back to node names.
+package sentinelq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// HealthyTimeout bounds WaitHealthy, Failover and Poll when the
+	// caller's context has no deadline of its own.
+	HealthyTimeout = 30 * time.Second
+	// AdminTimeout bounds each command sent to one process. A paused or
+	// cut-off process must cost a poll, not the whole wait.
+	AdminTimeout = 500 * time.Millisecond
+	// PollEvery is the interval between two checks of a poll.
+	PollEvery = 50 * time.Millisecond
+)
+
+// Proc is one redis-server or redis-sentinel process of a deployment.
+type Proc struct {
+	Name string
+	// Announce is the host:port the cluster uses for the process and
+	// reports it by.
+	Announce string
+	// Client is the backend's own client on the process's real address
+	// (AdminOptions). The caller owns it and closes it.
+	Client *redis.Client
+}
+
+// AdminOptions are the options of a backend's own client of one process:
+// no retries, short timeouts, and RESP2, in which Sentinel's replies are
+// flat field/value lists.
+func AdminOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr: addr, MaxRetries: -1, DisableIdentity: true,
+		DialTimeout: AdminTimeout, ReadTimeout: AdminTimeout, WriteTimeout: AdminTimeout,
+		PoolSize: 2,
+		Protocol: 2,
+	}
+}
+
+// Deployment is a primary with replicas (Nodes) watched by Sentinels under
+// MasterName.
+type Deployment struct {
+	MasterName string
+	Nodes      []Proc
+	Sentinels  []Proc
+}
+
+// ByAnnounce maps an address the cluster reports to its node's name.
+func (d *Deployment) ByAnnounce(addr string) (string, bool) {
+	for _, n := range d.Nodes {
+		if n.Announce == addr {
+			return n.Name, true
+		}
+	}
+	return "", false
+}
+
+func (d *Deployment) node(name string) (Proc, bool) {
+	for _, n := range d.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Proc{}, false
+}
+
+func do(ctx context.Context, p Proc, args ...any) *redis.Cmd {
+	ctx, cancel := context.WithTimeout(ctx, AdminTimeout)
+	defer cancel()
+	return p.Client.Do(ctx, args...)
+}
+
+// MasterAddrs asks every sentinel for the primary's address, concurrently.
+// A sentinel that does not answer has an error in its place.
+func (d *Deployment) MasterAddrs(ctx context.Context) ([]string, []error) {
+	addrs := make([]string, len(d.Sentinels))
+	errs := make([]error, len(d.Sentinels))
+	var wg sync.WaitGroup
+	for i, s := range d.Sentinels {
+		wg.Go(func() {
+			hp, err := do(ctx, s, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", d.MasterName).StringSlice()
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("sentinel %s: %w", s.Name, err)
+			case len(hp) != 2:
+				errs[i] = fmt.Errorf("sentinel %s: master address %q", s.Name, hp)
+			default:
+				addrs[i] = net.JoinHostPort(hp[0], hp[1])
+			}
+		})
+	}
+	wg.Wait()
+	return addrs, errs
+}
+
+// Primary asks the sentinels which node is the primary now and returns the
+// answer of a majority of them.
+func (d *Deployment) Primary(ctx context.Context) (string, error) {
+	if len(d.Sentinels) == 0 {
+		return "", errors.New("primary: the cluster has no sentinels")
+	}
+	addrs, errs := d.MasterAddrs(ctx)
+	votes := map[string]int{}
+	for _, a := range addrs {
+		if a != "" {
+			votes[a]++
+		}
+	}
+	for a, n := range votes {
+		if n > len(d.Sentinels)/2 {
+			name, ok := d.ByAnnounce(a)
+			if !ok {
+				return "", fmt.Errorf("primary: the sentinels name %s, which is no node of this cluster", a)
+			}
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("primary: no majority of %d sentinels agrees (answers %v): %w", len(d.Sentinels), votes, errors.Join(errs...))
+}
+
+// WaitHealthy polls until every sentinel names the same primary, every
+// other node replicates from it and has caught up with it, and every
+// sentinel sees every replica and every other sentinel as healthy. Without
+// a deadline on ctx it gives up after HealthyTimeout.
+func (d *Deployment) WaitHealthy(ctx context.Context) error {
+	if len(d.Sentinels) == 0 {
+		return errors.New("wait healthy: the cluster has no sentinels")
+	}
+	return Poll(ctx, "healthy sentinel topology", d.CheckHealthy)
+}
+
+// Poll runs check until it succeeds, ctx ends, or HealthyTimeout passes if
+// ctx has no deadline. The error says what was still wrong.
+func Poll(ctx context.Context, what string, check func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, HealthyTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	t := time.NewTicker(PollEvery)
+	defer t.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: not reached after %v: %w", what, time.Since(start).Round(time.Millisecond), err)
+		case <-t.C:
+		}
+	}
+}
+
+// CheckHealthy is one check of WaitHealthy.
+func (d *Deployment) CheckHealthy(ctx context.Context) error {
+	addrs, errs := d.MasterAddrs(ctx)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, a := range addrs {
+		if a != addrs[0] {
+			return fmt.Errorf("sentinels disagree on the primary: %s says %s, %s says %s",
+				d.Sentinels[0].Name, addrs[0], d.Sentinels[i].Name, a)
+		}
+	}
+	primary, ok := d.ByAnnounce(addrs[0])
+	if !ok {
+		return fmt.Errorf("the sentinels name %s as primary, which is no node of this cluster", addrs[0])
+	}
+	if err := d.CheckReplication(ctx, primary); err != nil {
+		return err
+	}
+	for _, s := range d.Sentinels {
+		if err := d.checkSentinel(ctx, s, primary); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckReplication checks that the named node is a primary that lists every
+// other node as an online replica, and that each of them replicates from
+// it, with its link up and its offset at least the primary's.
+func (d *Deployment) CheckReplication(ctx context.Context, primaryName string) error {
+	primary, ok := d.node(primaryName)
+	if !ok {
+		return fmt.Errorf("check replication: no node %q", primaryName)
+	}
+	pinfo, err := ReplicationInfo(ctx, primary)
+	if err != nil {
+		return err
+	}
+	if pinfo["role"] != "master" {
+		return fmt.Errorf("%s: role %s, want master", primary.Name, pinfo["role"])
+	}
+	online := map[string]bool{}
+	for k, v := range pinfo {
+		// slave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0
+		if !strings.HasPrefix(k, "slave") || !strings.Contains(v, "state=") {
+			continue
+		}
+		f := fields(v, ",")
+		if f["state"] == "online" {
+			online[net.JoinHostPort(f["ip"], f["port"])] = true
+		}
+	}
+	poff, _ := strconv.ParseInt(pinfo["master_repl_offset"], 10, 64)
+	for _, r := range d.Nodes {
+		if r.Name == primary.Name {
+			continue
+		}
+		if !online[r.Announce] {
+			return fmt.Errorf("%s does not list %s (%s) as an online replica", primary.Name, r.Name, r.Announce)
+		}
+		rinfo, err := ReplicationInfo(ctx, r)
+		if err != nil {
+			return err
+		}
+		master := net.JoinHostPort(rinfo["master_host"], rinfo["master_port"])
+		switch {
+		case rinfo["role"] != "slave":
+			return fmt.Errorf("%s: role %s, want replica of %s", r.Name, rinfo["role"], primary.Name)
+		case master != primary.Announce:
+			return fmt.Errorf("%s replicates from %s, not from %s (%s)", r.Name, master, primary.Name, primary.Announce)
+		case rinfo["master_link_status"] != "up" || rinfo["master_sync_in_progress"] != "0":
+			return fmt.Errorf("%s: link to %s %s, sync in progress %s", r.Name, primary.Name, rinfo["master_link_status"], rinfo["master_sync_in_progress"])
+		}
+		// The primary's offset was read first: a replica that has reached
+		// it is in sync as of then, even while writes go on.
+		if roff, _ := strconv.ParseInt(rinfo["slave_repl_offset"], 10, 64); roff < poff {
+			return fmt.Errorf("%s is behind %s: offset %d < %d", r.Name, primary.Name, roff, poff)
+		}
+	}
+	return nil
+}
+
+// checkSentinel checks that a sentinel sees the primary as a healthy
+// primary, every other node as a healthy replica of it, and every other
+// sentinel.
+func (d *Deployment) checkSentinel(ctx context.Context, s Proc, primary string) error {
+	m := d.MasterName
+	v, err := do(ctx, s, "SENTINEL", "MASTER", m).Result()
+	if err != nil {
+		return fmt.Errorf("sentinel %s: master: %w", s.Name, err)
+	}
+	master := pairs(v)
+	if master["flags"] != "master" {
+		return fmt.Errorf("sentinel %s: primary %s has flags %s", s.Name, primary, master["flags"])
+	}
+	v, err = do(ctx, s, "SENTINEL", "REPLICAS", m).Result()
+	if err != nil {
+		return fmt.Errorf("sentinel %s: replicas: %w", s.Name, err)
+	}
+	replicas := map[string]map[string]string{}
+	for _, r := range list(v) {
+		p := pairs(r)
+		replicas[net.JoinHostPort(p["ip"], p["port"])] = p
+	}
+	for _, r := range d.Nodes {
+		if r.Name == primary {
+			continue
+		}
+		p, ok := replicas[r.Announce]
+		switch {
+		case !ok:
+			return fmt.Errorf("sentinel %s does not know replica %s (%s)", s.Name, r.Name, r.Announce)
+		case p["flags"] != "slave":
+			return fmt.Errorf("sentinel %s: replica %s has flags %s", s.Name, r.Name, p["flags"])
+		}
+		// Not checked: the sentinel's master-host for the replica. A
+		// sentinel asks a replica for INFO only every 10 s, so for a
+		// demoted primary it says "?" for up to 10 s after the node itself
+		// follows the new primary; CheckReplication asked the node.
+	}
+	v, err = do(ctx, s, "SENTINEL", "SENTINELS", m).Result()
+	if err != nil {
+		return fmt.Errorf("sentinel %s: sentinels: %w", s.Name, err)
+	}
+	peers := map[string]map[string]string{}
+	for _, o := range list(v) {
+		p := pairs(o)
+		peers[net.JoinHostPort(p["ip"], p["port"])] = p
+	}
+	for _, o := range d.Sentinels {
+		if o.Name == s.Name {
+			continue
+		}
+		p, ok := peers[o.Announce]
+		switch {
+		case !ok:
+			return fmt.Errorf("sentinel %s does not know sentinel %s (%s)", s.Name, o.Name, o.Announce)
+		case p["flags"] != "sentinel":
+			return fmt.Errorf("sentinel %s: sentinel %s has flags %s", s.Name, o.Name, p["flags"])
+		}
+	}
+	return nil
+}
+
+// Failover asks a sentinel for a manual failover and waits until a
+// majority of the sentinels names another primary. Without a deadline on
+// ctx it gives up after HealthyTimeout.
+func (d *Deployment) Failover(ctx context.Context) (string, error) {
+	if len(d.Sentinels) == 0 {
+		return "", errors.New("failover: the cluster has no sentinels")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, HealthyTimeout)
+		defer cancel()
+	}
+	old, err := d.Primary(ctx)
+	if err != nil {
+		return "", fmt.Errorf("failover: %w", err)
+	}
+	// A sentinel refuses while a failover is in progress (INPROG) or
+	// while it knows no replica fit to promote (NOGOODSLAVE); either can
+	// pass, so ask the sentinels in turn until one accepts.
+	var errs []error
+	for i := 0; ; i++ {
+		s := d.Sentinels[i%len(d.Sentinels)]
+		err := do(ctx, s, "SENTINEL", "FAILOVER", d.MasterName).Err()
+		if err == nil {
+			break
+		}
+		errs = append(errs, fmt.Errorf("sentinel %s: %w", s.Name, err))
+		if len(errs) > len(d.Sentinels) {
+			errs = errs[1:]
+		}
+		t := time.NewTimer(PollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("failover away from %s: no sentinel accepted: %w", old, errors.Join(errs...))
+		case <-t.C:
+		}
+	}
+	var now string
+	err = Poll(ctx, "a new primary", func(ctx context.Context) error {
+		p, err := d.Primary(ctx)
+		if err != nil {
+			return err
+		}
+		if p == old {
+			return fmt.Errorf("the sentinels still name %s", old)
+		}
+		now = p
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("failover away from %s: %w", old, err)
+	}
+	return now, nil
+}
+
+// ReplicationInfo is a node's INFO replication as a map.
+func ReplicationInfo(ctx context.Context, p Proc) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, AdminTimeout)
+	defer cancel()
+	txt, err := p.Client.Info(ctx, "replication").Result()
+	if err != nil {
+		return nil, fmt.Errorf("%s: info replication: %w", p.Name, err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(txt, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// fields parses "a=1,b=2".
+func fields(s, sep string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, sep) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// pairs reads a Sentinel reply of alternating field names and values.
+func pairs(v any) map[string]string {
+	out := map[string]string{}
+	l := list(v)
+	for i := 0; i+1 < len(l); i += 2 {
+		k, _ := l[i].(string)
+		val, _ := l[i+1].(string)
+		out[k] = val
+	}
+	return out
+}
