@@ -62,6 +62,10 @@ type Spec struct {
 	// the mesh and closes it after the cluster. Systems without internal
 	// traffic (single, redlock) add no link. On etcd the inbound link of
 	// each member carries its raft peer traffic (see local.StartEtcd).
+	// Container backends ignore Mesh: their processes cannot reach the
+	// host's loopback proxies, so they route internal traffic through a
+	// toxiproxy server of their own and let the nemesis cut it through
+	// nemesis.InternalNet.
 	Mesh Mesh
 
 	// The options below are for the sentinel system only; zero means the

@@ -178,6 +178,11 @@ func (r *runner) run(ctx context.Context) error {
 		})
 	}
 	if cfg.System == cluster.Sentinel {
+		// The local backend routes the cluster's own traffic through these
+		// in-process links. The container backends ignore spec.Mesh (their
+		// processes cannot reach the host's loopback proxies) and carry
+		// that traffic through a toxiproxy server of their own instead,
+		// which the nemesis cuts through nemesis.InternalNet (nenv below).
 		spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
 			l, err := mesh.Add(from, to, upstream, "")
 			if err != nil {
@@ -297,6 +302,11 @@ func (r *runner) run(ctx context.Context) error {
 		Rec: rec, Nodes: names, Mesh: mesh, FakeClock: spec.FakeClock,
 		Persistence: cfg.Persistence, Clients: cfg.Clients, TTL: cfg.TTL,
 		Holder: holder.nodes, Granted: granted,
+	}
+	// The backend's own internal network (containers), for isolate and
+	// internal faults on nodes without a "net" link in the mesh.
+	if in, ok := cl.(nemesis.InternalNet); ok {
+		nenv.Internal = in
 	}
 	var monitor *primaryMonitor
 	if sc != nil {

@@ -65,6 +65,10 @@ type Env struct {
 	Control cluster.Controller
 	// Mesh holds every proxied link; nil without proxies.
 	Mesh *proxy.Mesh
+	// Internal cuts the cluster's own links into a node where the mesh has
+	// none (the container backends route them through a toxiproxy server);
+	// nil when the backend has no such network.
+	Internal InternalNet
 	// FakeClock is set when the nodes run with a movable clock.
 	FakeClock   bool
 	Persistence string

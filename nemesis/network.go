@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,17 +12,46 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 )
 
+// InternalNet cuts and heals the cluster's own traffic into one node
+// (replica→primary, sentinel→node, sentinel↔sentinel) on backends whose
+// internal links are not in the harness's mesh: the container backends,
+// whose processes talk through a toxiproxy server on their private network.
+// A cut node still serves the clients, whose links are in the mesh.
+type InternalNet interface {
+	// CutInternal applies f to every internal link into node, replacing
+	// whatever fault the link had.
+	CutInternal(ctx context.Context, node string, f proxy.Fault) error
+	// HealInternal removes every fault from the internal links into node;
+	// healing a healthy node is no error.
+	HealInternal(ctx context.Context, node string) error
+}
+
+// InternalNodes is optionally implemented by an InternalNet to say which
+// processes have internal links it can cut (none on systems without
+// internal traffic), so that a fault on another node is refused before the
+// run rather than failing during it.
+type InternalNodes interface {
+	InternalNodes() []string
+}
+
 // netFault cuts or degrades the proxied links of the target nodes: every
 // link into a target node (from clients and from other nodes) and every
-// link out of it, or only the links of chosen clients.
+// link out of it, or only the links of chosen clients. Isolate and actions
+// marked Internal hit only the cluster's own links into the targets: the
+// mesh's "net" links where it has them, else through Env.Internal.
 type netFault struct {
 	name string
 
 	mu     sync.Mutex
 	active map[*proxy.Link]bool
+	// cut are the nodes whose internal links this fault cut through
+	// Env.Internal.
+	cut map[string]bool
 }
 
-func newNetFault(name string) *netFault { return &netFault{name: name, active: map[*proxy.Link]bool{}} }
+func newNetFault(name string) *netFault {
+	return &netFault{name: name, active: map[*proxy.Link]bool{}, cut: map[string]bool{}}
+}
 
 func (f *netFault) Name() string { return f.name }
 
@@ -38,17 +68,64 @@ func (f *netFault) linkFault(a *Action) proxy.Fault {
 	}
 }
 
+// internal reports whether the action hits only the cluster's own links.
+func (f *netFault) internal(a *Action) bool { return f.name == Isolate || a.Internal }
+
 func (f *netFault) Available(env *Env, a *Action) error {
-	if env.Mesh == nil {
-		return fmt.Errorf("%s needs the proxied network, which this backend does not have", f.name)
-	}
 	if err := f.linkFault(a).Validate(); err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
+	}
+	if f.internal(a) {
+		return f.internalAvailable(env, a)
+	}
+	if env.Mesh == nil {
+		return fmt.Errorf("%s needs the proxied network, which this backend does not have", f.name)
 	}
 	if len(f.links(env, a)) == 0 {
 		return fmt.Errorf("%s on %v hits no link", f.name, a.Nodes)
 	}
 	return nil
+}
+
+// internalAvailable checks that every target node's internal links can be
+// cut: through the mesh's "net" link into it, or through Env.Internal.
+func (f *netFault) internalAvailable(env *Env, a *Action) error {
+	if len(a.Nodes) == 0 {
+		return fmt.Errorf("%s has no target node", f.name)
+	}
+	var known []string
+	lister, canList := env.Internal.(InternalNodes)
+	if canList {
+		known = lister.InternalNodes()
+	}
+	for _, n := range f.viaInternal(env, a) {
+		switch {
+		case env.Internal == nil:
+			return fmt.Errorf("%s on %s: the cluster's internal traffic into %s cannot be cut: the proxied network has no %q link into it and the backend has no internal network to fault (isolate and internal faults are for the sentinel system)",
+				f.name, n, n, InternalLinkFrom)
+		case canList && !slices.Contains(known, n):
+			return fmt.Errorf("%s on %s: the backend has no internal link into %s (it has: %v; isolate and internal faults are for the sentinel system)",
+				f.name, n, n, known)
+		}
+	}
+	return nil
+}
+
+// viaInternal are the target nodes of an internal action that have no
+// "net" link in the mesh: their internal links are cut through
+// Env.Internal.
+func (f *netFault) viaInternal(env *Env, a *Action) []string {
+	inMesh := map[string]bool{}
+	for _, l := range f.links(env, a) {
+		inMesh[l.To] = true
+	}
+	var out []string
+	for _, n := range a.Nodes {
+		if !inMesh[n] && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // links selects the links the action hits.
@@ -62,9 +139,12 @@ func (f *netFault) links(env *Env, a *Action) []*proxy.Link {
 		clients[ClientLinkName(c)] = true
 	}
 	var out []*proxy.Link
+	if env.Mesh == nil {
+		return nil
+	}
 	for _, l := range env.Mesh.Links() {
 		switch {
-		case f.name == Isolate || a.Internal:
+		case f.internal(a):
 			// Only the cluster's own traffic into the node: clients keep
 			// their links, so the node can go on serving some of them.
 			if l.From == InternalLinkFrom && targets[l.To] {
@@ -94,11 +174,29 @@ func (f *netFault) Start(ctx context.Context, env *Env, a *Action) error {
 		}
 		f.active[l] = true
 	}
+	if f.internal(a) {
+		for _, n := range f.viaInternal(env, a) {
+			if env.Internal == nil {
+				errs = append(errs, fmt.Errorf("%s %s: no internal network to cut", f.name, n))
+				continue
+			}
+			// Marked before the call: a cut that failed half-way (one
+			// toxic of two) must still be healed.
+			f.cut[n] = true
+			if err := env.Internal.CutInternal(ctx, n, lf); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: internal links: %w", f.name, n, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
 func (f *netFault) Stop(ctx context.Context, env *Env, a *Action) error {
-	return f.heal(ctx, f.links(env, a))
+	var nodes []string
+	if f.internal(a) {
+		nodes = a.Nodes
+	}
+	return f.heal(ctx, env, f.links(env, a), nodes)
 }
 
 func (f *netFault) Heal(ctx context.Context, env *Env) error {
@@ -107,11 +205,17 @@ func (f *netFault) Heal(ctx context.Context, env *Env) error {
 	for l := range f.active {
 		links = append(links, l)
 	}
+	var nodes []string
+	for n := range f.cut {
+		nodes = append(nodes, n)
+	}
 	f.mu.Unlock()
-	return f.heal(ctx, links)
+	return f.heal(ctx, env, links, nodes)
 }
 
-func (f *netFault) heal(ctx context.Context, links []*proxy.Link) error {
+// heal restores the given links and the internal links of the given nodes,
+// of those this fault has in effect.
+func (f *netFault) heal(ctx context.Context, env *Env, links []*proxy.Link, nodes []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
@@ -124,6 +228,16 @@ func (f *netFault) heal(ctx context.Context, links []*proxy.Link) error {
 			continue
 		}
 		delete(f.active, l)
+	}
+	for _, n := range nodes {
+		if !f.cut[n] {
+			continue
+		}
+		if err := env.Internal.HealInternal(ctx, n); err != nil {
+			errs = append(errs, fmt.Errorf("heal the internal links of %s: %w", n, err))
+			continue
+		}
+		delete(f.cut, n)
 	}
 	return errors.Join(errs...)
 }
