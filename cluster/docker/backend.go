@@ -26,6 +26,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
 // Backend starts clusters as containers with testcontainers-go.
@@ -35,6 +36,10 @@ type Backend struct {
 	// (redis:7.2, valkey/valkey:8); clock faults need one built by
 	// docker/build-image.sh.
 	Image string
+	// ToxiproxyImage is the toxiproxy server that carries the sentinel
+	// system's internal links; "" means $LOCKJEPSEN_TOXIPROXY_IMAGE, else
+	// DefaultToxiproxyImage.
+	ToxiproxyImage string
 }
 
 // Name is "docker".
@@ -51,6 +56,16 @@ func (b Backend) image() string {
 	return DefaultImage
 }
 
+func (b Backend) toxiproxyImage() string {
+	if b.ToxiproxyImage != "" {
+		return b.ToxiproxyImage
+	}
+	if v := os.Getenv(ToxiproxyImageEnv); v != "" {
+		return v
+	}
+	return DefaultToxiproxyImage
+}
+
 // Cluster is a running set of containers.
 type Cluster struct {
 	eng       *engine
@@ -59,6 +74,14 @@ type Cluster struct {
 	resource  *node
 	fakeClock bool
 
+	// The sentinel system (sentinel.go): the sentinels, the toxiproxy
+	// server that carries the internal links, and the shared queries.
+	sentinels []*node
+	toxi      *node
+	internal  *internalNet
+	dep       *sentinelq.Deployment
+	admins    []*redis.Client
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -66,46 +89,50 @@ type Cluster struct {
 // node is one container.
 type node struct {
 	name, role string
-	hostPort   int
+	hostPort   int // the loopback port its service is published on
 	logPath    string
-	c          *testcontainers.DockerContainer
+	// announce is the address the rest of the cluster knows it by (the
+	// sentinel system: its internal proxy), "" if none.
+	announce string
+	c        *testcontainers.DockerContainer
 }
 
 func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.hostPort)) }
 
 // Start checks the engine and the image, then starts the spec's containers
-// on a new private network and waits until each answers PING. Whatever was
-// created is removed again on error.
+// on a new private network and waits until each answers PING (the sentinel
+// system: until it is healthy). Whatever was created is removed again on
+// error.
+//
+// spec.Mesh is ignored: processes in containers cannot reach the host's
+// loopback proxies. The sentinel system's internal links go through a
+// toxiproxy server container instead (see toxiproxy.go), which the
+// cluster exposes to the nemesis as nemesis.InternalNet.
 func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.System == cluster.Sentinel {
-		return nil, fmt.Errorf("the docker backend runs the %q and %q systems; %q is not supported yet (use the local backend, or docker-compose.yml with the compose backend)", cluster.Single, cluster.Redlock, cluster.Sentinel)
+	if spec.System == cluster.Etcd {
+		return nil, fmt.Errorf("the docker backend runs the %q, %q and %q systems; %q runs on the local backend", cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.Etcd)
 	}
+	spec = spec.WithDefaults()
+	spec.Mesh = nil // see above: never used by this backend
 	image := b.image()
 	eng, err := connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	reapOrphans(ctx, eng)
-	labels, found, err := eng.imageLabels(ctx, image)
+	labels, err := eng.ensureImage(ctx, image, DefaultImage, OfficialImage, "docker/build-image.sh", "--image")
 	if err != nil {
 		eng.close()
 		return nil, err
 	}
-	if !found {
-		if image == DefaultImage {
+	toxiImage := b.toxiproxyImage()
+	if spec.System == cluster.Sentinel {
+		if _, err := eng.ensureImage(ctx, toxiImage, DefaultToxiproxyImage, OfficialToxiproxyImage, "docker/build-image.sh --toxiproxy", "$"+ToxiproxyImageEnv); err != nil {
 			eng.close()
-			return nil, fmt.Errorf("%w: %s has not been built on this machine: run docker/build-image.sh (or pass an image such as %s with --image)", ErrImageMissing, image, OfficialImage)
-		}
-		if err := eng.pull(ctx, image); err != nil {
-			eng.close()
-			return nil, fmt.Errorf("%w: %s is not present locally and could not be pulled: %v", ErrImageMissing, image, err)
-		}
-		if labels, _, err = eng.imageLabels(ctx, image); err != nil {
-			eng.close()
-			return nil, err
+			return nil, fmt.Errorf("the sentinel system's internal links need a toxiproxy server: %w", err)
 		}
 	}
 	preload := labels[LabelPreload]
@@ -125,6 +152,12 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return fail(fmt.Errorf("create a docker network: %w", err))
 	}
 	c.net = nw
+	if spec.System == cluster.Sentinel {
+		if err := c.startSentinel(ctx, spec, image, toxiImage, id, preload); err != nil {
+			return fail(err)
+		}
+		return c, nil
+	}
 
 	for i := 1; i <= spec.Nodes; i++ {
 		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("n%d", i), role: cluster.RoleNode})
@@ -143,15 +176,10 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 			if n.role != cluster.RoleResource {
 				args = persistenceArgs(spec.Persistence)
 				if spec.FakeClock {
-					env = map[string]string{
-						"LD_PRELOAD":                   preload,
-						"FAKETIME_TIMESTAMP_FILE":      ClockFile,
-						"FAKETIME_NO_CACHE":            "1",
-						"FAKETIME_DONT_FAKE_MONOTONIC": "1",
-					}
+					env = fakeClockEnv(preload)
 				}
 			}
-			errs[i] = c.startNode(ctx, n, image, id, args, env)
+			errs[i] = c.startNode(ctx, n, id, redisContainer(image, args, env), waitReady)
 		})
 	}
 	wg.Wait()
@@ -187,15 +215,67 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// ctrSpec is what one container runs.
+type ctrSpec struct {
+	image string
+	cmd   []string
+	env   map[string]string
+	// port is the container's port that is published on 127.0.0.1.
+	port  int
+	files []testcontainers.ContainerFile
+	// aliases are network names besides the node's own.
+	aliases []string
+}
+
+// redisCmd is the command line of a redis-server node: an optional
+// configuration file, the fixed options, then args.
+func redisCmd(configFile string, args []string) []string {
+	cmd := []string{"redis-server"}
+	if configFile != "" {
+		cmd = append(cmd, configFile)
+	}
+	cmd = append(cmd,
+		"--port", strconv.Itoa(RedisPort),
+		"--bind", "0.0.0.0",
+		"--protected-mode", "no",
+		"--dir", "/data",
+		"--save", "",
+		"--logfile", "",
+		"--daemonize", "no",
+		"--enable-debug-command", "local",
+	)
+	return append(cmd, args...)
+}
+
+// redisContainer is a plain redis-server node (env: the fake clock's, or
+// nil).
+func redisContainer(image string, args []string, env map[string]string) ctrSpec {
+	s := ctrSpec{image: image, cmd: redisCmd("", args), env: env, port: RedisPort}
+	s.withClockFile()
+	return s
+}
+
+// withClockFile writes libfaketime's offset file into a node that runs
+// under it, before redis starts: a missing file means real time, but
+// writing it first keeps the first SetClock a plain replacement.
+func (s *ctrSpec) withClockFile() {
+	if s.env != nil {
+		s.files = append(s.files, testcontainers.ContainerFile{
+			Reader: strings.NewReader(fakeclock.Offset(0, 1) + "\n"), ContainerFilePath: ClockFile, FileMode: 0o644,
+		})
+	}
+}
+
 // startNode creates and starts one node's container, retrying with another
-// port if the chosen one was taken in the meantime.
-func (c *Cluster) startNode(ctx context.Context, n *node, image, id string, args []string, env map[string]string) error {
+// port if the chosen one was taken in the meantime, and waits until ready
+// says it serves on its published address.
+func (c *Cluster) startNode(ctx context.Context, n *node, id string, s ctrSpec, ready func(ctx context.Context, addr string) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if n.hostPort, err = freePort(); err != nil {
 			return fmt.Errorf("start node %s: pick a port: %w", n.name, err)
 		}
-		err = c.createNode(ctx, n, image, id, args, env)
+		err = c.createNode(ctx, n, id, s)
 		if err == nil {
 			break
 		}
@@ -207,43 +287,27 @@ func (c *Cluster) startNode(ctx context.Context, n *node, image, id string, args
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, n.addr()); err != nil {
-		return fmt.Errorf("start node %s (%s) on %s: %w\n--- log of %s:\n%s", n.name, image, n.addr(), err, n.name, c.logTail(n, 15))
+	if err := ready(ctx, n.addr()); err != nil {
+		return fmt.Errorf("start node %s (%s) on %s: %w\n--- log of %s:\n%s", n.name, s.image, n.addr(), err, n.name, c.logTail(n, 15))
 	}
 	return nil
 }
 
-func (c *Cluster) createNode(ctx context.Context, n *node, image, id string, args []string, env map[string]string) error {
-	port := network.MustParsePort(fmt.Sprintf("%d/tcp", RedisPort))
-	cmd := append([]string{"redis-server",
-		"--port", strconv.Itoa(RedisPort),
-		"--bind", "0.0.0.0",
-		"--protected-mode", "no",
-		"--dir", "/data",
-		"--save", "",
-		"--logfile", "",
-		"--daemonize", "no",
-		"--enable-debug-command", "local",
-	}, args...)
+func (c *Cluster) createNode(ctx context.Context, n *node, id string, s ctrSpec) error {
+	port := network.MustParsePort(fmt.Sprintf("%d/tcp", s.port))
 	req := testcontainers.ContainerRequest{
-		Image:          image,
+		Image:          s.image,
 		Name:           fmt.Sprintf("lockjepsen-%s-%s", id, n.name),
-		Cmd:            cmd,
-		Env:            env,
+		Cmd:            s.cmd,
+		Env:            s.env,
 		ExposedPorts:   []string{port.String()},
 		Networks:       []string{c.net.Name},
-		NetworkAliases: map[string][]string{c.net.Name: {n.name}},
+		NetworkAliases: map[string][]string{c.net.Name: append([]string{n.name}, s.aliases...)},
 		Labels:         map[string]string{LabelBackend: "docker", LabelOwner: owner(), LabelNode: n.name},
+		Files:          s.files,
 		HostConfigModifier: func(hc *container.HostConfig) {
 			hc.PortBindings = network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(n.hostPort)}}}
 		},
-	}
-	if env != nil {
-		// Present before redis starts: a missing file means real time, but
-		// writing it first keeps the first SetClock a plain replacement.
-		req.Files = []testcontainers.ContainerFile{{
-			Reader: strings.NewReader(fakeclock.Offset(0, 1) + "\n"), ContainerFilePath: ClockFile, FileMode: 0o644,
-		}}
 	}
 	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: req, Started: true, Logger: logger(),
@@ -258,7 +322,7 @@ func (c *Cluster) createNode(ctx context.Context, n *node, image, id string, arg
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("start node %s (image %s): %w", n.name, image, err)
+		return fmt.Errorf("start node %s (image %s): %w", n.name, s.image, err)
 	}
 	return nil
 }
@@ -285,8 +349,13 @@ func waitReady(ctx context.Context, addr string) error {
 	}
 }
 
+// all are the cluster's containers: nodes, sentinels, the toxiproxy server
+// and the resource.
 func (c *Cluster) all() []*node {
-	all := append([]*node{}, c.nodes...)
+	all := append(append([]*node{}, c.nodes...), c.sentinels...)
+	if c.toxi != nil {
+		all = append(all, c.toxi)
+	}
 	if c.resource != nil {
 		all = append(all, c.resource)
 	}
@@ -294,7 +363,7 @@ func (c *Cluster) all() []*node {
 }
 
 func (n *node) info() cluster.Node {
-	return cluster.Node{Name: n.name, Role: n.role, Addr: n.addr(), LogPath: n.logPath}
+	return cluster.Node{Name: n.name, Role: n.role, Addr: n.addr(), Announce: n.announce, LogPath: n.logPath}
 }
 
 // Nodes are the nodes under test.
@@ -315,7 +384,7 @@ func (c *Cluster) Resource() *cluster.Node {
 	return &n
 }
 
-// Containers maps node names to container IDs.
+// Containers maps node names (and "toxiproxy") to container IDs.
 func (c *Cluster) Containers() map[string]string {
 	out := map[string]string{}
 	for _, n := range c.all() {
@@ -342,6 +411,9 @@ func (c *Cluster) Close(ctx context.Context) error {
 		// removal must happen anyway.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 		defer cancel()
+		for _, a := range c.admins {
+			a.Close()
+		}
 		var mu sync.Mutex
 		var errs []error
 		var wg sync.WaitGroup

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
 // DefaultTopologyFile is the topology of the top-level docker-compose.yml.
@@ -21,8 +23,12 @@ const DefaultTopologyFile = "docker/compose/topology.json"
 // setup provides (docker/compose/topology.json for docker-compose.yml).
 type Topology struct {
 	// Toxiproxy is the host:port of the toxiproxy server's HTTP API that
-	// the node addresses go through ("" if none).
+	// the node addresses go through ("" if none). The sentinel system's
+	// internal proxies are cut through it.
 	Toxiproxy string `json:"toxiproxy,omitempty"`
+	// ToxiproxyContainer is the toxiproxy server's container, restarted if
+	// its API stops answering while a fault is healed ("" if none).
+	ToxiproxyContainer string `json:"toxiproxy_container,omitempty"`
 	// Persistence of the nodes: none, everysec or always.
 	Persistence string `json:"persistence"`
 	// FakeClock says whether the nodes run under libfaketime with their
@@ -40,13 +46,22 @@ type TopologySystem struct {
 }
 
 // TopologyNode is one server: the address clients dial (loopback), the
-// container the nemesis pauses and kills, and its toxiproxy proxy.
+// container the nemesis pauses and kills, and its toxiproxy proxy. In the
+// sentinel system every process also has an internal proxy, which carries
+// the cluster's own traffic into it, and announces that proxy's address.
 type TopologyNode struct {
 	Name      string `json:"name"`
 	Role      string `json:"role"`
 	Addr      string `json:"addr"`
 	Container string `json:"container"`
 	Proxy     string `json:"proxy,omitempty"`
+	// Announce is the host:port the rest of the cluster knows the process
+	// by (replicaof, replica-announce-*, sentinel announce-*): its
+	// internal proxy's address on the deployment's network.
+	Announce string `json:"announce,omitempty"`
+	// InternalProxy is the name of its internal proxy on the toxiproxy
+	// server.
+	InternalProxy string `json:"internal_proxy,omitempty"`
 }
 
 // ReadTopology reads and checks a topology file.
@@ -68,13 +83,32 @@ func ReadTopology(path string) (*Topology, error) {
 				return nil, fmt.Errorf("topology %s: system %q: every node needs name, addr and container (%+v)", path, name, n)
 			}
 		}
+		if name != cluster.Sentinel {
+			continue
+		}
+		if len(sys.Sentinels) == 0 {
+			return nil, fmt.Errorf("topology %s: system %q has no sentinels", path, name)
+		}
+		if sys.MasterName != "" && sys.MasterName != cluster.MasterName {
+			return nil, fmt.Errorf("topology %s: system %q: master_name %q: the harness's clients ask the sentinels for %q", path, name, sys.MasterName, cluster.MasterName)
+		}
+		if t.Toxiproxy == "" {
+			return nil, fmt.Errorf("topology %s: system %q needs the toxiproxy API address (toxiproxy) that its internal proxies are cut through", path, name)
+		}
+		for _, n := range append(append([]TopologyNode{}, sys.Nodes...), sys.Sentinels...) {
+			if _, _, err := net.SplitHostPort(n.Announce); err != nil || n.InternalProxy == "" {
+				return nil, fmt.Errorf("topology %s: system %q: %s needs announce (host:port, its internal proxy's address) and internal_proxy (the proxy's name): %+v", path, name, n.Name, n)
+			}
+		}
 	}
 	return &t, nil
 }
 
 // ComposeBackend runs against a deployment already brought up with
 // docker-compose (it starts and removes nothing). Start flushes the nodes'
-// data, so that a run does not inherit the keys of an earlier one.
+// data, so that a run does not inherit the keys of an earlier one. As on
+// the docker backend, cluster.Spec.Mesh is ignored: the sentinel system's
+// internal links are the toxiproxy server's (ComposeCluster.CutInternal).
 type ComposeBackend struct {
 	// TopologyFile is the deployment's topology; "" means
 	// DefaultTopologyFile.
@@ -85,13 +119,22 @@ type ComposeBackend struct {
 func (ComposeBackend) Name() string { return "compose" }
 
 // ComposeCluster is a compose deployment seen as a cluster.Cluster and a
-// cluster.Controller.
+// cluster.Controller; with the sentinel system also a
+// cluster.SentinelCluster and a nemesis.InternalNet.
 type ComposeCluster struct {
 	eng       *engine
 	nodes     []TopologyNode
 	resource  *TopologyNode
 	fakeClock bool
+
+	// The sentinel system.
+	sentinels []TopologyNode
+	internal  *internalNet
+	dep       *sentinelq.Deployment
+	admins    []*redis.Client
+
 	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start reads the topology, checks that the deployment can run the spec,
@@ -108,9 +151,7 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 	if err != nil {
 		return nil, err
 	}
-	if spec.System == cluster.Sentinel {
-		return nil, fmt.Errorf("the compose backend runs the %q and %q systems; %q is in docker-compose.yml but not driven by the harness yet (use the local backend)", cluster.Single, cluster.Redlock, cluster.Sentinel)
-	}
+	spec = spec.WithDefaults()
 	sys, ok := topo.Systems[spec.System]
 	if !ok {
 		return nil, fmt.Errorf("topology %s has no %q system", path, spec.System)
@@ -127,11 +168,25 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 	if spec.Resource && topo.Resource == nil {
 		return nil, fmt.Errorf("the counter workload needs a resource node, and topology %s has none", path)
 	}
+	if spec.System == cluster.Sentinel && len(sys.Sentinels) != spec.Sentinels {
+		return nil, fmt.Errorf("topology %s: system %q has %d sentinels, the run asks for %d", path, spec.System, len(sys.Sentinels), spec.Sentinels)
+	}
 	eng, err := connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := &ComposeCluster{eng: eng, nodes: sys.Nodes, fakeClock: topo.FakeClock}
+	c := &ComposeCluster{eng: eng, nodes: append([]TopologyNode(nil), sys.Nodes...), fakeClock: topo.FakeClock}
+	if spec.System == cluster.Sentinel {
+		c.sentinels = sys.Sentinels
+		if spec.Resource {
+			c.resource = topo.Resource
+		}
+		if err := c.startSentinel(ctx, spec, topo); err != nil {
+			c.Close(ctx)
+			return nil, err
+		}
+		return c, nil
+	}
 	if spec.Resource {
 		c.resource = topo.Resource
 	}
@@ -151,6 +206,22 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 // prepare checks that a node's container runs, waits for PING, and flushes
 // its data (and any clock offset an earlier run left).
 func (c *ComposeCluster) prepare(ctx context.Context, n TopologyNode) error {
+	if err := c.ensureRunning(ctx, n); err != nil {
+		return err
+	}
+	rc := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DisableIdentity: true})
+	defer rc.Close()
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer fcancel()
+	if err := rc.FlushAll(fctx).Err(); err != nil {
+		return fmt.Errorf("node %s: FLUSHALL before the run: %w", n.Name, err)
+	}
+	return nil
+}
+
+// ensureRunning checks that a node's container runs (starting or unpausing
+// one an interrupted run left), resets its clock, and waits for PING.
+func (c *ComposeCluster) ensureRunning(ctx context.Context, n TopologyNode) error {
 	ictx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	st, err := c.eng.cli.ContainerInspect(ictx, n.Container, inspectOpts)
@@ -173,13 +244,6 @@ func (c *ComposeCluster) prepare(ctx context.Context, n TopologyNode) error {
 	if err := waitReady(ctx, n.Addr); err != nil {
 		return fmt.Errorf("node %s at %s: %w", n.Name, n.Addr, err)
 	}
-	rc := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DisableIdentity: true})
-	defer rc.Close()
-	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer fcancel()
-	if err := rc.FlushAll(fctx).Err(); err != nil {
-		return fmt.Errorf("node %s: FLUSHALL before the run: %w", n.Name, err)
-	}
 	return nil
 }
 
@@ -188,7 +252,7 @@ func (n TopologyNode) info() cluster.Node {
 	if role == "" {
 		role = cluster.RoleNode
 	}
-	return cluster.Node{Name: n.Name, Role: role, Addr: n.Addr}
+	return cluster.Node{Name: n.Name, Role: role, Addr: n.Addr, Announce: n.Announce}
 }
 
 // Nodes are the nodes under test.
@@ -209,13 +273,24 @@ func (c *ComposeCluster) Resource() *cluster.Node {
 	return &n
 }
 
-// Close leaves the deployment running but heals it: paused containers are
+// Close leaves the deployment running but heals it: the internal proxies
+// lose every toxic (Close fails if one remains), paused containers are
 // unpaused, killed ones started again, clocks reset.
 func (c *ComposeCluster) Close(ctx context.Context) error {
-	var errs []error
 	c.closeOnce.Do(func() {
+		var errs []error
 		ctx := context.WithoutCancel(ctx)
-		for _, n := range c.nodes {
+		if c.internal != nil {
+			if err := c.internal.healAll(ctx); err != nil {
+				errs = append(errs, err)
+			} else if left, err := c.internal.leftovers(ctx); err != nil || len(left) > 0 {
+				errs = append(errs, fmt.Errorf("toxics left on the internal proxies after healing: %v %v", left, err))
+			}
+		}
+		for _, a := range c.admins {
+			a.Close()
+		}
+		for _, n := range append(append([]TopologyNode{}, c.nodes...), c.sentinels...) {
 			st, err := c.eng.cli.ContainerInspect(ctx, n.Container, inspectOpts)
 			if err != nil || st.Container.State == nil {
 				continue
@@ -230,8 +305,9 @@ func (c *ComposeCluster) Close(ctx context.Context) error {
 			}
 		}
 		c.eng.close()
+		c.closeErr = errors.Join(errs...)
 	})
-	return errors.Join(errs...)
+	return c.closeErr
 }
 
 func (c *ComposeCluster) node(name string) (TopologyNode, error) {
@@ -270,7 +346,19 @@ func (c *ComposeCluster) Kill(name string, loseUnsynced bool) error {
 	if loseUnsynced {
 		return fmt.Errorf("kill %s: %w", name, ErrLoseUnsynced)
 	}
-	return killContainer(c.eng.cli, name, n.Container)
+	if err := killContainer(c.eng.cli, name, n.Container); err != nil {
+		return err
+	}
+	// As on the docker backend: the bytes in flight in its internal proxy
+	// die with it.
+	if c.internal != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		if err := c.internal.drop(ctx, name); err != nil {
+			return fmt.Errorf("kill %s: killed, but: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // Restart starts the node's container again and waits for PING.

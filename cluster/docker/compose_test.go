@@ -14,7 +14,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // composeCmd finds docker-compose v1 or the compose plugin.
@@ -29,8 +31,9 @@ func composeCmd() []string {
 }
 
 // The compose topology comes up, a redlock run with pauses goes through
-// it (toxiproxy in front, Docker pause on the containers), and it is torn
-// down again.
+// it (toxiproxy in front, Docker pause on the containers), a sentinel run
+// isolates the primary through the toxiproxy server's API (its internal
+// proxy), and it is torn down again.
 func TestComposeTopology(t *testing.T) {
 	requireDocker(t)
 	t.Parallel()
@@ -59,8 +62,17 @@ func TestComposeTopology(t *testing.T) {
 		if out, err := run("down", "-v", "--remove-orphans"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		if exec.Command("docker", "inspect", "lockjepsen-n1").Run() == nil {
-			t.Error("container lockjepsen-n1 still exists after compose down")
+		// Nothing of the deployment is left: no container, network or
+		// volume of the compose project or with the project's label.
+		for _, kind := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
+			for _, label := range []string{docker.LabelBackend + "=compose", "com.docker.compose.project=lockjepsen"} {
+				out, err := exec.Command("docker", append(kind, "--filter", "label="+label)...).CombinedOutput()
+				if err != nil {
+					t.Errorf("docker %v: %v\n%s", kind, err, out)
+				} else if left := strings.TrimSpace(string(out)); left != "" {
+					t.Errorf("after compose down, docker %s lists %s with label %s", kind[0], left, label)
+				}
+			}
 		}
 	})
 	if out, err := run("up", "-d"); err != nil {
@@ -83,6 +95,63 @@ func TestComposeTopology(t *testing.T) {
 	if r.Verdict != checker.VerdictSafe || len(r.Errors) > 0 || r.Ops < 100 {
 		t.Fatalf("verdict %s, %d ops, errors %v:\n%s", r.Verdict, r.Ops, r.Errors, strings.Join(r.Summary(), "\n"))
 	}
+
+	// The sentinel system: the primary is cut off from its replicas and
+	// sentinels (its internal proxy net-<node> blackholed through the
+	// toxiproxy API) while clients still reach it.
+	cfg = harness.DefaultConfig()
+	cfg.Backend = docker.ComposeBackend{TopologyFile: filepath.Join(root, docker.DefaultTopologyFile)}
+	cfg.Store = t.TempDir()
+	cfg.System, cfg.Lock = cluster.Sentinel, locks.Token
+	cfg.Nemesis, cfg.Targets = []string{nemesis.Isolate}, nemesis.TargetPrimary
+	cfg.NemesisInterval, cfg.FaultDuration = 500*time.Millisecond, 3*time.Second
+	cfg.TimeLimit, cfg.Recovery = 5*time.Second, 2*time.Second
+	cfg.Expect = harness.ExpectAny
+	res, err = harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = res.Results
+	if len(r.Errors) > 0 || r.Ops < 100 {
+		t.Fatalf("sentinel on compose: verdict %s, %d ops, errors %v:\n%s", r.Verdict, r.Ops, r.Errors, strings.Join(r.Summary(), "\n"))
+	}
+	h, err := history.ReadFile(filepath.Join(res.Dir, harness.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]int{}
+	for _, op := range h.Ops {
+		if op.F == nemesis.Isolate && op.Value != nil {
+			phases[op.Value.Phase]++
+			if op.Error != "" {
+				t.Errorf("isolate %s: %s", op.Value.Phase, op.Error)
+			}
+		}
+	}
+	if phases["start"] == 0 || phases["stop"] != phases["start"] {
+		t.Errorf("isolate events %v: want at least one, each stopped", phases)
+	}
+	t.Logf("sentinel on compose: verdict %s, %d ops, isolates %d", r.Verdict, r.Ops, phases["start"])
+	// The deployment healed: a new start finds it healthy (whichever node
+	// is primary now) and no toxic on any internal proxy.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := docker.ComposeBackend{TopologyFile: filepath.Join(root, docker.DefaultTopologyFile)}.Start(ctx,
+		cluster.Spec{System: cluster.Sentinel, Nodes: 3, Dir: t.TempDir(), Persistence: cluster.PersistNone})
+	if err != nil {
+		t.Fatalf("the compose sentinel system after the run: %v", err)
+	}
+	cc := cl.(*docker.ComposeCluster)
+	if left, err := cc.InternalToxics(ctx); err != nil || len(left) > 0 {
+		t.Errorf("toxics on the internal proxies after the run: %v %v", left, err)
+	}
+	if p, err := cc.Primary(ctx); err != nil || p != cc.Nodes()[0].Name || cc.Nodes()[0].Role != cluster.RolePrimary {
+		t.Errorf("primary %q (%v), but Nodes() starts with %+v", p, err, cc.Nodes()[0])
+	}
+	if err := cc.Close(ctx); err != nil {
+		t.Error(err)
+	}
+
 	// A clock fault is refused before the run: the deployment has no
 	// libfaketime.
 	_, err = docker.ComposeBackend{TopologyFile: filepath.Join(root, docker.DefaultTopologyFile)}.Start(context.Background(),

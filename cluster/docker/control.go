@@ -67,7 +67,20 @@ func (c *Cluster) Kill(name string, loseUnsynced bool) error {
 	if loseUnsynced {
 		return fmt.Errorf("kill %s: %w", name, ErrLoseUnsynced)
 	}
-	return killContainer(c.eng.cli, name, n.c.GetContainerID())
+	if err := killContainer(c.eng.cli, name, n.c.GetContainerID()); err != nil {
+		return err
+	}
+	// What the node had sent but the internal network had not delivered
+	// (a replication stream delayed by a latency fault) dies with it, as on
+	// a crashed machine.
+	if c.internal != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		if err := c.internal.drop(ctx, name); err != nil {
+			return fmt.Errorf("kill %s: killed, but: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // Restart starts a killed node's container again (same port, same data)

@@ -10,6 +10,13 @@
 // writable layer and so the same data), and SetClock rewrites libfaketime's
 // offset file inside the container.
 //
+// The sentinel system (a primary, replicas and sentinels) runs too: its
+// internal traffic goes through a toxiproxy server container on the same
+// private network, which the cluster drives through toxiproxy's HTTP API to
+// cut one process off from the rest (nemesis.InternalNet); see toxiproxy.go
+// and sentinel.go. cluster.Spec.Mesh is ignored by both backends: processes
+// in containers cannot reach the harness's loopback proxies.
+//
 // Clock faults need an image that carries libfaketime and the allocator
 // shim: the image built by docker/build-image.sh does, and says so with the
 // io.lockjepsen.fakeclock.preload label. Start refuses a spec with FakeClock
@@ -44,6 +51,18 @@ const OfficialImage = "redis:7.2"
 // file reads the same variable).
 const ImageEnv = "LOCKJEPSEN_REDIS_IMAGE"
 
+// DefaultToxiproxyImage is the toxiproxy server of the sentinel system's
+// internal links (and of docker-compose.yml): the one
+// `docker/build-image.sh --toxiproxy` builds from the Go module.
+const DefaultToxiproxyImage = "lockjepsen/toxiproxy:2.5.0"
+
+// OfficialToxiproxyImage is the toxiproxy image to use elsewhere.
+const OfficialToxiproxyImage = "ghcr.io/shopify/toxiproxy:2.5.0"
+
+// ToxiproxyImageEnv overrides DefaultToxiproxyImage when
+// Backend.ToxiproxyImage is empty (the compose file reads it too).
+const ToxiproxyImageEnv = "LOCKJEPSEN_TOXIPROXY_IMAGE"
+
 // Labels.
 const (
 	// LabelPreload, on an image, is the LD_PRELOAD value (the allocator
@@ -63,6 +82,9 @@ const ClockFile = "/tmp/lockjepsen-faketime"
 
 // RedisPort is the port redis listens on inside a container.
 const RedisPort = 6379
+
+// SentinelPort is the port redis-sentinel listens on inside a container.
+const SentinelPort = 26379
 
 // ErrNoEngine means no Docker engine answered. The CLI maps it to a harness
 // error (exit 3); tests skip on it.
@@ -169,6 +191,27 @@ func (e *engine) imageLabels(ctx context.Context, image string) (labels map[stri
 		labels = res.Config.Labels
 	}
 	return labels, true, nil
+}
+
+// ensureImage returns the labels of a local image, pulling it first if it
+// is absent and is not ours (ours, def, is built by the named script; no
+// registry has it). flag says how to pass another image.
+func (e *engine) ensureImage(ctx context.Context, image, def, official, script, flag string) (map[string]string, error) {
+	labels, found, err := e.imageLabels(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return labels, nil
+	}
+	if image == def {
+		return nil, fmt.Errorf("%w: %s has not been built on this machine: run %s (or pass an image such as %s with %s)", ErrImageMissing, image, script, official, flag)
+	}
+	if err := e.pull(ctx, image); err != nil {
+		return nil, fmt.Errorf("%w: %s is not present locally and could not be pulled: %v", ErrImageMissing, image, err)
+	}
+	labels, _, err = e.imageLabels(ctx, image)
+	return labels, err
 }
 
 // pull fetches an image that is not present (for users with a registry).

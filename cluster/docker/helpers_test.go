@@ -35,7 +35,7 @@ func requireDocker(t *testing.T) {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		script := filepath.Join(filepath.Dir(file), "..", "..", "docker", "build-image.sh")
-		out, err := exec.Command("bash", script).CombinedOutput()
+		out, err := exec.Command("bash", script, "--toxiproxy").CombinedOutput()
 		if err != nil {
 			buildErr = errors.New("docker/build-image.sh: " + err.Error() + "\n" + string(out))
 		}

@@ -64,6 +64,16 @@ func leftovers() error {
 		left = append(left, "network "+n.Name)
 		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
 	}
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", docker.LabelOwner)})
+	if err != nil {
+		return err
+	}
+	for _, v := range vs.Items {
+		if v.Labels[docker.LabelOwner] == fmt.Sprintf("%s/%d", host, os.Getpid()) {
+			left = append(left, "volume "+v.Name)
+			_, _ = cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{})
+		}
+	}
 	if len(left) > 0 {
 		return fmt.Errorf("the tests left %v behind", left)
 	}

@@ -1,0 +1,360 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/moby/moby/client"
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
+)
+
+// The sentinel system on containers: n1 starts as primary, n2..nN as its
+// replicas, s1..sK run redis-sentinel, and a toxiproxy server container
+// carries every internal link (see toxiproxy.go). Each container publishes
+// its port on 127.0.0.1, which the harness dials (directly or through its
+// client links); the cluster itself only ever uses the announced
+// toxiproxy addresses. The docker Cluster is then a
+// cluster.SentinelCluster and a nemesis.InternalNet.
+
+// Ports of the internal proxies inside the toxiproxy container: node i's
+// at nodeProxyBase+i, sentinel j's at sentinelProxyBase+j.
+const (
+	nodeProxyBase     = 10000
+	sentinelProxyBase = 20000
+)
+
+// startSentinel starts the toxiproxy server and creates the internal
+// proxies, then the nodes, then (once the primary lists every replica, so
+// that the sentinels learn them on connecting) the sentinels, and waits
+// until the topology is healthy.
+func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, toxiImage, id, preload string) error {
+	c.toxi = &node{name: "toxiproxy", role: "toxiproxy", logPath: filepath.Join(spec.Dir, "nodes", "toxiproxy", "toxiproxy.log")}
+	proxies := map[string]toxiproxy.Proxy{}
+	addProxy := func(n *node, port, upstreamPort int) {
+		proxies[n.name] = toxiproxy.Proxy{
+			Name:     InternalProxyName(n.name),
+			Listen:   net.JoinHostPort("0.0.0.0", strconv.Itoa(port)),
+			Upstream: net.JoinHostPort(n.name, strconv.Itoa(upstreamPort)),
+			Enabled:  true,
+		}
+		n.announce = net.JoinHostPort(InternalHost, strconv.Itoa(port))
+	}
+	for i := 1; i <= spec.Nodes; i++ {
+		role := cluster.RoleReplica
+		if i == 1 {
+			role = cluster.RolePrimary
+		}
+		n := &node{name: fmt.Sprintf("n%d", i), role: role, logPath: filepath.Join(spec.Dir, "nodes", fmt.Sprintf("n%d", i), "redis.log")}
+		addProxy(n, nodeProxyBase+i, RedisPort)
+		c.nodes = append(c.nodes, n)
+	}
+	for i := 1; i <= spec.Sentinels; i++ {
+		n := &node{name: fmt.Sprintf("s%d", i), role: cluster.RoleSentinel, logPath: filepath.Join(spec.Dir, "nodes", fmt.Sprintf("s%d", i), "sentinel.log")}
+		addProxy(n, sentinelProxyBase+i, SentinelPort)
+		c.sentinels = append(c.sentinels, n)
+	}
+	if spec.Resource {
+		c.resource = &node{name: "resource", role: cluster.RoleResource, logPath: filepath.Join(spec.Dir, "nodes", "resource", "redis.log")}
+	}
+
+	// The toxiproxy server first: every other process is configured with
+	// its address, and the sentinels resolve its name when they start.
+	var in *internalNet
+	toxiReady := func(ctx context.Context, addr string) error {
+		toxiID := c.toxi.c.GetContainerID()
+		in = newInternalNet(addr, proxies, true, func(ctx context.Context) error {
+			return restartContainer(ctx, c.eng.cli, "toxiproxy", toxiID)
+		})
+		return in.waitReady(ctx)
+	}
+	toxiSpec := ctrSpec{image: toxiImage, cmd: []string{"-host=0.0.0.0"}, port: ToxiproxyAPIPort, aliases: []string{InternalHost}}
+	if err := c.startNode(ctx, c.toxi, id, toxiSpec, toxiReady); err != nil {
+		return fmt.Errorf("the sentinel system's internal network: %w", err)
+	}
+	c.internal = in
+
+	primary := c.nodes[0]
+	ph, pp, _ := net.SplitHostPort(primary.announce)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	startAll := func(nodes []*node, specOf func(*node) ctrSpec) {
+		for _, n := range nodes {
+			wg.Go(func() {
+				if err := c.startNode(ctx, n, id, specOf(n), waitReady); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	startAll(c.nodes, func(n *node) ctrSpec {
+		host, port, _ := net.SplitHostPort(n.announce)
+		args := append(persistenceArgs(spec.Persistence),
+			// The primary lists its replicas by these, and sentinels
+			// reach replicas only through what the primary lists.
+			"--replica-announce-ip", host,
+			"--replica-announce-port", port,
+			// Diskless sync waits 5 s by default for more replicas to
+			// join; a rejoining node should not.
+			"--repl-diskless-sync-delay", "0",
+		)
+		if spec.MinReplicasToWrite > 0 {
+			args = append(args, "--min-replicas-to-write", strconv.Itoa(spec.MinReplicasToWrite))
+			if spec.MinReplicasMaxLag > 0 {
+				args = append(args, "--min-replicas-max-lag", strconv.Itoa(int(spec.MinReplicasMaxLag/time.Second)))
+			}
+		}
+		// replicaof lives in the file only: Sentinel rewrites it there
+		// after a failover (CONFIG REWRITE), and a command-line replicaof
+		// would override the rewrite when a killed node's container is
+		// started again.
+		conf := "# Written by lockjepsen; rewritten by Sentinel (CONFIG REWRITE) after failovers.\n"
+		if n != primary {
+			conf += fmt.Sprintf("replicaof %s %s\n", ph, pp)
+		}
+		var env map[string]string
+		if spec.FakeClock {
+			env = fakeClockEnv(preload)
+		}
+		s := ctrSpec{image: image, cmd: redisCmd(nodeConfigFile, args), env: env, port: RedisPort}
+		s.files = append(s.files, testcontainers.ContainerFile{Reader: strings.NewReader(conf), ContainerFilePath: nodeConfigFile, FileMode: 0o666})
+		s.withClockFile()
+		return s
+	})
+	if c.resource != nil {
+		startAll([]*node{c.resource}, func(n *node) ctrSpec {
+			return redisContainer(image, []string{"--appendonly", "no"}, nil)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName}
+	proc := func(n *node) sentinelq.Proc {
+		a := redis.NewClient(sentinelq.AdminOptions(n.addr()))
+		c.admins = append(c.admins, a)
+		return sentinelq.Proc{Name: n.name, Announce: n.announce, Client: a}
+	}
+	for _, n := range c.nodes {
+		c.dep.Nodes = append(c.dep.Nodes, proc(n))
+	}
+	// A sentinel learns the replicas from the primary's INFO, which it asks
+	// for at once on connecting and then only every 10 s: start the
+	// sentinels once the primary lists every replica.
+	if err := sentinelq.Poll(ctx, "replicas connected to the primary", func(ctx context.Context) error {
+		return c.dep.CheckReplication(ctx, primary.name)
+	}); err != nil {
+		return fmt.Errorf("start the sentinel system: %w", err)
+	}
+
+	m := cluster.MasterName
+	startAll(c.sentinels, func(n *node) ctrSpec {
+		host, port, _ := net.SplitHostPort(n.announce)
+		conf := strings.Join([]string{
+			"# Written by lockjepsen; Sentinel rewrites this file with what it learns.",
+			// Every process is known by the toxiproxy server's name:
+			// resolve it, and report names rather than addresses.
+			"sentinel resolve-hostnames yes",
+			"sentinel announce-hostnames yes",
+			fmt.Sprintf("sentinel monitor %s %s %s %d", m, ph, pp, spec.Sentinels/2+1),
+			fmt.Sprintf("sentinel down-after-milliseconds %s %d", m, spec.DownAfter.Milliseconds()),
+			fmt.Sprintf("sentinel failover-timeout %s %d", m, spec.FailoverTimeout.Milliseconds()),
+			fmt.Sprintf("sentinel parallel-syncs %s 1", m),
+			// Other sentinels connect to what a sentinel announces in
+			// its hello messages: its internal proxy.
+			"sentinel announce-ip " + host,
+			"sentinel announce-port " + port,
+		}, "\n") + "\n"
+		return ctrSpec{
+			image: image,
+			cmd: []string{"redis-sentinel", sentinelConfigFile,
+				"--port", strconv.Itoa(SentinelPort), "--bind", "0.0.0.0", "--protected-mode", "no",
+				"--logfile", "", "--daemonize", "no"},
+			port: SentinelPort,
+			// Sentinel rewrites its file, and the directory must let it.
+			files: []testcontainers.ContainerFile{{Reader: strings.NewReader(conf), ContainerFilePath: sentinelConfigFile, FileMode: 0o666}},
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, n := range c.sentinels {
+		c.dep.Sentinels = append(c.dep.Sentinels, proc(n))
+	}
+	if err := c.dep.WaitHealthy(ctx); err != nil {
+		return fmt.Errorf("start the sentinel system: %w\n%s", err, c.sentinelLogs())
+	}
+	return nil
+}
+
+// Files inside the containers of the sentinel system.
+const (
+	nodeConfigFile     = "/data/redis.conf"
+	sentinelConfigFile = "/data/sentinel.conf"
+)
+
+func fakeClockEnv(preload string) map[string]string {
+	return map[string]string{
+		"LD_PRELOAD":                   preload,
+		"FAKETIME_TIMESTAMP_FILE":      ClockFile,
+		"FAKETIME_NO_CACHE":            "1",
+		"FAKETIME_DONT_FAKE_MONOTONIC": "1",
+	}
+}
+
+// sentinelLogs are the last lines of every sentinel's log, for an error.
+func (c *Cluster) sentinelLogs() string {
+	var b strings.Builder
+	for _, n := range c.sentinels {
+		fmt.Fprintf(&b, "--- log of %s:\n%s\n", n.name, c.logTail(n, 10))
+	}
+	return b.String()
+}
+
+func restartContainer(ctx context.Context, cli client.APIClient, name, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	zero := 0
+	if _, err := cli.ContainerRestart(ctx, id, client.ContainerRestartOptions{Timeout: &zero}); err != nil {
+		return fmt.Errorf("restart %s: %w", name, err)
+	}
+	return nil
+}
+
+// MasterName is the name the sentinels monitor the primary under.
+func (c *Cluster) MasterName() string { return cluster.MasterName }
+
+// Sentinels are the sentinel containers (none for other systems).
+func (c *Cluster) Sentinels() []cluster.Node {
+	out := make([]cluster.Node, len(c.sentinels))
+	for i, n := range c.sentinels {
+		out[i] = n.info()
+	}
+	return out
+}
+
+var errNoSentinels = errors.New("the cluster has no sentinels (only the sentinel system has)")
+
+// Primary asks the sentinels which node is the primary now (majority).
+func (c *Cluster) Primary(ctx context.Context) (string, error) {
+	if c.dep == nil {
+		return "", fmt.Errorf("primary: %w", errNoSentinels)
+	}
+	return c.dep.Primary(ctx)
+}
+
+// WaitHealthy polls until replication and the sentinels are healthy.
+func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	if c.dep == nil {
+		return fmt.Errorf("wait healthy: %w", errNoSentinels)
+	}
+	return c.dep.WaitHealthy(ctx)
+}
+
+// Failover asks the sentinels for a manual failover.
+func (c *Cluster) Failover(ctx context.Context) (string, error) {
+	if c.dep == nil {
+		return "", fmt.Errorf("failover: %w", errNoSentinels)
+	}
+	return c.dep.Failover(ctx)
+}
+
+// CutInternal applies a link fault to the internal proxy of a node or
+// sentinel (every connection of the cluster into it), replacing any fault
+// it had. Clients are not affected: they reach it on its published port.
+func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) error {
+	if c.internal == nil {
+		return fmt.Errorf("cut the internal links of %s: the %s have none (only the sentinel system has internal traffic)", node, c.systemName())
+	}
+	return c.internal.cut(ctx, node, f)
+}
+
+// HealInternal removes every toxic that CutInternal put on the node's
+// internal proxy.
+func (c *Cluster) HealInternal(ctx context.Context, node string) error {
+	if c.internal == nil {
+		return fmt.Errorf("heal the internal links of %s: the %s have none", node, c.systemName())
+	}
+	return c.internal.heal(ctx, node)
+}
+
+// InternalNodes are the nodes and sentinels with an internal proxy (none
+// outside the sentinel system).
+func (c *Cluster) InternalNodes() []string {
+	if c.internal == nil {
+		return nil
+	}
+	return c.internal.nodes()
+}
+
+// InternalToxics lists the toxics on the internal proxies, as
+// "proxy/toxic": none once every fault is healed.
+func (c *Cluster) InternalToxics(ctx context.Context) ([]string, error) {
+	if c.internal == nil {
+		return nil, nil
+	}
+	return c.internal.leftovers(ctx)
+}
+
+// InternalRestarts counts the times the toxiproxy server did not answer in
+// time and was restarted (every internal connection dropped once).
+func (c *Cluster) InternalRestarts() int {
+	if c.internal == nil {
+		return 0
+	}
+	c.internal.mu.Lock()
+	defer c.internal.mu.Unlock()
+	return c.internal.restarts
+}
+
+func (c *Cluster) systemName() string {
+	if len(c.nodes) == 1 {
+		return "single system's nodes"
+	}
+	return "redlock system's nodes"
+}
+
+// dropInternal closes every connection of a node's internal proxy and
+// loses the bytes in flight in it (toxiproxy: disable, enable), as a
+// crashed machine loses what the network had not delivered. A fault on
+// the proxy stays.
+func (in *internalNet) drop(ctx context.Context, node string) error {
+	name, err := in.proxyOf(node)
+	if err != nil {
+		return err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	err = call(ctx, "disable and enable "+name, func() error {
+		p, err := in.cli.Proxy(name)
+		if err != nil {
+			return err
+		}
+		if err := p.Disable(); err != nil {
+			return err
+		}
+		return p.Enable()
+	})
+	if err != nil {
+		return in.recoverAfter(ctx, fmt.Errorf("drop the connections of %s: %w", node, err))
+	}
+	return nil
+}
