@@ -57,13 +57,13 @@ func TestServerFaults(t *testing.T) {
 			name:    "pause is safe but the lock is unavailable",
 			edit:    func(c *harness.Config) { c.Nemesis = []string{"pause"} },
 			verdict: checker.VerdictSafe,
-			check:   requireUnavailability(250 * time.Millisecond),
+			check:   requireUnavailability(150 * time.Millisecond),
 		},
 		{
 			name:    "partition is safe but the lock is unavailable",
 			edit:    func(c *harness.Config) { c.Nemesis = []string{"partition"} },
 			verdict: checker.VerdictSafe,
-			check:   requireUnavailability(250 * time.Millisecond),
+			check:   requireUnavailability(150 * time.Millisecond),
 		},
 		{
 			name:    "latency is safe",
@@ -120,6 +120,11 @@ func TestServerFaults(t *testing.T) {
 	}
 }
 
+// requireUnavailability asks for a stretch of failed acquires of at least
+// min. It is measured between acquire attempts, and a client that is
+// holding or backing off when a fault starts makes its first attempt well
+// into the fault, so min is about half the fault's length (a 300 ms pause
+// gave 204 ms once under CI load).
 func requireUnavailability(min time.Duration) func(*testing.T, *harness.Results) {
 	return func(t *testing.T, r *harness.Results) {
 		t.Helper()
