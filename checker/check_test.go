@@ -194,3 +194,21 @@ func TestLockVersusResource(t *testing.T) {
 		})
 	}
 }
+
+// The headline names the first witness, and the longest overlap when the
+// first is not it.
+func TestSummaryNamesTheLongestOverlap(t *testing.T) {
+	v := func(overlap time.Duration) Violation {
+		return Violation{Key: "k", First: Hold{Process: 1}, Second: Hold{Process: 2}, Overlap: int64(overlap)}
+	}
+	r := &Results{Verdict: VerdictUnsafe, Exclusion: &ExclusionResult{Count: 3, Incidents: 1,
+		Violations: []Violation{v(15 * time.Millisecond), v(585 * time.Millisecond), v(20 * time.Millisecond)}}}
+	head := r.Summary()[0]
+	if !strings.Contains(head, "for 15ms") || !strings.Contains(head, "the longest overlap: 585ms") {
+		t.Errorf("headline %q", head)
+	}
+	r.Exclusion.Violations = r.Exclusion.Violations[1:2]
+	if head := r.Summary()[0]; strings.Contains(head, "longest") {
+		t.Errorf("a single witness is its own longest: %q", head)
+	}
+}

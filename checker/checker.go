@@ -205,6 +205,17 @@ func (r *Results) Summary() []string {
 			if len(ex.Violations) > 0 {
 				v := ex.Violations[0]
 				s += fmt.Sprintf(": processes %d and %d held %s at the same time for %s", v.First.Process, v.Second.Process, v.Key, fmtD(v.Overlap))
+				// The first witness is not the worst; a reader weighing
+				// the risk wants the longest overlap too.
+				longest := v
+				for _, w := range ex.Violations[1:] {
+					if w.Overlap > longest.Overlap {
+						longest = w
+					}
+				}
+				if longest.Overlap > v.Overlap {
+					s += fmt.Sprintf(" (the longest overlap: %s)", fmtD(longest.Overlap))
+				}
 			}
 			lines = append(lines, s)
 		case res != nil && res.Checked && !res.Valid:

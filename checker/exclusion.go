@@ -218,7 +218,7 @@ func (h *Hold) describeAcquire() string {
 	if h.ValidUntil != nil {
 		parts = append(parts, "valid until "+fmtT(*h.ValidUntil))
 	} else {
-		parts = append(parts, "no expiry")
+		parts = append(parts, "no deadline")
 	}
 	if len(h.Nodes) > 0 {
 		parts = append(parts, "granted by "+strings.Join(h.Nodes, ", "))

@@ -173,8 +173,11 @@ func (c *Config) Validate() error {
 		if c.needsFakeClock() {
 			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
 		}
-		if c.TTL < time.Second {
-			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s or more", c.TTL)
+		if c.TTL < time.Second || c.TTL%time.Second != 0 {
+			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s, 2s, ...", c.TTL)
+		}
+		if c.Backend != nil && c.Backend.Name() != "local" {
+			return usage("--system etcd runs on the local backend only, not --backend %s", c.Backend.Name())
 		}
 	} else if contains(locks.EtcdNames, c.Lock) {
 		return usage("--lock %s needs --system etcd", c.Lock)
@@ -223,6 +226,14 @@ func (c *Config) Validate() error {
 	for _, n := range c.Nemesis {
 		if _, ok := nemesis.Known[n]; !ok {
 			return usage("--nemesis %q is unknown; want none or a comma list of %s", n, strings.Join(nemesis.KnownNames(), ", "))
+		}
+		// Refused here rather than when the schedule meets the cluster,
+		// which would be after the servers had started.
+		switch {
+		case n == nemesis.Failover && c.System != cluster.Sentinel:
+			return usage("--nemesis failover asks the sentinels for a failover: it needs --system sentinel")
+		case n == nemesis.Isolate && c.System != cluster.Sentinel && c.System != cluster.Etcd:
+			return usage("--nemesis isolate cuts a node off from the rest of its cluster: it needs --system sentinel or etcd (single and redlock nodes do not talk to each other)")
 		}
 	}
 	jump, err := c.ClockJumpDuration()

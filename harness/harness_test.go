@@ -354,6 +354,12 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis = []string{"meteor"} }, "--nemesis"},
 		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
 		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
+		{func(c *harness.Config) { c.System, c.Lock, c.TTL = "etcd", "etcd", 1500 * time.Millisecond }, "whole seconds"},
+		{func(c *harness.Config) {
+			c.System, c.Lock, c.TTL, c.Backend = "etcd", "etcd-session", time.Second, namedBackend("docker")
+		}, "local backend only"},
+		{func(c *harness.Config) { c.Nemesis = []string{"failover"} }, "--nemesis failover"},
+		{func(c *harness.Config) { c.Nemesis = []string{"isolate"} }, "--nemesis isolate"},
 	}
 	for _, tc := range cases {
 		cfg := harness.DefaultConfig()
@@ -367,6 +373,14 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 			t.Errorf("%s: a refused config created files in the store", tc.flag)
 		}
 	}
+}
+
+// namedBackend is a backend that is refused before it is asked to start.
+type namedBackend string
+
+func (b namedBackend) Name() string { return string(b) }
+func (b namedBackend) Start(context.Context, cluster.Spec) (cluster.Cluster, error) {
+	return nil, errors.New("a refused config must not start a cluster")
 }
 
 func TestMissingRedisIsAHarnessError(t *testing.T) {

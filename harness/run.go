@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -620,6 +621,12 @@ func lockName(cfg Config) string {
 }
 
 func nemesisName(cfg Config) string {
+	switch {
+	case cfg.ScriptName != "":
+		return "script " + cfg.ScriptName
+	case len(cfg.Script) > 0:
+		return "a script of " + strconv.Itoa(len(cfg.Script)) + " steps"
+	}
 	if len(cfg.Nemesis) == 0 {
 		return "none"
 	}

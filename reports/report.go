@@ -171,7 +171,13 @@ func buildPage(rf *runFiles) *page {
 				head = head[i+2:]
 			}
 			pg.Headline = capitalize(head)
-			pg.Details = lines[1:]
+			// The lock-against-resource line is in Why, just above.
+			lvr := checker.LockVersusResource(res.Exclusion, res.Resource)
+			for _, l := range lines[1:] {
+				if l != lvr {
+					pg.Details = append(pg.Details, l)
+				}
+			}
 		}
 		if res.Expect != "" {
 			pg.Expect = res.Expect
@@ -289,13 +295,17 @@ func testedSentence(c *runConfig, info *runInfo, m *model) string {
 	if info != nil && info.RedisVersion != "" {
 		sys += " (Redis " + info.RedisVersion + ")"
 	}
-	faults := "no faults"
+	phases := fmt.Sprintf("The run lasted %s with no faults, then %s more.", fmtDur(c.TimeLimit), fmtDur(c.Recovery))
 	if n := c.nemesisLabel(); n != "none" {
-		faults = "faults (" + n + ")"
+		phases = fmt.Sprintf("The run injected faults (%s) for %s, then healed them and ran %s fault-free so that recovery could be judged.", n, fmtDur(c.TimeLimit), fmtDur(c.Recovery))
 	}
-	return fmt.Sprintf("%d clients competed for %s on a %s system using the %s lock (%s). Workload %s: %s. The run injected %s for %s, then healed them and ran %s fault-free so that recovery could be judged. Lease TTL %s.",
-		c.Clients, strings.Join(m.keys, ", "), sys, c.Lock, lockDescriptions[c.Lock], c.Workload, workloadDescriptions[c.Workload],
-		faults, fmtDur(c.TimeLimit), fmtDur(c.Recovery), fmtDur(c.TTL))
+	article := "a"
+	if strings.ContainsRune("aeiou", rune(strings.ToLower(sys + " ")[0])) {
+		article = "an"
+	}
+	return fmt.Sprintf("%d clients competed for %s on %s %s system using the %s lock (%s). Workload %s: %s. %s Lease TTL %s.",
+		c.Clients, strings.Join(m.keys, ", "), article, sys, c.Lock, lockDescriptions[c.Lock], c.Workload, workloadDescriptions[c.Workload],
+		phases, fmtDur(c.TTL))
 }
 
 func configRows(c *runConfig, info *runInfo) [][2]string {
@@ -467,7 +477,7 @@ func fileLinks(rf *runFiles, m *model) []fileLink {
 	add(historyFile, "every event of the run, one JSON object per line")
 	add(resultsFile, "the verdict and every checker's findings")
 	add(configFile, "the configuration, with the command line")
-	add(runInfoFile, "start, end, Redis version, nodes, harness errors")
+	add(runInfoFile, "start, end, Redis version (Redis systems), nodes, harness errors")
 	add(nodesFile, "the node processes")
 	names := map[string]bool{}
 	for _, n := range m.nodes {

@@ -82,6 +82,9 @@ func (m *model) leaseRow(h checker.Hold, ttl int64) leaseRow {
 		if ttl == 0 {
 			row.Budget = fmtD(*h.ValidUntil-h.Start) + " left"
 		}
+	} else if m.renewsInBackground() {
+		row.ValidUntil = "none of its own: held until released or the client learns the lease is gone"
+		row.Budget = fmt.Sprintf("a %s lease, renewed by the client in the background", fmtD(ttl))
 	} else {
 		row.ValidUntil = "no expiry"
 		row.Budget = "unbounded"
@@ -91,11 +94,24 @@ func (m *model) leaseRow(h checker.Hold, ttl int64) leaseRow {
 		// The server set the key's expiry when it ran the SET, somewhere
 		// between the invoke and the ok, on its own clock.
 		row.Expires = fmt.Sprintf("between %s and %s, if nobody deleted it and the server's clock kept time (not observed)", fmtTP(h.Invoke+ttl), fmtTP(h.Start+ttl))
+	} else if h.ValidUntil == nil && m.renewsInBackground() {
+		row.Expires = fmt.Sprintf("%s after the last renewal to reach the server: while the client is stopped, nothing renews it", fmtD(ttl))
 	} else if h.ValidUntil == nil {
 		row.Expires = "never by itself (no TTL)"
 	}
 	return row
 }
+
+// renewsInBackground reports whether the run's lock keeps its lease alive
+// from a background task (etcd-session's keep-alive): its holds have no
+// deadline, yet their keys do expire when the renewals stop.
+func (m *model) renewsInBackground() bool {
+	return m.rf.cfg != nil && backgroundRenewal[m.rf.cfg.Lock]
+}
+
+// backgroundRenewal lists the locks that renew their leases in the
+// background.
+var backgroundRenewal = map[string]bool{"etcd-session": true}
 
 func endReason(h checker.Hold) string {
 	switch h.EndReason {
@@ -139,7 +155,7 @@ func (m *model) violationEvents(v checker.Violation) []eventRow {
 		if h.ValidUntil != nil {
 			desc += ", valid until " + fmtT(*h.ValidUntil)
 		} else {
-			desc += ", no expiry"
+			desc += ", no deadline"
 		}
 		add(h.Start, p, desc, "grant")
 		if h.End != checker.Never {

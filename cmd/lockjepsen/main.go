@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -98,7 +99,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	var be backendFlags
 	cmd := &cobra.Command{
 		Use:   "test",
-		Short: "Run one test against a Redis system and check it",
+		Short: "Run one test against a Redis (or etcd) system and check it",
 		Example: `  lockjepsen test --lock token --nemesis none --time-limit 10s
   lockjepsen test --lock setnx-del --nemesis client-pause --expect unsafe
   lockjepsen test --lock setnx-nottl --nemesis client-crash --expect stuck
@@ -118,6 +119,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 				return usageErr(stderr, err)
 			}
 			cfg.Nemesis = list
+			if cfg.System == cluster.Etcd && !cmd.Flags().Changed("ttl") && cfg.TTL == harness.DefaultConfig().TTL {
+				cfg.TTL = time.Second // etcd's leases are whole seconds
+			}
 			cfg.Command = append([]string{"lockjepsen"}, args...)
 			if cfg.Backend, err = be.backend(cmd.Context()); err != nil {
 				return failure(stderr, err)
@@ -134,7 +138,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
 	o.flags(f)
 	be.flags(f)
-	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), or etcd (3 members: the consensus baseline, with --lock etcd --ttl 1s)")
+	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), or etcd (3 members: the consensus baseline, with --lock etcd or etcd-session)")
 	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
 	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
 	f.DurationVar(&cfg.FailoverTimeout, "failover-timeout", 0, "sentinel: failover-timeout (0: 3s)")
@@ -151,7 +155,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
 	f.StringVar(&cfg.ScriptName, "script", "", "a named fault script instead of --nemesis: "+strings.Join(nemesis.ScriptNames(), ", "))
 	f.IntVar(&cfg.Nodes, "nodes", 0, "nodes of the system (0: single 1, sentinel 3, redlock 5)")
-	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all or holder (a node that granted the latest lease)")
+	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all, holder (a node that granted the latest lease) or primary (sentinel: the node the sentinels name primary)")
 	f.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "mean time a fault lasts before it is healed")
 	f.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "kill: how long a killed node stays down before its restart")
 	f.BoolVar(&cfg.LoseUnsynced, "lose-unsynced", cfg.LoseUnsynced, "kill: also drop the last second of the node's append-only file, as a crash before fsync would")
@@ -162,7 +166,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.Int64Var(&cfg.Bandwidth, "bandwidth", cfg.Bandwidth, "slow: bandwidth limit in KB/s")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration)")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; on etcd whole seconds, and 1s unless given)")
 	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "duration of the fault phase")
 	f.DurationVar(&cfg.Recovery, "recovery", cfg.Recovery, "fault-free phase after healing, to judge liveness")
 	f.StringVar(&cfg.Hold, "hold", cfg.Hold, "how long a client holds the lock: 10ms (fixed), 5ms..50ms (uniform) or exp:20ms")

@@ -49,12 +49,20 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"check"}, "arg"},
 		{[]string{"check", filepath.Join(store, "nothing")}, "not a lockjepsen run directory"},
 		{[]string{"frobnicate"}, "unknown command"},
+		// Impossible combinations are refused before any server starts.
+		{[]string{"test", "--system", "etcd", "--lock", "etcd-session", "--ttl", "1500ms", "--store", store}, "whole seconds"},
+		{[]string{"test", "--system", "etcd", "--lock", "etcd", "--nemesis", "failover", "--store", store}, "needs --system sentinel"},
+		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--nemesis", "isolate", "--store", store}, "isolate"},
+		{[]string{"test", "--system", "single", "--lock", "etcd-session", "--store", store}, "needs --system etcd"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, stderr, tc.want)
 		}
+	}
+	if entries, _ := os.ReadDir(store); len(entries) > 0 {
+		t.Errorf("a refused run left %d entries in the store (want none: refused before it starts)", len(entries))
 	}
 }
 

@@ -273,8 +273,14 @@ func (p *progress) statusLocked() string {
 		sort.Strings(fs)
 		faults = strings.Join(fs, "; ")
 	}
-	s := fmt.Sprintf("%s[%s/%s] %d ops, faults: %s, violations so far: ~%d",
-		p.prefix, elapsed, p.limit.Round(time.Second), p.ops, faults, p.viol)
+	// Past the planned time the clients are finishing their last
+	// operations and the servers stopping: say so rather than overshoot.
+	clock := fmt.Sprintf("%s/%s", elapsed, p.limit.Round(time.Second))
+	if limit := p.limit.Round(time.Second); p.limit > 0 && elapsed > limit {
+		clock = fmt.Sprintf("%s, finishing", limit)
+	}
+	s := fmt.Sprintf("%s[%s] %d ops, faults: %s, violations so far: ~%d",
+		p.prefix, clock, p.ops, faults, p.viol)
 	if p.tty && len(s) > 160 {
 		s = s[:157] + "..."
 	}
