@@ -390,3 +390,26 @@ func TestGridEtcdRows(t *testing.T) {
 		t.Errorf("locks across systems: %s", got)
 	}
 }
+
+// A matrix run's report reproduces that run, not the whole matrix: a grid
+// cell's command is a `test` command that validates to the same config.
+func TestMatrixRunCommand(t *testing.T) {
+	runs, err := gridRuns("etcd,single", "", "none,kill", "mutex", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		cmd := strings.Join(runCommand(r, false), " ")
+		if _, named := scenario.Get(r.Scenario); named {
+			if cmd != "lockjepsen scenario "+r.Scenario {
+				t.Errorf("%s: %s", r.Scenario, cmd)
+			}
+			continue
+		}
+		for _, want := range []string{"lockjepsen test", "--system " + r.cfg.System, "--lock " + r.cfg.Lock, "--hold " + r.cfg.Hold, "--expect any"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("%s: %q lacks %q", r.Scenario, cmd, want)
+			}
+		}
+	}
+}

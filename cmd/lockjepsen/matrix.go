@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,7 +179,8 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 					c.Seed = seed
 				}
 				c.Store = store
-				c.Command = append([]string{"lockjepsen"}, args...)
+				// What reproduces this one run, not the whole matrix.
+				c.Command = runCommand(runs[i], fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed"))
 				if err := c.Validate(); err != nil {
 					return usageErr(stderr, fmt.Errorf("%s: %v", runs[i].Scenario, err))
 				}
@@ -208,6 +210,39 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 	f.StringVar(&title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
 	f.StringVar(&configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
 	o.flags(f)
+	return cmd
+}
+
+// runCommand is the command line that reruns one run of a matrix: the
+// named scenario, or `lockjepsen test` with a grid cell's parameters. With
+// overridden timings, the scenario's command carries them too.
+func runCommand(r matrixRun, overridden bool) []string {
+	c, def := r.cfg, harness.DefaultConfig()
+	if _, ok := scenario.Get(r.Scenario); ok {
+		cmd := []string{"lockjepsen", "scenario", r.Scenario}
+		if overridden {
+			cmd = append(cmd, "--time-limit", c.TimeLimit.String(), "--recovery", c.Recovery.String(), "--seed", strconv.FormatInt(c.Seed, 10))
+		}
+		return cmd
+	}
+	cmd := []string{"lockjepsen", "test", "--system", c.System, "--lock", c.Lock}
+	add := func(differs bool, flag, value string) {
+		if differs {
+			cmd = append(cmd, flag, value)
+		}
+	}
+	add(c.Workload != def.Workload, "--workload", c.Workload)
+	add(len(c.Nemesis) > 0, "--nemesis", strings.Join(c.Nemesis, ","))
+	add(c.Targets != def.Targets, "--targets", c.Targets)
+	add(c.Clients != def.Clients, "--clients", strconv.Itoa(c.Clients))
+	add(c.TTL != def.TTL, "--ttl", c.TTL.String())
+	add(c.Hold != def.Hold, "--hold", c.Hold)
+	add(c.NemesisInterval != def.NemesisInterval, "--nemesis-interval", c.NemesisInterval.String())
+	add(c.FaultDuration != def.FaultDuration, "--fault-duration", c.FaultDuration.String())
+	add(c.TimeLimit != def.TimeLimit, "--time-limit", c.TimeLimit.String())
+	add(c.Recovery != def.Recovery, "--recovery", c.Recovery.String())
+	add(c.Seed != def.Seed, "--seed", strconv.FormatInt(c.Seed, 10))
+	add(c.Expect != def.Expect, "--expect", c.Expect)
 	return cmd
 }
 
