@@ -354,7 +354,7 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis = []string{"meteor"} }, "--nemesis"},
 		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
 		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
-		{func(c *harness.Config) { c.System, c.Lock, c.TTL = "etcd", "etcd", 1500 * time.Millisecond }, "whole seconds"},
+		{func(c *harness.Config) { c.System, c.Lock, c.TTL = "etcd", "etcd", 1500*time.Millisecond }, "whole seconds"},
 		{func(c *harness.Config) {
 			c.System, c.Lock, c.TTL, c.Backend = "etcd", "etcd-session", time.Second, namedBackend("docker")
 		}, "local backend only"},

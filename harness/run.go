@@ -37,6 +37,7 @@ type RunInfo struct {
 	Ended        time.Time      `json:"ended"`
 	Interrupted  bool           `json:"interrupted"`
 	RedisVersion string         `json:"redis_version,omitempty"`
+	EtcdVersion  string         `json:"etcd_version,omitempty"`
 	Backend      string         `json:"backend"`
 	Nodes        []cluster.Node `json:"nodes"`
 	Resource     *cluster.Node  `json:"resource,omitempty"`
@@ -220,6 +221,8 @@ func (r *runner) run(ctx context.Context) error {
 	node := cl.Nodes()[0]
 	if cfg.System != cluster.Etcd {
 		r.info.RedisVersion = redisVersion(ctx, node.Addr)
+	} else {
+		r.info.EtcdVersion = etcdVersion(ctx, node.Addr)
 	}
 
 	// With network faults, every client reaches every node (and sentinel)
@@ -577,6 +580,23 @@ func redisVersion(ctx context.Context, addr string) string {
 		}
 	}
 	return ""
+}
+
+// etcdVersion asks an etcd member for its server version ("" if it does
+// not answer).
+func etcdVersion(ctx context.Context, addr string) string {
+	cli, err := locks.NewEtcdClient([]string{addr})
+	if err != nil {
+		return ""
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, "http://"+addr)
+	if err != nil {
+		return ""
+	}
+	return st.Version
 }
 
 // needsProxies reports whether a fault of the run acts on network links.

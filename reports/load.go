@@ -97,6 +97,7 @@ type runInfo struct {
 	Ended        time.Time `json:"ended"`
 	Interrupted  bool      `json:"interrupted"`
 	RedisVersion string    `json:"redis_version,omitempty"`
+	EtcdVersion  string    `json:"etcd_version,omitempty"`
 	Backend      string    `json:"backend"`
 	Nodes        []node    `json:"nodes"`
 	Resource     *node     `json:"resource,omitempty"`

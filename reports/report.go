@@ -292,8 +292,11 @@ func testedSentence(c *runConfig, info *runInfo, m *model) string {
 		return "The run's configuration (config.json) is missing or unreadable."
 	}
 	sys := c.System
-	if info != nil && info.RedisVersion != "" {
+	switch {
+	case info != nil && info.RedisVersion != "":
 		sys += " (Redis " + info.RedisVersion + ")"
+	case info != nil && info.EtcdVersion != "":
+		sys += " " + info.EtcdVersion
 	}
 	phases := fmt.Sprintf("The run lasted %s with no faults, then %s more.", fmtDur(c.TimeLimit), fmtDur(c.Recovery))
 	if n := c.nemesisLabel(); n != "none" {
@@ -344,6 +347,9 @@ func configRows(c *runConfig, info *runInfo) [][2]string {
 	if info != nil {
 		if info.RedisVersion != "" {
 			add("Redis version", info.RedisVersion)
+		}
+		if info.EtcdVersion != "" {
+			add("etcd version", info.EtcdVersion)
 		}
 		if info.Backend != "" {
 			add("backend", info.Backend)
@@ -477,7 +483,7 @@ func fileLinks(rf *runFiles, m *model) []fileLink {
 	add(historyFile, "every event of the run, one JSON object per line")
 	add(resultsFile, "the verdict and every checker's findings")
 	add(configFile, "the configuration, with the command line")
-	add(runInfoFile, "start, end, Redis version (Redis systems), nodes, harness errors")
+	add(runInfoFile, "start, end, server version, nodes, harness errors")
 	add(nodesFile, "the node processes")
 	names := map[string]bool{}
 	for _, n := range m.nodes {
