@@ -14,7 +14,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 )
@@ -115,23 +114,8 @@ func TestComposeTopology(t *testing.T) {
 	if len(r.Errors) > 0 || r.Ops < 100 {
 		t.Fatalf("sentinel on compose: verdict %s, %d ops, errors %v:\n%s", r.Verdict, r.Ops, r.Errors, strings.Join(r.Summary(), "\n"))
 	}
-	h, err := history.ReadFile(filepath.Join(res.Dir, harness.HistoryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	phases := map[string]int{}
-	for _, op := range h.Ops {
-		if op.F == nemesis.Isolate && op.Value != nil {
-			phases[op.Value.Phase]++
-			if op.Error != "" {
-				t.Errorf("isolate %s: %s", op.Value.Phase, op.Error)
-			}
-		}
-	}
-	if phases["start"] == 0 || phases["stop"] != phases["start"] {
-		t.Errorf("isolate events %v: want at least one, each stopped", phases)
-	}
-	t.Logf("sentinel on compose: verdict %s, %d ops, isolates %d", r.Verdict, r.Ops, phases["start"])
+	isolates := requireIsolatesStopped(t, res.Dir)
+	t.Logf("sentinel on compose: verdict %s, %d ops, isolates %d", r.Verdict, r.Ops, isolates)
 	// The deployment healed: a new start finds it healthy (whichever node
 	// is primary now) and no toxic on any internal proxy.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -13,9 +13,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
-	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // runFinding runs cfg; when the run is expected to find a violation and a
@@ -160,22 +158,7 @@ func TestHarnessOnDocker(t *testing.T) {
 				if len(info.Failovers) == 0 {
 					t.Errorf("no failover recorded: %+v", info)
 				}
-				h, err := history.ReadFile(filepath.Join(out.Dir, harness.HistoryFile))
-				if err != nil {
-					t.Fatal(err)
-				}
-				phases := map[string]int{}
-				for _, op := range h.Ops {
-					if op.F == nemesis.Isolate && op.Value != nil {
-						phases[op.Value.Phase]++
-						if op.Error != "" {
-							t.Errorf("isolate %s: %s", op.Value.Phase, op.Error)
-						}
-					}
-				}
-				if phases["start"] == 0 || phases["stop"] != phases["start"] {
-					t.Errorf("isolate events %v: want each start stopped", phases)
-				}
+				requireIsolatesStopped(t, out.Dir)
 			}
 		})
 	}

@@ -16,6 +16,9 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // requireDocker skips the test when no Docker engine answers, unless
@@ -115,4 +118,28 @@ func rdb(t *testing.T, addr string) *redis.Client {
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// requireIsolatesStopped checks that a run's history has at least one
+// isolate, that each was stopped, and that none failed; it returns how
+// many there were.
+func requireIsolatesStopped(t *testing.T, runDir string) int {
+	t.Helper()
+	h, err := history.ReadFile(filepath.Join(runDir, harness.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]int{}
+	for _, op := range h.Ops {
+		if op.F == nemesis.Isolate && op.Value != nil {
+			phases[op.Value.Phase]++
+			if op.Error != "" {
+				t.Errorf("isolate %s: %s", op.Value.Phase, op.Error)
+			}
+		}
+	}
+	if phases["start"] == 0 || phases["stop"] != phases["start"] {
+		t.Errorf("isolate events %v: want at least one, each stopped", phases)
+	}
+	return phases["start"]
 }
