@@ -343,22 +343,7 @@ func (c *ComposeCluster) Kill(name string, loseUnsynced bool) error {
 	if err != nil {
 		return err
 	}
-	if loseUnsynced {
-		return fmt.Errorf("kill %s: %w", name, ErrLoseUnsynced)
-	}
-	if err := killContainer(c.eng.cli, name, n.Container); err != nil {
-		return err
-	}
-	// As on the docker backend: the bytes in flight in its internal proxy
-	// die with it.
-	if c.internal != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		if err := c.internal.drop(ctx, name); err != nil {
-			return fmt.Errorf("kill %s: killed, but: %w", name, err)
-		}
-	}
-	return nil
+	return killNode(c.eng.cli, c.internal, name, n.Container, loseUnsynced)
 }
 
 // Restart starts the node's container again and waits for PING.

@@ -64,19 +64,24 @@ func (c *Cluster) Kill(name string, loseUnsynced bool) error {
 	if err != nil {
 		return err
 	}
+	return killNode(c.eng.cli, c.internal, name, n.c.GetContainerID(), loseUnsynced)
+}
+
+// killNode kills a node's container (both container backends). What the
+// node had sent but the internal network had not delivered (a replication
+// stream delayed by a latency fault) dies with it, as on a crashed machine.
+// loseUnsynced is refused before anything is killed.
+func killNode(cli client.APIClient, internal *internalNet, name, containerID string, loseUnsynced bool) error {
 	if loseUnsynced {
 		return fmt.Errorf("kill %s: %w", name, ErrLoseUnsynced)
 	}
-	if err := killContainer(c.eng.cli, name, n.c.GetContainerID()); err != nil {
+	if err := killContainer(cli, name, containerID); err != nil {
 		return err
 	}
-	// What the node had sent but the internal network had not delivered
-	// (a replication stream delayed by a latency fault) dies with it, as on
-	// a crashed machine.
-	if c.internal != nil {
+	if internal != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
-		if err := c.internal.drop(ctx, name); err != nil {
+		if err := internal.drop(ctx, name); err != nil {
 			return fmt.Errorf("kill %s: killed, but: %w", name, err)
 		}
 	}
