@@ -331,21 +331,21 @@ func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 
 // Release deletes the key if it is still this grant's (as Mutex.Unlock
 // does, but guarded, so that it can tell), then revokes the lease.
-// ErrNotHeld if the key was gone. The session lock stops its keep-alive
-// whatever the answer: a release that timed out must not leave a lease
-// that is renewed for ever.
+// ErrNotHeld if the key was gone. The lease is given back (and the session
+// lock's keep-alive stopped) whatever the answer: a release that timed out
+// must not leave a lease that is renewed for ever, and revoking it deletes
+// the key if the delete did not.
 func (e *EtcdLease) Release(ctx context.Context) error {
-	if e.stopKeepAlive != nil {
-		defer func() {
+	defer func() {
+		if e.stopKeepAlive != nil {
 			e.stopKeepAlive()
-			e.lock.revoke(ctx, e.id)
-		}()
-	}
+		}
+		e.lock.revoke(ctx, e.id)
+	}()
 	r, err := e.lock.cli.Txn(ctx).If(e.IsOwner()).Then(clientv3.OpDelete(e.Key())).Commit()
 	if err != nil {
 		return fmt.Errorf("etcd release %s: %w", e.name, err)
 	}
-	e.lock.revoke(ctx, e.id)
 	if !r.Succeeded {
 		return fmt.Errorf("%w: etcd %s: key %s is gone", ErrNotHeld, e.name, e.Key())
 	}
