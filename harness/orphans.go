@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // OwnerFile records the PID of the harness process that owns a run, so
@@ -29,7 +31,7 @@ func writeOwner(dir string) error {
 // reused by an unrelated process is never touched. It returns what it did,
 // for the user.
 func reapOrphans(store string) []string {
-	lists, _ := filepath.Glob(filepath.Join(store, "*", "*", "nodes.json"))
+	lists, _ := filepath.Glob(filepath.Join(store, "*", "*", runfile.NodesFile))
 	var reaped []string
 	for _, list := range lists {
 		dir := filepath.Dir(list)

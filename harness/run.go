@@ -22,6 +22,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -30,30 +31,11 @@ import (
 // one) that the harness owns and closes.
 type LockerFactory func(nodes []locks.Conn, process int) (locks.Locker, error)
 
-// RunInfo is what happened during a run, beyond the history: written to
-// run.json so that a later `check` keeps it.
-type RunInfo struct {
-	Started      time.Time      `json:"started"`
-	Ended        time.Time      `json:"ended"`
-	Interrupted  bool           `json:"interrupted"`
-	RedisVersion string         `json:"redis_version,omitempty"`
-	EtcdVersion  string         `json:"etcd_version,omitempty"`
-	Backend      string         `json:"backend"`
-	Nodes        []cluster.Node `json:"nodes"`
-	Resource     *cluster.Node  `json:"resource,omitempty"`
-	// Errors are harness problems that did not stop the run: a fault that
-	// failed to heal.
-	Errors []string `json:"errors,omitempty"`
-	// ClientPanics are panics inside the lock under test.
-	ClientPanics []string `json:"client_panics,omitempty"`
-	// Failovers are the primary changes the sentinels reported.
-	Failovers []Failover `json:"failovers,omitempty"`
-	// Reaped are servers of earlier, killed runs that this run stopped.
-	Reaped []string `json:"reaped,omitempty"`
-}
+// RunInfo is run.json (see package runfile).
+type RunInfo = runfile.RunInfo
 
 // RunInfoFile holds RunInfo.
-const RunInfoFile = "run.json"
+const RunInfoFile = runfile.RunInfoFile
 
 // Outcome is a finished run.
 type Outcome struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -115,16 +116,8 @@ type servedLease struct {
 
 func (l servedLease) GrantedBy() []string { return l.nodes }
 
-// Failover is a change of primary the sentinels reported.
-type Failover struct {
-	At   int64  `json:"at"` // ns on the history's clock
-	From string `json:"from"`
-	To   string `json:"to"`
-	// AfterFault is the last fault started before it and Duration the time
-	// from that fault's start to the sentinels naming the new primary.
-	AfterFault string `json:"after_fault,omitempty"`
-	Duration   int64  `json:"duration_ns,omitempty"`
-}
+// Failover is a change of primary the sentinels reported (run.json).
+type Failover = runfile.Failover
 
 // primaryMonitor asks the sentinels which node is primary every 100ms and
 // records every change as a "primary" event in the history, so that the

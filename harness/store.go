@@ -6,13 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // Files of a run directory.
 const (
-	HistoryFile = "history.jsonl"
-	ResultsFile = "results.json"
-	ConfigFile  = "config.json"
+	HistoryFile = runfile.HistoryFile
+	ResultsFile = runfile.ResultsFile
+	ConfigFile  = runfile.ConfigFile
 )
 
 // newRunDir creates store/<test>/<timestamp>/ and points store/latest at it.

@@ -9,16 +9,16 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
-// Files of a run directory (the same names as the harness's; repeated here
-// because the harness imports this package).
+// Files of a run directory.
 const (
-	historyFile = "history.jsonl"
-	resultsFile = "results.json"
-	configFile  = "config.json"
-	runInfoFile = "run.json"
-	nodesFile   = "nodes.json"
+	historyFile = runfile.HistoryFile
+	resultsFile = runfile.ResultsFile
+	configFile  = runfile.ConfigFile
+	runInfoFile = runfile.RunInfoFile
+	nodesFile   = runfile.NodesFile
 	// ReportFile is the page WriteRun writes in a run directory.
 	ReportFile = "report.html"
 )
@@ -83,27 +83,8 @@ func (c *runConfig) nemesisLabel() string {
 	return s
 }
 
-type node struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
-	Addr string `json:"addr"`
-	PID  int    `json:"pid,omitempty"`
-	Log  string `json:"log,omitempty"`
-}
-
-// runInfo mirrors run.json.
-type runInfo struct {
-	Started      time.Time `json:"started"`
-	Ended        time.Time `json:"ended"`
-	Interrupted  bool      `json:"interrupted"`
-	RedisVersion string    `json:"redis_version,omitempty"`
-	EtcdVersion  string    `json:"etcd_version,omitempty"`
-	Backend      string    `json:"backend"`
-	Nodes        []node    `json:"nodes"`
-	Resource     *node     `json:"resource,omitempty"`
-	Errors       []string  `json:"errors,omitempty"`
-	ClientPanics []string  `json:"client_panics,omitempty"`
-}
+// runInfo is run.json.
+type runInfo = runfile.RunInfo
 
 // runResults mirrors results.json: the checkers' results plus what the
 // harness adds.

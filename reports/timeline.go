@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
@@ -32,7 +33,7 @@ type model struct {
 	faults  []faultSpan
 	lanes   []lane
 	clients int
-	nodes   []node
+	nodes   []cluster.Node
 	keys    []string
 	byProc  map[int][]int // process -> indices of its holds, in start order
 }
@@ -76,7 +77,7 @@ func newModel(rf *runFiles) *model {
 		m.nodes = rf.info.Nodes
 	}
 	if len(m.nodes) == 0 {
-		var ns []node
+		var ns []cluster.Node
 		if readJSON(rf.dir+"/"+nodesFile, &ns) == nil {
 			m.nodes = ns
 		}

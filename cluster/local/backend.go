@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // Host is the loopback address nodes bind to.
@@ -238,7 +239,7 @@ func (c *Cluster) writeProcesses() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.dir, "nodes.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.dir, runfile.NodesFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("record node processes: %w", err)
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // The etcd system: N etcd members (Debian's etcd-server, the real binary,
@@ -412,7 +413,7 @@ func (c *EtcdCluster) writeProcesses() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.dir, "nodes.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.dir, runfile.NodesFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("record node processes: %w", err)
 	}
 	return nil
