@@ -7,6 +7,7 @@
 package checker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -35,6 +36,8 @@ type Options struct {
 	// Check first removes the linearizability-*.html files already there, so
 	// that the directory holds only those its results list.
 	OutDir string
+
+	ctx context.Context // CheckContext's; nil is never done
 }
 
 func (o Options) withDefaults() Options {
@@ -46,6 +49,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SegmentTimeout <= 0 {
 		o.SegmentTimeout = 10 * time.Second
+	}
+	if o.ctx == nil {
+		o.ctx = context.Background()
 	}
 	if o.LinearizabilityBudget <= 0 {
 		o.LinearizabilityBudget = 60 * time.Second
@@ -135,16 +141,25 @@ type Results struct {
 
 // Check runs every checker on a validated history.
 func Check(ops []history.Op, opts Options) *Results {
+	r, _ := CheckContext(context.Background(), ops, opts)
+	return r
+}
+
+// CheckContext is Check that gives up when ctx is done (Ctrl-C during a
+// long check), returning ctx's error and no results. Porcupine cannot be
+// stopped mid-segment, so giving up can take one segment's timeout.
+func CheckContext(ctx context.Context, ops []history.Op, opts Options) (*Results, error) {
 	opts = opts.withDefaults()
+	opts.ctx = ctx
 	a := scan(ops)
-	r := &Results{
-		Exclusion:       a.exclusion(opts.TTL),
-		Linearizability: a.linearizability(opts),
-		Resource:        a.resource(),
-		Liveness:        a.liveness(opts),
-		Stats:           a.stats(),
-		Failover:        a.failover(),
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
+	r := &Results{Exclusion: a.exclusion(opts.TTL)}
+	if r.Linearizability = a.linearizability(opts); ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
 	r.Violations = r.Exclusion.Count
 	r.Incidents = r.Exclusion.Incidents
 	r.Ops = r.Stats.Ops
@@ -169,7 +184,7 @@ func Check(ops []history.Op, opts Options) *Results {
 	case r.Exclusion.Count == 0 && lin == ValidFalse:
 		r.Disagreement = fmt.Sprintf("harness bug: porcupine found %d illegal segments but the exclusion checker found no overlapping holds", r.Linearizability.SegmentsIllegal)
 	}
-	return r
+	return r, nil
 }
 
 // LockVersusResource tells apart the two questions a design review asks,

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 )
 
 // SegmentInfo locates one segment of a key's history in the
@@ -359,6 +362,9 @@ func (lc *linChecker) operations(dst []porcupine.Operation, segs []*segment, seg
 }
 
 func (lc *linChecker) remaining() time.Duration {
+	if lc.opts.ctx.Err() != nil {
+		return 0
+	}
 	return min(lc.opts.SegmentTimeout, time.Until(lc.deadline))
 }
 
@@ -537,7 +543,10 @@ func (lc *linChecker) visualize(r *LinearizabilityResult, key string, n int, seg
 		return ""
 	}
 	name := fmt.Sprintf("%s%s-%d%s", visPrefix, safeName(key), n, visSuffix)
-	if err := porcupine.VisualizePath(lc.model, info, filepath.Join(lc.opts.OutDir, name)); err != nil {
+	err := atomicfile.Write(filepath.Join(lc.opts.OutDir, name), func(w io.Writer) error {
+		return porcupine.Visualize(lc.model, info, w)
+	})
+	if err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("visualization %s: %v", name, err))
 		return ""
 	}

@@ -214,6 +214,15 @@ type Backend interface {
 	Start(ctx context.Context, spec Spec) (Cluster, error)
 }
 
+// OrphanReaper is a backend that can find and remove what runs of earlier,
+// killed harness processes left behind (containers, networks): SIGKILL
+// gives a harness no chance to clean up, so the next run does it. It
+// returns one line per thing removed, for the user; it never touches what
+// a live harness process owns.
+type OrphanReaper interface {
+	ReapOrphans(ctx context.Context) []string
+}
+
 // Validate checks a spec before anything is started.
 func (s Spec) Validate() error {
 	switch s.System {

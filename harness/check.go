@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // Results is results.json: the checkers' verdict plus what the run itself
@@ -35,6 +37,12 @@ type Results struct {
 	// ClientPanics are panics inside the lock under test; each was recorded
 	// as an operation with an unknown outcome.
 	ClientPanics []string `json:"client_panics,omitempty"`
+	// StoppedEarly says why the run ended before its time limit (the
+	// first violation, when asked to stop there).
+	StoppedEarly string `json:"stopped_early,omitempty"`
+	// NotWritten says why results.json could not be stored (a read-only
+	// run directory); the results are complete all the same.
+	NotWritten string `json:"-"`
 }
 
 // HarnessFailed reports whether the run cannot be trusted because the
@@ -45,7 +53,13 @@ func (r *Results) HarnessFailed() bool { return len(r.Errors) > 0 }
 // results.json. A malformed history or configuration is a *UsageError
 // naming the problem; a truncated history is checked on its readable prefix
 // and says so.
-func Check(dir string) (*Results, error) {
+func Check(dir string) (*Results, error) { return CheckContext(context.Background(), dir, "") }
+
+// CheckContext is Check that gives up with ctx's error when ctx is done,
+// and writes results.json and porcupine's pictures to out ("" is dir).
+// Where out cannot be written (a read-only copy of a run), the results are
+// returned all the same, and NotWritten says what was not stored.
+func CheckContext(ctx context.Context, dir, out string) (*Results, error) {
 	histPath := filepath.Join(dir, HistoryFile)
 	if st, err := os.Stat(histPath); err != nil || !st.Mode().IsRegular() {
 		hint := ""
@@ -69,7 +83,13 @@ func Check(dir string) (*Results, error) {
 		}
 		finished = false
 	}
-	read, err := history.ReadFile(histPath)
+	if out == "" {
+		out = dir
+	}
+	if os.Getenv(HoldEnv) == PhaseCheck {
+		<-ctx.Done() // a test delivers its signal here
+	}
+	read, err := history.ReadFileContext(ctx, histPath)
 	if err != nil {
 		var fe *history.FormatError
 		if errors.As(err, &fe) {
@@ -77,21 +97,46 @@ func Check(dir string) (*Results, error) {
 		}
 		return nil, err
 	}
-	res := checker.Check(read.Ops, checker.Options{TTL: cfg.TTL, OutDir: dir})
-	out := &Results{
+	notWritten := ""
+	if err := probeWritable(out); err != nil {
+		notWritten = fmt.Sprintf("could not write %s or porcupine's pictures into %s (%v); give another directory with --out", ResultsFile, out, err)
+	}
+	opts := checker.Options{TTL: cfg.TTL, OutDir: out}
+	if notWritten != "" {
+		opts.OutDir = ""
+	}
+	res, err := checker.CheckContext(ctx, read.Ops, opts)
+	if err != nil {
+		return nil, err
+	}
+	results := &Results{
 		Results:      res,
 		Test:         cfg.TestName(),
 		Expect:       cfg.Expect,
 		Interrupted:  info.Interrupted,
 		Errors:       append([]string(nil), info.Errors...),
 		ClientPanics: info.ClientPanics,
+		StoppedEarly: info.StoppedEarly,
+		NotWritten:   notWritten,
 	}
-	if res.Disagreement != "" {
-		out.Errors = append(out.Errors, res.Disagreement)
+	if err := results.finish(cfg, info, finished, read, filepath.Join(out, ResultsFile)); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// finish judges the expectation on the checkers' results and stores them.
+func (out *Results) finish(cfg Config, info RunInfo, finished bool, read *history.ReadResult, path string) error {
+	if out.Disagreement != "" {
+		out.Errors = append(out.Errors, out.Disagreement)
 	}
 	var incomplete []string
 	if info.Interrupted {
-		incomplete = append(incomplete, "the run was interrupted")
+		in := ""
+		if info.InterruptedIn != "" {
+			in = " during its " + info.InterruptedIn + " phase"
+		}
+		incomplete = append(incomplete, "the run was interrupted"+in)
 	}
 	if !finished {
 		incomplete = append(incomplete, "the run never finished (no "+RunInfoFile+"): the harness was killed, or is still running")
@@ -101,15 +146,35 @@ func Check(dir string) (*Results, error) {
 		incomplete = append(incomplete, "the history is truncated: "+read.TruncatedAt)
 	}
 	out.Incomplete = strings.Join(incomplete, "; ")
-	out.MetExpectation = met(cfg.Expect, res.Verdict)
+	out.MetExpectation = met(cfg.Expect, out.Verdict)
 	if out.MetExpectation && cfg.Expect == ExpectSafe && out.Incomplete != "" {
 		out.MetExpectation = false
 		out.Why = "safe on what was recorded, but the evidence is incomplete (" + out.Incomplete + "): a safe expectation needs a whole run"
 	}
-	if err := writeJSON(filepath.Join(dir, ResultsFile), out); err != nil {
-		return nil, err
+	if out.NotWritten != "" {
+		return nil
 	}
-	return out, nil
+	if err := writeJSON(path, out); err != nil {
+		if runfile.IsReadOnly(err) {
+			out.NotWritten = fmt.Sprintf("could not write %s (%v); give another directory with --out", path, err)
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// probeWritable reports whether files can be created in dir.
+func probeWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func met(expect, verdict string) bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -89,6 +90,12 @@ type Config struct {
 	// Name of the test in the store; derived from the options when empty.
 	Name   string `json:"name"`
 	Expect string `json:"expect"`
+	// StopOnFirstViolation ends the fault phase as soon as two believed
+	// holds of one key overlap: the faults are healed, the clients stop
+	// (no recovery phase) and the history is checked as usual. A test or
+	// CI gate that expects a violation can then give the run a generous
+	// time limit without paying for it when the lock breaks early.
+	StopOnFirstViolation bool `json:"stop_on_first_violation,omitempty"`
 	// Command is the command line that reproduces the run, for the record.
 	Command []string `json:"command,omitempty"`
 
@@ -248,20 +255,23 @@ func (c *Config) Validate() error {
 	}{
 		{c.Clients >= 1 && c.Clients <= 1000, "--clients", "must be between 1 and 1000"},
 		{c.Keys >= 1 && c.Keys <= 10000, "--keys", "must be between 1 and 10000"},
-		{c.TTL >= 10*time.Millisecond, "--ttl", "must be at least 10ms"},
-		{c.TimeLimit > 0, "--time-limit", "must be positive"},
-		{c.Recovery >= 0, "--recovery", "must not be negative"},
-		{c.NemesisInterval >= 10*time.Millisecond, "--nemesis-interval", "must be at least 10ms"},
-		{c.RetryBackoff >= 0, "--retry-backoff", "must not be negative"},
-		{c.OpTimeout >= time.Millisecond, "--op-timeout", "must be at least 1ms"},
+		{c.TTL >= 10*time.Millisecond && c.TTL <= time.Hour, "--ttl", "must be between 10ms and 1h"},
+		{c.TimeLimit > 0 && c.TimeLimit <= 24*time.Hour, "--time-limit", "must be positive and at most 24h"},
+		{c.Recovery >= 0 && c.Recovery <= time.Hour, "--recovery", "must be between 0 and 1h"},
+		{c.NemesisInterval >= 10*time.Millisecond && c.NemesisInterval <= time.Hour, "--nemesis-interval", "must be between 10ms and 1h"},
+		{c.RetryBackoff >= 0 && c.RetryBackoff <= time.Minute, "--retry-backoff", "must be between 0 and 1m"},
+		{c.OpTimeout >= time.Millisecond && c.OpTimeout <= time.Minute, "--op-timeout", "must be between 1ms and 1m"},
 		{c.LongHoldRate >= 0 && c.LongHoldRate <= 1, "--long-hold-rate", "must be between 0 and 1"},
 		{c.Store != "", "--store", "must not be empty"},
-		{c.FaultDuration >= 0, "--fault-duration", "must not be negative"},
-		{c.RestartDelay >= 0, "--restart-delay", "must not be negative"},
+		{c.FaultDuration >= 0 && c.FaultDuration <= time.Hour, "--fault-duration", "must be between 0 and 1h"},
+		// A killed node stays down this long, past the fault phase if
+		// need be; longer than any TTL worth testing is a typo.
+		{c.RestartDelay >= 0 && c.RestartDelay <= 10*time.Minute, "--restart-delay", "must be between 0 and 10m"},
 		{c.ClockRate > 0 && c.ClockRate <= 100, "--clock-rate", "must be in (0, 100]"},
 		{!clock || jump != 0 || !containsAny(c.Nemesis, nemesis.ClockJump, nemesis.ClockStrobe), "--clock-jump", "must not be zero for clock-jump or clock-strobe"},
 		{!containsAny(c.Nemesis, nemesis.ClockDrift) || c.ClockRate != 1, "--clock-rate", "must differ from 1 for clock-drift"},
-		{c.Latency >= 0 && c.Jitter >= 0 && c.Jitter <= c.Latency, "--jitter", "must be between 0 and --latency"},
+		{c.Latency >= 0 && c.Latency <= time.Minute, "--latency", "must be between 0 and 1m"},
+		{c.Jitter >= 0 && c.Jitter <= c.Latency, "--jitter", "must be between 0 and --latency"},
 		{c.Bandwidth > 0, "--bandwidth", "must be positive (KB/s)"},
 		{!c.LoseUnsynced || c.Persistence != cluster.PersistNone, "--lose-unsynced", "needs --persistence everysec or always"},
 	}
@@ -310,6 +320,9 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == ".." {
 		return usage("--name %q must be a plain name, not a path", c.Name)
+	}
+	if runfile.Reserved(c.TestName()) {
+		return usage("--name %q is reserved in the store (%s); choose another name", c.TestName(), strings.Join(runfile.ReservedNames, ", "))
 	}
 	return nil
 }

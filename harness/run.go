@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
@@ -59,8 +61,34 @@ type HarnessError struct {
 func (e *HarnessError) Error() string { return e.Err.Error() }
 func (e *HarnessError) Unwrap() error { return e.Err }
 
-// Run performs one test. Cancelling ctx (Ctrl-C) ends the run early: the
-// servers stop, and what was recorded is checked and marked interrupted.
+// InterruptedError is a run stopped by an interrupt while its history was
+// being checked: the history is whole, but there is no verdict yet.
+type InterruptedError struct {
+	Dir string
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted while checking the run; its history is complete: lockjepsen check %s gives the verdict", e.Dir)
+}
+
+// HoldEnv names a phase (start-up, faults, recovery, finishing, check) at
+// whose start the harness waits until it is interrupted, so that a test can
+// deliver a real signal in that phase without racing the run's clock.
+const HoldEnv = "LOCKJEPSEN_TEST_HOLD"
+
+// Phases of a run, as run.json's interrupted_in names them.
+const (
+	PhaseStartup   = "start-up"
+	PhaseFaults    = "faults"
+	PhaseRecovery  = "recovery"
+	PhaseFinishing = "finishing"
+	PhaseCheck     = "check"
+)
+
+// Run performs one test. Cancelling ctx (Ctrl-C) ends the run early in any
+// phase: the faults are healed, the servers stop, what was recorded is
+// kept, checked and marked interrupted. Cancelled while the history is
+// being checked, Run returns an *InterruptedError.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -70,12 +98,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	cfg.CustomLock = cfg.Locker != nil
 	start := time.Now()
-	reaped := reapOrphans(cfg.Store)
+	r := &runner{cfg: cfg, info: &RunInfo{Started: start}, hold: os.Getenv(HoldEnv)}
+	r.setPhase(PhaseStartup)
+	r.info.Reaped = r.reap(ctx)
 	dir, err := newRunDir(cfg.Store, cfg.TestName(), start)
 	if err != nil {
 		// The store is the user's choice: a bad one is a usage error.
 		return nil, usage("--store %s: %v", cfg.Store, err)
 	}
+	r.dir = dir
 	fail := func(err error) (*Outcome, error) { return nil, &HarnessError{Dir: dir, Err: err} }
 	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
 		return fail(err)
@@ -83,37 +114,80 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := writeOwner(dir); err != nil {
 		return fail(err)
 	}
-	info := &RunInfo{Started: start, Reaped: reaped}
-	for _, msg := range reaped {
-		if cfg.Progress != nil {
-			fmt.Fprintln(cfg.Progress, msg)
-		}
-	}
-	r := &runner{cfg: cfg, dir: dir, info: info}
-	if err := r.run(ctx); err != nil {
-		info.Ended = time.Now()
-		info.Errors = append(info.Errors, err.Error())
-		if werr := writeJSON(filepath.Join(dir, RunInfoFile), info); werr != nil {
-			err = errors.Join(err, werr)
-		}
-		if IsUsage(err) {
-			return nil, err
-		}
-		return fail(err)
-	}
-	info.Ended = time.Now()
-	info.Interrupted = ctx.Err() != nil
-	if err := writeJSON(filepath.Join(dir, RunInfoFile), info); err != nil {
-		return fail(err)
-	}
-	res, err := Check(dir)
+	// The history exists before anything starts, so that a run stopped
+	// at any point leaves one that can be checked.
+	rec, err := history.Create(filepath.Join(dir, HistoryFile), time.Now())
 	if err != nil {
-		return fail(fmt.Errorf("check the run: %w", err))
+		return fail(err)
 	}
-	out := &Outcome{Dir: dir, Config: cfg, Results: res}
+	defer rec.Close()
+	defer r.tellInterrupt(ctx)()
+	runErr := r.run(ctx, rec)
+	if err := rec.Close(); err != nil {
+		// A full disk: what was recorded before the first failed write
+		// is in the file, and stays checkable once there is room.
+		return fail(fmt.Errorf("%w; the run stopped at that error. The events recorded before it are in %s: free some space, then check them with lockjepsen check %s", err, rec.Path(), dir))
+	}
+	r.info.Ended = time.Now()
+	if ctx.Err() != nil {
+		r.info.Interrupted, r.info.InterruptedIn = true, r.interruptedIn()
+		if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
+			runErr = nil // the interrupt's own doing, not a failure
+		}
+	}
+	if runErr != nil {
+		r.info.Errors = append(r.info.Errors, runErr.Error())
+		writeJSON(filepath.Join(dir, RunInfoFile), r.info)
+		if IsUsage(runErr) {
+			return nil, runErr
+		}
+		return fail(runErr)
+	}
+	if err := writeJSON(filepath.Join(dir, RunInfoFile), r.info); err != nil {
+		return fail(err)
+	}
+	return r.finish(ctx)
+}
+
+// finish checks the stored run, points store/latest at it and renders its
+// report. After an interrupt of an earlier phase the check still runs, on
+// what was recorded; an interrupt now stops it.
+func (r *runner) finish(ctx context.Context) (*Outcome, error) {
+	interruptedBefore := ctx.Err() != nil
+	r.setPhase(PhaseFinishing)
+	checkCtx := ctx
+	if interruptedBefore {
+		checkCtx = context.WithoutCancel(ctx)
+	} else {
+		r.holdFor(ctx, PhaseFinishing)
+	}
+	r.say("checking the history (%d events)", r.events)
+	res, err := CheckContext(checkCtx, r.dir, "")
+	if err != nil && ctx.Err() != nil && !interruptedBefore {
+		r.info.Interrupted, r.info.InterruptedIn = true, PhaseFinishing
+		if werr := writeJSON(filepath.Join(r.dir, RunInfoFile), r.info); werr != nil {
+			return nil, &HarnessError{Dir: r.dir, Err: werr}
+		}
+		return nil, &InterruptedError{Dir: r.dir}
+	}
+	if err != nil {
+		return nil, &HarnessError{Dir: r.dir, Err: fmt.Errorf("check the run: %w", err)}
+	}
+	if res.NotWritten != "" {
+		return nil, &HarnessError{Dir: r.dir, Err: errors.New(res.NotWritten)}
+	}
+	out := &Outcome{Dir: r.dir, Config: r.cfg, Results: res}
+	if err := runfile.PointLatest(r.cfg.Store, r.dir); err != nil {
+		out.Results.Errors = append(out.Results.Errors, err.Error())
+	}
+	if ctx.Err() != nil && !interruptedBefore {
+		out.ReportError = errors.New("interrupted before the report was drawn: lockjepsen report " + r.dir + " draws it")
+		return out, nil
+	}
 	// The report is for people; a failure to draw it must not lose the
 	// verdict, which is already stored.
-	if path, err := reports.WriteRun(dir); err != nil {
+	r.say("writing the report")
+	if path, err := reports.WriteRun(r.dir); err != nil {
 		out.ReportError = err
 	} else {
 		out.Report = path
@@ -121,14 +195,84 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	return out, nil
 }
 
+// reap removes what killed runs left behind: their servers (and clock
+// files) in this store, and the backend's containers anywhere.
+func (r *runner) reap(ctx context.Context) []string {
+	reaped := reapOrphans(r.cfg.Store)
+	if or, ok := r.cfg.Backend.(cluster.OrphanReaper); ok {
+		reaped = append(reaped, or.ReapOrphans(ctx)...)
+	}
+	for _, msg := range reaped {
+		r.say("%s", msg)
+	}
+	return reaped
+}
+
+// setPhase enters a phase; with HoldEnv naming it, it first waits there
+// until ctx is done (tests only).
+func (r *runner) setPhase(p string) {
+	r.mu.Lock()
+	r.phase = p
+	r.mu.Unlock()
+}
+
+func (r *runner) holdFor(ctx context.Context, p string) {
+	if r.hold != p {
+		return
+	}
+	r.say("holding in phase %s until interrupted (%s is set)", p, HoldEnv)
+	<-ctx.Done()
+}
+
+func (r *runner) interruptedIn() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.phaseAtInterrupt != "" {
+		return r.phaseAtInterrupt
+	}
+	return r.phase
+}
+
+// tellInterrupt says, when ctx is cancelled, what the run is doing about
+// it: the user pressed Ctrl-C and is waiting.
+func (r *runner) tellInterrupt(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+		r.phaseAtInterrupt = r.phase
+		r.mu.Unlock()
+		switch r.phaseAtInterrupt {
+		case PhaseStartup:
+			r.say("interrupted while starting the system: stopping what was started")
+		case PhaseFinishing:
+			r.say("interrupted while checking the history (%d events): the check stops; the history is complete, and lockjepsen check %s gives the verdict later", r.events, r.dir)
+		default:
+			r.say("interrupted during the %s phase: healing the faults and stopping the clients and servers; what was recorded is kept and checked", r.phaseAtInterrupt)
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
 type runner struct {
 	cfg  Config
 	dir  string
 	info *RunInfo
+	hold string // HoldEnv's phase
 
-	mu        sync.Mutex
-	panics    []string
-	healthErr error
+	events int64 // recorded, for the finishing message
+
+	mu               sync.Mutex
+	panics           []string
+	healthErr        error
+	phase            string
+	phaseAtInterrupt string
 }
 
 func (r *runner) say(format string, a ...any) {
@@ -137,7 +281,19 @@ func (r *runner) say(format string, a ...any) {
 	}
 }
 
-func (r *runner) run(ctx context.Context) error {
+func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
+	// A failed write to the history (a full disk) ends the run at once:
+	// everything recorded from then on would be lost.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go func() {
+		select {
+		case <-rec.Failed():
+			stopRun(rec.Err())
+		case <-ctx.Done():
+		}
+	}()
+	defer func() { r.events = rec.Count() }()
 	cfg := r.cfg
 	backend := cfg.Backend
 	if backend == nil {
@@ -225,11 +381,10 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 
-	rec, err := history.Create(filepath.Join(r.dir, HistoryFile), time.Now())
-	if err != nil {
-		return err
+	r.holdFor(ctx, PhaseStartup)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
-	defer rec.Close()
 
 	keys := make([]string, cfg.Keys)
 	for i := range keys {
@@ -317,10 +472,20 @@ func (r *runner) run(ctx context.Context) error {
 		return &UsageError{err}
 	}
 
-	runCtx, stopClients := context.WithTimeout(ctx, cfg.TimeLimit+cfg.Recovery)
+	// stopCtx ends the fault and client phases early: an interrupt, a
+	// failed history write, or the first violation when asked to stop
+	// there.
+	stopCtx, stopEarly := context.WithCancel(ctx)
+	defer stopEarly()
+	if cfg.StopOnFirstViolation {
+		r.stopOnFirstViolation(rec, stopEarly)
+	}
+	sched.Interrupt = stopCtx
+	runCtx, stopClients := context.WithTimeout(stopCtx, cfg.TimeLimit+cfg.Recovery)
 	defer stopClients()
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.TimeLimit)
+	faultCtx, stopFaults := context.WithTimeout(stopCtx, cfg.TimeLimit)
 	defer stopFaults()
+	r.setPhase(PhaseFaults)
 
 	var wg sync.WaitGroup
 	var healErr error
@@ -328,8 +493,11 @@ func (r *runner) run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		healErr = sched.Run(faultCtx)
-		if len(sched.Faults) > 0 && ctx.Err() == nil {
-			r.say("faults healed; recovery phase of %s", cfg.Recovery)
+		if stopCtx.Err() == nil {
+			r.setPhase(PhaseRecovery)
+			if len(sched.Faults) > 0 {
+				r.say("faults healed; recovery phase of %s", cfg.Recovery)
+			}
 		}
 	}()
 	progressDone := make(chan struct{})
@@ -365,6 +533,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	werr := workloads.Run(runCtx, wcfg, env, cfg.Clients)
 	stopFaults()
+	if r.info.StoppedEarly != "" {
+		r.say("%s", r.info.StoppedEarly)
+	}
 	wg.Wait()
 	<-progressDone
 	<-monitorDone
@@ -378,7 +549,7 @@ func (r *runner) run(ctx context.Context) error {
 	if cfg.Workload == workloads.Counter && resource != nil {
 		finalReads(rec, env.Resource, keys, cfg.Clients*1_000_000)
 	}
-	if err := rec.Close(); err != nil {
+	if err := rec.Err(); err != nil {
 		return err
 	}
 	if healErr != nil {
@@ -389,6 +560,27 @@ func (r *runner) run(ctx context.Context) error {
 		return werr
 	}
 	return nil
+}
+
+// stopOnFirstViolation watches the history as it is recorded and ends the
+// run's fault and client phases at the first overlap of two believed
+// holds. The checkers then judge the whole history as usual.
+func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.CancelFunc) {
+	w := checker.NewWatcher()
+	stopped := false
+	rec.Observe(func(op history.Op) {
+		if stopped {
+			return
+		}
+		if v := w.Observe(op); v != nil {
+			stopped = true
+			r.mu.Lock()
+			r.info.StoppedEarly = fmt.Sprintf("stopped at the first violation (--stop-on-first-violation): process %d was granted %s at %s while process %d still believed it held it",
+				v.Second, v.Key, time.Duration(v.At).Round(time.Millisecond), v.First)
+			r.mu.Unlock()
+			stop() // cancelling records nothing: safe under the recorder's lock
+		}
+	})
 }
 
 // checkAddresses refuses to let clients dial anything but loopback unless

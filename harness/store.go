@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +16,9 @@ const (
 	ConfigFile  = runfile.ConfigFile
 )
 
-// newRunDir creates store/<test>/<timestamp>/ and points store/latest at it.
+// newRunDir creates store/<test>/<timestamp>/. store/latest is pointed at
+// it only once the run has finished (runfile.PointLatest), so that latest
+// always names a run that can be checked.
 func newRunDir(store, test string, now time.Time) (string, error) {
 	base := filepath.Join(store, test)
 	if err := os.MkdirAll(base, 0o755); err != nil {
@@ -35,42 +36,9 @@ func newRunDir(store, test string, now time.Time) (string, error) {
 		}
 		dir = filepath.Join(base, fmt.Sprintf("%s-%d", stamp, i))
 	}
-	rel, err := filepath.Rel(store, dir)
-	if err != nil {
-		return "", err
-	}
-	latest := filepath.Join(store, "latest")
-	// A temporary name of its own, so that runs started at once in one
-	// store do not race on it; the rename is atomic.
-	tmp := fmt.Sprintf("%s.tmp-%d-%d", latest, os.Getpid(), now.UnixNano())
-	if err := os.Symlink(rel, tmp); err != nil {
-		return "", fmt.Errorf("link store/latest: %w", err)
-	}
-	if err := os.Rename(tmp, latest); err != nil {
-		return "", fmt.Errorf("link store/latest: %w", err)
-	}
 	return dir, nil
 }
 
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return os.Rename(tmp, path)
-}
+func writeJSON(path string, v any) error { return runfile.WriteJSON(path, v) }
 
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
+func readJSON(path string, v any) error { return runfile.ReadJSON(path, v) }

@@ -3,6 +3,7 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,20 +186,33 @@ type ReadResult struct {
 // trailing newline) is tolerated and reported through ReadResult.Truncated;
 // any other malformed line is a *FormatError.
 func ReadFile(path string) (*ReadResult, error) {
+	return ReadFileContext(context.Background(), path)
+}
+
+// ReadFileContext is ReadFile that gives up with ctx's error when ctx is
+// done: a large history takes seconds to read.
+func ReadFileContext(ctx context.Context, path string) (*ReadResult, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	return Decode(f, path)
+	return decode(ctx, f, path)
 }
 
 // Decode is ReadFile on any reader; name is used in errors.
 func Decode(r io.Reader, name string) (*ReadResult, error) {
+	return decode(context.Background(), r, name)
+}
+
+func decode(ctx context.Context, r io.Reader, name string) (*ReadResult, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	res := &ReadResult{}
 	v := newValidator(name)
 	for line := 1; ; line++ {
+		if line%4096 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		raw, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("read %s: %w", name, err)

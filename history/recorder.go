@@ -22,6 +22,9 @@ type Recorder struct {
 	next   int64
 	err    error
 	closed bool
+	// failed is closed at the first write error.
+	failed  chan struct{}
+	observe []func(Op)
 
 	stop chan struct{}
 	done chan struct{}
@@ -40,8 +43,9 @@ func Create(path string, start time.Time) (*Recorder, error) {
 		start: start,
 		f:     f,
 		w:     bufio.NewWriterSize(f, 1<<20),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		failed: make(chan struct{}),
 	}
 	go r.flushLoop()
 	return r, nil
@@ -69,10 +73,41 @@ func (r *Recorder) Record(op Op) Op {
 	r.buf = AppendJSON(r.buf[:0], &op)
 	r.buf = append(r.buf, '\n')
 	if r.err == nil && !r.closed {
-		_, r.err = r.w.Write(r.buf)
+		_, err := r.w.Write(r.buf)
+		r.failLocked(err)
+	}
+	for _, f := range r.observe {
+		f(op)
 	}
 	r.mu.Unlock()
 	return op
+}
+
+// Observe calls f with every event recorded from now on, in the history's
+// order, under the recorder's lock: f must be quick and must not record.
+func (r *Recorder) Observe(f func(Op)) {
+	r.mu.Lock()
+	r.observe = append(r.observe, f)
+	r.mu.Unlock()
+}
+
+// Failed is closed at the first error writing the history (a full disk):
+// what the run records from then on is lost, so it should stop at once.
+func (r *Recorder) Failed() <-chan struct{} { return r.failed }
+
+// Err is the first error writing the history, if any.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *Recorder) failLocked(err error) {
+	if err == nil || r.err != nil {
+		return
+	}
+	r.err = fmt.Errorf("write history %s: %w", r.f.Name(), err)
+	close(r.failed)
 }
 
 // Count is the number of events recorded so far.
@@ -93,7 +128,7 @@ func (r *Recorder) flushLoop() {
 		case <-t.C:
 			r.mu.Lock()
 			if r.err == nil && !r.closed {
-				r.err = r.w.Flush()
+				r.failLocked(r.w.Flush())
 			}
 			r.mu.Unlock()
 		}
@@ -115,10 +150,13 @@ func (r *Recorder) Close() error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, step := range []func() error{r.w.Flush, r.f.Sync, r.f.Close} {
-		if err := step(); err != nil && r.err == nil {
-			r.err = fmt.Errorf("write history: %w", err)
+	for _, step := range []func() error{r.w.Flush, r.f.Sync} {
+		if r.err == nil {
+			r.failLocked(step())
 		}
+	}
+	if err := r.f.Close(); r.err == nil {
+		r.failLocked(err)
 	}
 	return r.err
 }

@@ -75,6 +75,11 @@ type Options struct {
 	// Expect is the verdict the test requires: safe (the default), unsafe,
 	// stuck or any.
 	Expect string
+	// StopOnFirstViolation ends the run at the first overlap of two
+	// believed holds. With Expect "unsafe" and a generous TimeLimit, the
+	// test costs little when the lock breaks early, and does not depend
+	// on a short run happening to hit the fault.
+	StopOnFirstViolation bool
 	// Store is where the run's files go. Default: $LOCKJEPSEN_STORE if set,
 	// else a fresh temporary directory that is removed when the test passes
 	// and kept when it fails.
@@ -131,6 +136,7 @@ func Config(o Options) (harness.Config, error) {
 		cfg.Seed = o.Seed
 	}
 	cfg.Locker = o.Locker
+	cfg.StopOnFirstViolation = cfg.StopOnFirstViolation || o.StopOnFirstViolation
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}

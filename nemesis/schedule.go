@@ -62,6 +62,10 @@ type Schedule struct {
 	Opts   Options
 	Rng    *rand.Rand
 	Script []Step
+	// Interrupt is the run's own context, cancelled on Ctrl-C; the fault
+	// phase's context given to Run ends earlier, when the phase's time is
+	// up. A delayed restart outlives the fault phase but not an interrupt.
+	Interrupt context.Context
 }
 
 // NewSchedule builds the faults named and checks, before anything runs,
@@ -213,8 +217,13 @@ func (s *Schedule) play(ctx context.Context, a *Action) {
 		// A delayed restart is the operator's mitigation (restart only
 		// after the longest TTL), not part of the fault: the end of the
 		// fault phase must not cut it short, or healing would be an
-		// immediate restart.
-		sleepCtx(context.WithoutCancel(ctx), a.For)
+		// immediate restart. An interrupt does cut it short: the user
+		// wants the run to end, and the node is restarted at once.
+		interrupt := s.Interrupt
+		if interrupt == nil {
+			interrupt = context.WithoutCancel(ctx)
+		}
+		sleepCtx(interrupt, a.For)
 	} else {
 		sleepCtx(ctx, a.For)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 )
 
 // runSummary is one run as the matrix and the index show it: its
@@ -223,9 +224,5 @@ func WriteMatrix(path string, runDirs []string, title string) error {
 	if err := tmpl.ExecuteTemplate(&buf, "matrix.html.tmpl", buildMatrix(runs, title)); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteBytes(path, buf.Bytes())
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
@@ -48,11 +49,7 @@ func WriteRun(dir string) (path string, err error) {
 		return "", err
 	}
 	path = filepath.Join(dir, ReportFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("write report: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteBytes(path, buf.Bytes()); err != nil {
 		return "", fmt.Errorf("write report: %w", err)
 	}
 	return path, nil

@@ -5,10 +5,34 @@
 package runfile
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 )
+
+// Names of a store's own entries, beside the tests' directories.
+const (
+	// LatestLink is the symlink to the newest finished run.
+	LatestLink = "latest"
+	// MatrixDir holds the matrix pages of `lockjepsen matrix`.
+	MatrixDir = "matrix"
+)
+
+// ReservedNames cannot name a test: a test of that name would be stored
+// where the store keeps its own entries (store/latest would point at
+// itself).
+var ReservedNames = []string{LatestLink, MatrixDir}
+
+// Reserved reports whether a test may not be called name.
+func Reserved(name string) bool { return slices.Contains(ReservedNames, name) }
 
 // Files of a run directory.
 const (
@@ -39,8 +63,15 @@ type RunInfo struct {
 	ClientPanics []string `json:"client_panics,omitempty"`
 	// Failovers are the primary changes the sentinels reported.
 	Failovers []Failover `json:"failovers,omitempty"`
-	// Reaped are servers of earlier, killed runs that this run stopped.
+	// Reaped are servers, containers and files of earlier, killed runs
+	// that this run removed.
 	Reaped []string `json:"reaped,omitempty"`
+	// InterruptedIn names the phase an interrupt (Ctrl-C) stopped:
+	// start-up, faults, recovery or finishing.
+	InterruptedIn string `json:"interrupted_in,omitempty"`
+	// StoppedEarly says why the run ended before its time limit without
+	// an interrupt: the first violation, with --stop-on-first-violation.
+	StoppedEarly string `json:"stopped_early,omitempty"`
 }
 
 // Failover is a change of primary the sentinels reported.
@@ -52,4 +83,55 @@ type Failover struct {
 	// from that fault's start to the sentinels naming the new primary.
 	AfterFault string `json:"after_fault,omitempty"`
 	Duration   int64  `json:"duration_ns,omitempty"`
+}
+
+// WriteJSON writes v as indented JSON, whole or not at all.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	return atomicfile.WriteBytes(path, append(b, '\n'))
+}
+
+// ReadJSON reads a JSON file into v.
+func ReadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// PointLatest makes store/latest point at the run directory dir (inside
+// store). The link is built under a name of its own and renamed over the
+// old one, so readers see the old run or the new one and never a missing
+// or half-made link, and runs finishing at once in one store do not race.
+func PointLatest(store, dir string) error {
+	rel, err := filepath.Rel(store, dir)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", LatestLink, err)
+	}
+	if rel == LatestLink || rel == "." {
+		return fmt.Errorf("link %s: %s is not a run directory of the store", LatestLink, dir)
+	}
+	latest := filepath.Join(store, LatestLink)
+	tmp := fmt.Sprintf("%s.tmp-%d-%d", latest, os.Getpid(), time.Now().UnixNano())
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("link %s: %w", LatestLink, err)
+	}
+	if err := os.Rename(tmp, latest); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("link %s: %w", LatestLink, err)
+	}
+	return nil
+}
+
+// IsReadOnly reports whether err says a file could not be written because
+// its file system or directory does not allow it.
+func IsReadOnly(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 )
 
 // JUnit XML as CI systems read it (GitHub Actions test reporters, GitLab,
@@ -87,7 +89,7 @@ func writeJUnit(path string, res *matrixResults) error {
 			return err
 		}
 	}
-	return os.WriteFile(path, append([]byte(xml.Header), append(b, '\n')...), 0o644)
+	return atomicfile.WriteBytes(path, append([]byte(xml.Header), append(b, '\n')...))
 }
 
 // runStory is what a person reads in CI about one run: the configuration,

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,9 +57,18 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(args, stdout, stderr)
 	root.SetArgs(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, interrupted, stop := interruptContext(stderr)
 	defer stop()
-	err := root.ExecuteContext(ctx)
+	code := exitCode(root.ExecuteContext(ctx), stderr)
+	if interrupted() && code != exitUsage {
+		// Whatever was found before it, an interrupted command did not
+		// do all it was asked: a CI gate must not pass on it.
+		return exitNotMet
+	}
+	return code
+}
+
+func exitCode(err error, stderr io.Writer) int {
 	var ee exitError
 	switch {
 	case err == nil:
@@ -69,6 +79,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Cobra's own errors: unknown flags, bad values, missing arguments.
 		fmt.Fprintf(stderr, "lockjepsen: %v\nRun 'lockjepsen --help' for usage.\n", err)
 		return exitUsage
+	}
+}
+
+// interruptContext is cancelled by the first SIGINT or SIGTERM, so that
+// the command stops what it is doing and keeps what it has; the second
+// one exits at once.
+func interruptContext(stderr io.Writer) (ctx context.Context, interrupted func() bool, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Bool
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				got.Store(true)
+				if n == 1 {
+					fmt.Fprintf(stderr, "lockjepsen: %s: stopping and keeping what was recorded (press Ctrl-C again to exit at once)\n", sig)
+					cancel()
+					continue
+				}
+				fmt.Fprintf(stderr, "lockjepsen: %s again: exiting at once; the run's files so far stay in its directory\n", sig)
+				os.Exit(exitNotMet)
+			}
+		}
+	}()
+	return ctx, got.Load, func() {
+		signal.Stop(sigs)
+		close(done)
+		<-finished
+		cancel()
 	}
 }
 
@@ -178,31 +224,48 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.Store, "store", cfg.Store, "directory where runs are stored")
 	f.StringVar(&cfg.Name, "name", "", "test name in the store (default system-lock-workload-nemesis)")
 	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
+	f.BoolVar(&cfg.StopOnFirstViolation, "stop-on-first-violation", false, stopOnFirstHelp)
 	return cmd
 }
 
 func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
-	return &cobra.Command{
+	var out string
+	cmd := &cobra.Command{
 		Use:   "check RUN_DIR",
 		Short: "Re-run the checkers on a stored run and rewrite its results.json",
 		Long: `check reads RUN_DIR/history.jsonl and RUN_DIR/config.json, runs every checker
-again and rewrites RUN_DIR/results.json. A history whose last line is
-incomplete (a harness that died mid-write) is checked on its readable prefix,
-and the results say so; any other malformed line is an error (exit 2).`,
-		Example: "  lockjepsen check store/latest",
+again and rewrites RUN_DIR/results.json (or writes it to --out). A history
+whose last line is incomplete (a harness that died mid-write) is checked on
+its readable prefix, and the results say so; any other malformed line is an
+error (exit 2). A read-only RUN_DIR is checked all the same: the verdict is
+printed, and results.json is written only where --out says.`,
+		Example: "  lockjepsen check store/latest\n  lockjepsen check --out /tmp/recheck /mnt/archive/run",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := harness.Check(args[0])
+			dir := args[0]
+			if st, err := os.Stat(filepath.Join(dir, harness.HistoryFile)); err == nil {
+				fmt.Fprintf(stderr, "checking %s (%.1f MB of history)\n", filepath.Join(dir, harness.HistoryFile), float64(st.Size())/1e6)
+			}
+			res, err := harness.CheckContext(cmd.Context(), dir, out)
+			if err != nil && cmd.Context().Err() != nil && !harness.IsUsage(err) {
+				fmt.Fprintf(stderr, "lockjepsen: interrupted: the check of %s stopped before its verdict; nothing was written\n", dir)
+				return exitError{exitNotMet}
+			}
 			if err != nil {
 				return failure(stderr, err)
 			}
 			if res.Truncated != "" {
 				fmt.Fprintf(stderr, "warning: the history is truncated: %s\n", res.Truncated)
 			}
-			printSummary(stdout, args[0], res)
+			if res.NotWritten != "" {
+				fmt.Fprintf(stderr, "warning: %s\n", res.NotWritten)
+			}
+			printSummary(stdout, dir, res)
 			return verdictExit(res)
 		},
 	}
+	cmd.Flags().StringVar(&out, "out", "", "write results.json and porcupine's pictures to this directory instead of RUN_DIR")
+	return cmd
 }
 
 func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -280,6 +343,8 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
+const stopOnFirstHelp = "end the run at the first overlap of two believed holds (faults healed, no recovery phase); the history is checked as usual. Give a generous --time-limit: it costs nothing when the lock breaks early"
+
 func usageErr(stderr io.Writer, err error) error {
 	fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
 	return exitError{exitUsage}
@@ -288,6 +353,11 @@ func usageErr(stderr io.Writer, err error) error {
 func failure(stderr io.Writer, err error) error {
 	if harness.IsUsage(err) {
 		return usageErr(stderr, err)
+	}
+	var ie *harness.InterruptedError
+	if errors.As(err, &ie) {
+		fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
+		return exitError{exitNotMet}
 	}
 	fmt.Fprintf(stderr, "lockjepsen: harness failure: %v\n", err)
 	var he *harness.HarnessError
@@ -314,6 +384,9 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	}
 	if res.Incomplete != "" {
 		fmt.Fprintf(w, "Incomplete: %s; what was recorded was checked.\n", res.Incomplete)
+	}
+	if res.StoppedEarly != "" {
+		fmt.Fprintf(w, "Stopped early: %s.\n", res.StoppedEarly)
 	}
 	for _, p := range res.ClientPanics {
 		fmt.Fprintf(w, "lock panic: %s\n", p)

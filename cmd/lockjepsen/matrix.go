@@ -19,6 +19,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
@@ -91,7 +92,7 @@ var (
 func newMatrixCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	var (
 		names, systems, lockList, faults, workload string
-		all                                        bool
+		all, stopOnFirst                           bool
 		budget, timeLimit, recovery                time.Duration
 		seed                                       int64
 		store, outDir, junit, title, configFile    string
@@ -179,6 +180,7 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 					c.Seed = seed
 				}
 				c.Store = store
+				c.StopOnFirstViolation = c.StopOnFirstViolation || stopOnFirst
 				// What reproduces this one run, not the whole matrix.
 				c.Command = runCommand(runs[i], fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed"))
 				if err := c.Validate(); err != nil {
@@ -186,7 +188,7 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 				}
 			}
 			if outDir == "" {
-				outDir = filepath.Join(store, "matrix", time.Now().UTC().Format("20060102T150405Z"))
+				outDir = filepath.Join(store, runfile.MatrixDir, time.Now().UTC().Format("20060102T150405Z"))
 			}
 			m := &matrixRunner{runs: runs, budget: budget, outDir: outDir, junit: junit, title: title,
 				stdout: stdout, stderr: stderr, o: o}
@@ -205,6 +207,7 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 	f.DurationVar(&recovery, "recovery", 0, "recovery phase of every run (default: each scenario's own; grid cells 1.5s)")
 	f.Int64Var(&seed, "seed", 1, "seed of every run (default: each scenario's own)")
 	f.StringVar(&store, "store", "store", "directory where runs are stored")
+	f.BoolVar(&stopOnFirst, "stop-on-first-violation", false, stopOnFirstHelp)
 	f.StringVar(&outDir, "out", "", "directory for matrix.html and results.json (default STORE/matrix/TIMESTAMP)")
 	f.StringVar(&junit, "junit", "", "also write JUnit XML to this file")
 	f.StringVar(&title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
@@ -403,10 +406,10 @@ func (m *matrixRunner) run(ctx context.Context) error {
 		out, err := runWithProgress(ctx, r.cfg, m.stderr, output{quiet: m.o.quiet}, prefix)
 		r.Duration = time.Since(start).Round(10 * time.Millisecond).Seconds()
 		if err != nil && ctx.Err() != nil && !harness.IsUsage(err) {
-			// Ctrl-C while the system was starting: an interruption, not
-			// a failure of the harness.
-			r.Verdict, r.Why, r.Interrupted = stateSkipped, "the matrix was interrupted while this run was starting", true
-			m.say("%sinterrupted while starting", prefix)
+			// Ctrl-C while the run was being checked: an interruption,
+			// not a failure of the harness.
+			r.Verdict, r.Why, r.Interrupted = stateSkipped, "the matrix was interrupted while this run was being checked", true
+			m.say("%sinterrupted while checking", prefix)
 			continue
 		}
 		if err != nil {
@@ -509,11 +512,7 @@ func (m *matrixRunner) writeFiles(res *matrixResults) error {
 			res.JUnit = absDir(m.junit)
 		}
 	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(m.outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
+	if err := runfile.WriteJSON(filepath.Join(m.outDir, runfile.ResultsFile), res); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

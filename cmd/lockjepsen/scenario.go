@@ -20,6 +20,7 @@ type overrides struct {
 	timeLimit, recovery time.Duration
 	seed                int64
 	store               string
+	stopOnFirst         bool
 }
 
 func (ov *overrides) flags(f *pflag.FlagSet) {
@@ -27,6 +28,7 @@ func (ov *overrides) flags(f *pflag.FlagSet) {
 	f.DurationVar(&ov.recovery, "recovery", 0, "fault-free phase after healing (default: the scenario's own)")
 	f.Int64Var(&ov.seed, "seed", 1, "random seed of clients and nemesis (default: the scenario's own)")
 	f.StringVar(&ov.store, "store", "store", "directory where runs are stored")
+	f.BoolVar(&ov.stopOnFirst, "stop-on-first-violation", false, stopOnFirstHelp)
 }
 
 func (ov *overrides) apply(f *pflag.FlagSet, cfg *harness.Config) {
@@ -40,6 +42,7 @@ func (ov *overrides) apply(f *pflag.FlagSet, cfg *harness.Config) {
 		cfg.Seed = ov.seed
 	}
 	cfg.Store = ov.store
+	cfg.StopOnFirstViolation = cfg.StopOnFirstViolation || ov.stopOnFirst
 }
 
 func newScenarioCmd(args []string, stdout, stderr io.Writer) *cobra.Command {

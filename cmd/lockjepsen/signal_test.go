@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+)
+
+// syncBuffer is a child's output, read while the child writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startCLI runs the CLI as a child process (the test binary doubles as it).
+func startCLI(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "LOCKJEPSEN_BE_CLI=1"), env...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, out
+}
+
+// waitFor polls until ready says "" (what is missing otherwise), within a
+// deadline sized for a cold, loaded machine.
+func waitFor(t *testing.T, what string, ready func() string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		missing := ready()
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still missing after 60s: %s", what, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func runDir(t *testing.T, store string) string {
+	dirs, _ := filepath.Glob(filepath.Join(store, "*", "*", harness.HistoryFile))
+	if len(dirs) != 1 {
+		return ""
+	}
+	return filepath.Dir(dirs[0])
+}
+
+// The first SIGINT stops what is running in every phase, keeps what was
+// recorded, marks the run interrupted and exits 1; nothing is left
+// running. Each case reaches its phase deterministically: a phase that
+// lasts a minute, or LOCKJEPSEN_TEST_HOLD, which makes the harness wait at
+// the start of a phase until it is interrupted.
+func TestSignalInEveryPhase(t *testing.T) {
+	redistest.RequireBinary(t)
+	cases := []struct {
+		phase string
+		args  []string
+		hold  bool
+		// ready says what the child has not done yet before the signal.
+		ready func(out, dir string) string
+	}{
+		{phase: harness.PhaseStartup, hold: true,
+			args: []string{"test", "--system", "sentinel", "--time-limit", "60s"}},
+		// A restart delayed by ten minutes must not hold up the interrupt.
+		{phase: harness.PhaseFaults,
+			args: []string{"test", "--nemesis", "kill", "--restart-delay", "10m", "--nemesis-interval", "100ms", "--time-limit", "60s"},
+			ready: func(out, dir string) string {
+				b, _ := os.ReadFile(filepath.Join(dir, harness.HistoryFile))
+				if !bytes.Contains(b, []byte(`"f":"kill"`)) {
+					return "a kill in the history"
+				}
+				return ""
+			}},
+		{phase: harness.PhaseRecovery,
+			args: []string{"test", "--nemesis", "pause", "--nemesis-interval", "100ms", "--fault-duration", "100ms", "--time-limit", "1s", "--recovery", "60s"},
+			ready: func(out, dir string) string {
+				if !strings.Contains(out, "recovery phase") {
+					return `the "recovery phase" line`
+				}
+				return ""
+			}},
+		{phase: harness.PhaseFinishing, hold: true,
+			args: []string{"test", "--time-limit", "1s", "--recovery", "0s"}},
+	}
+	for _, c := range cases {
+		t.Run(c.phase, func(t *testing.T) {
+			store := t.TempDir()
+			var env []string
+			if c.hold {
+				env = append(env, harness.HoldEnv+"="+c.phase)
+			}
+			cmd, out := startCLI(t, env, append(c.args, "--store", store)...)
+			waitFor(t, "the run reaching its "+c.phase+" phase", func() string {
+				dir := runDir(t, store)
+				switch {
+				case dir == "":
+					return "a run directory"
+				case c.hold && !strings.Contains(out.String(), "holding in phase "+c.phase):
+					return "the harness holding in phase " + c.phase
+				case c.ready != nil:
+					return c.ready(out.String(), dir)
+				}
+				return ""
+			})
+			dir := runDir(t, store)
+			nodes := nodePIDs(t, dir)
+			cmd.Process.Signal(os.Interrupt)
+			waitExit(t, cmd, out)
+			if code := cmd.ProcessState.ExitCode(); code != exitNotMet {
+				t.Fatalf("exit %d after SIGINT, want %d:\n%s", code, exitNotMet, out)
+			}
+			var info harness.RunInfo
+			if err := readJSONFile(filepath.Join(dir, harness.RunInfoFile), &info); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !info.Interrupted || info.InterruptedIn != c.phase {
+				t.Fatalf("run.json: interrupted %v in %q, want the %s phase\n%s", info.Interrupted, info.InterruptedIn, c.phase, out)
+			}
+			res, err := harness.CheckContext(t.Context(), dir, t.TempDir())
+			if err != nil {
+				t.Fatalf("the interrupted run's history cannot be checked: %v", err)
+			}
+			if !res.Interrupted || res.MetExpectation {
+				t.Fatalf("a check of the interrupted run: interrupted %v, met %v", res.Interrupted, res.MetExpectation)
+			}
+			for _, pid := range nodes {
+				if syscall.Kill(pid, 0) == nil {
+					t.Fatalf("server pid %d still running after the run exited", pid)
+				}
+			}
+		})
+	}
+}
+
+// SIGINT during `check` stops it with exit 1 and writes nothing.
+func TestSignalDuringCheck(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	if code, _, stderr := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--quiet", "--store", store); code != exitMet {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	dir := runDir(t, store)
+	results := filepath.Join(dir, harness.ResultsFile)
+	before, err := os.ReadFile(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(results)
+	cmd, out := startCLI(t, []string{harness.HoldEnv + "=" + harness.PhaseCheck}, "check", dir)
+	waitFor(t, "check starting", func() string {
+		if !strings.Contains(out.String(), "checking ") {
+			return `the "checking" line`
+		}
+		return ""
+	})
+	cmd.Process.Signal(os.Interrupt)
+	waitExit(t, cmd, out)
+	if code := cmd.ProcessState.ExitCode(); code != exitNotMet || !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("exit %d, want %d, and a word on the interrupt:\n%s", code, exitNotMet, out)
+	}
+	if _, err := os.Stat(results); !os.IsNotExist(err) {
+		t.Fatalf("an interrupted check wrote %s (%v)", results, err)
+	}
+	if len(before) == 0 {
+		t.Fatal("the run wrote an empty results.json")
+	}
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no exit 60s after SIGINT:\n%s", out)
+	}
+}
+
+func nodePIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	var nodes []struct{ PID int }
+	if err := readJSONFile(filepath.Join(dir, "nodes.json"), &nodes); err != nil {
+		t.Fatalf("the run lists no servers: %v", err)
+	}
+	var pids []int
+	for _, n := range nodes {
+		if n.PID > 0 {
+			pids = append(pids, n.PID)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatal("nodes.json lists no PID")
+	}
+	return pids
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
