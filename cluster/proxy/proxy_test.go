@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -14,11 +15,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	zlog "github.com/rs/zerolog/log"
 
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+)
+
+const (
+	// waitLong bounds every wait for something that must happen (a reply, a
+	// heal returning, a connection closing). Passing tests never come near
+	// it: it only turns a hang into a failure that says what was missing,
+	// and it is long enough that a loaded machine cannot stretch a healthy
+	// wait past it.
+	waitLong = 30 * time.Second
+	// healSlack is how long after its deadline Heal may return. Heal aims
+	// for the deadline itself, but a loaded machine can fire its timer late
+	// and slow the fallback (a listen, closing sockets) down by far more
+	// than a few milliseconds. What the tests must catch is Heal waiting on
+	// a wedged toxiproxy, which lasts forever (or 5s per held chunk, the
+	// timeout of toxiproxy's WriteOutput), so the slack stays below that.
+	healSlack = 3 * time.Second
 )
 
 // newMesh starts a redis-server and a mesh whose links all lead to it.
@@ -39,8 +57,10 @@ func addLink(t *testing.T, m *Mesh, from, to, upstream string) *Link {
 	return l
 }
 
-// client dials through a link. Retries are off so every failure is seen,
-// and timeouts are short so a black hole shows up quickly.
+// client dials through a link. Retries are off so every failure is seen.
+// Tests pass waitLong as the timeout unless the timeout is what they test;
+// a probe that must time out carries a short deadline in its context
+// instead (ContextTimeoutEnabled).
 func client(t *testing.T, addr string, timeout time.Duration) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
@@ -58,19 +78,20 @@ func timed(f func() error) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-// eventually polls f until it succeeds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, f func() error) {
+// eventually polls f until it succeeds, for at most waitLong; the failure
+// says what never happened.
+func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(waitLong)
 	for {
 		err := f()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", within, err)
+			t.Fatalf("after %v still no %s: %v", waitLong, what, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval
 	}
 }
 
@@ -82,8 +103,8 @@ func healWithin(t *testing.T, l *Link, d time.Duration) {
 	if err != nil {
 		t.Fatalf("heal %s: %v", l, err)
 	}
-	if elapsed > d+50*time.Millisecond {
-		t.Fatalf("heal %s took %v, deadline was %v", l, elapsed, d)
+	if elapsed > d+healSlack {
+		t.Fatalf("heal %s took %v, deadline was %v (+%v slack)", l, elapsed, d, healSlack)
 	}
 	if f, ok := l.Fault(); ok {
 		t.Fatalf("link %s still has fault %s after heal", l, f)
@@ -102,7 +123,7 @@ func TestHealthyLinkForwards(t *testing.T) {
 	if m.Find("c1", "n1") != l || m.Find("n1", "c1") != nil {
 		t.Fatal("Find does not return the link")
 	}
-	c := client(t, l.Addr(), time.Second)
+	c := client(t, l.Addr(), waitLong)
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -123,14 +144,14 @@ func TestPartitionCutsOnlyThatLink(t *testing.T) {
 	m, up := newMesh(t)
 	cut := addLink(t, m, "c1", "n1", up)
 	other := addLink(t, m, "c2", "n1", up)
-	cc := client(t, cut.Addr(), 300*time.Millisecond)
-	oc := client(t, other.Addr(), 300*time.Millisecond)
+	cc := client(t, cut.Addr(), waitLong)
+	oc := client(t, other.Addr(), waitLong)
 	ctx := context.Background()
 	// A pooled connection and a fresh one must both be cut.
 	if err := cc.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := client(t, cut.Addr(), 300*time.Millisecond)
+	fresh := client(t, cut.Addr(), waitLong)
 
 	if err := cut.Apply(Fault{Mode: Partition}); err != nil {
 		t.Fatal(err)
@@ -138,13 +159,18 @@ func TestPartitionCutsOnlyThatLink(t *testing.T) {
 	if f, ok := cut.Fault(); !ok || f.Mode != Partition {
 		t.Fatalf("Fault() = %v, %v", f, ok)
 	}
+	// A probe of the black hole must time out, so it carries a short
+	// deadline; a loaded machine can only make it time out later.
+	const probe = 300 * time.Millisecond
 	for name, c := range map[string]*redis.Client{"pooled": cc, "fresh": fresh} {
-		elapsed, err := timed(func() error { return c.Ping(ctx).Err() })
+		pctx, cancel := context.WithTimeout(ctx, probe)
+		elapsed, err := timed(func() error { return c.Ping(pctx).Err() })
+		cancel()
 		if err == nil || !isTimeout(err) {
 			t.Fatalf("%s connection: PING through cut link: err %v, want a timeout", name, err)
 		}
-		if elapsed < 250*time.Millisecond {
-			t.Fatalf("%s connection: PING failed after %v, before its timeout: not a black hole", name, elapsed)
+		if elapsed < probe-50*time.Millisecond {
+			t.Fatalf("%s connection: PING failed after %v, before its %v deadline: not a black hole", name, elapsed, probe)
 		}
 	}
 	if err := oc.Ping(ctx).Err(); err != nil {
@@ -152,15 +178,17 @@ func TestPartitionCutsOnlyThatLink(t *testing.T) {
 	}
 
 	healWithin(t, cut, time.Second)
-	eventually(t, 2*time.Second, func() error { return cc.Ping(ctx).Err() })
-	eventually(t, 2*time.Second, func() error { return fresh.Ping(ctx).Err() })
+	eventually(t, "PING through the healed link (pooled client)", func() error { return cc.Ping(ctx).Err() })
+	eventually(t, "PING through the healed link (fresh client)", func() error { return fresh.Ping(ctx).Err() })
 }
 
 func TestRejectFailsPromptly(t *testing.T) {
 	t.Parallel()
 	m, up := newMesh(t)
 	l := addLink(t, m, "c1", "n1", up)
-	const timeout = 2 * time.Second
+	// A long timeout: "prompt" means failing well before it, which a loaded
+	// machine cannot turn into a timeout.
+	const timeout = waitLong
 	pooled := client(t, l.Addr(), timeout)
 	ctx := context.Background()
 	if err := pooled.Ping(ctx).Err(); err != nil {
@@ -185,14 +213,14 @@ func TestRejectFailsPromptly(t *testing.T) {
 		t.Logf("%s connection: %v after %v", name, err, elapsed)
 	}
 	healWithin(t, l, time.Second)
-	eventually(t, 2*time.Second, func() error { return pooled.Ping(ctx).Err() })
+	eventually(t, "PING through the healed link", func() error { return pooled.Ping(ctx).Err() })
 }
 
 func TestLatencyAndHeal(t *testing.T) {
 	t.Parallel()
 	m, up := newMesh(t)
 	l := addLink(t, m, "c1", "n1", up)
-	c := client(t, l.Addr(), time.Second)
+	c := client(t, l.Addr(), waitLong)
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -217,9 +245,11 @@ func TestLatencyAndHeal(t *testing.T) {
 		t.Fatalf("PING under 200ms±10ms latency: %v after %v", err, elapsed)
 	}
 	healWithin(t, l, time.Second)
-	eventually(t, 2*time.Second, func() error {
+	// Under the toxic every PING takes at least 190ms, so one faster PING
+	// proves it gone; load can only make PINGs slower, hence the polling.
+	eventually(t, "PING faster than the healed 200ms±10ms latency", func() error {
 		elapsed, err := timed(func() error { return c.Ping(ctx).Err() })
-		if err == nil && elapsed >= 50*time.Millisecond {
+		if err == nil && elapsed >= 190*time.Millisecond {
 			return errors.New("PING still slow: " + elapsed.String())
 		}
 		return err
@@ -237,7 +267,7 @@ func TestSlowLimitsBandwidth(t *testing.T) {
 	if err := direct.Set(ctx, "big", value, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	c := client(t, l.Addr(), 10*time.Second)
+	c := client(t, l.Addr(), waitLong)
 	get := func() error {
 		v, err := c.Get(ctx, "big").Result()
 		if err == nil && v != value {
@@ -262,9 +292,15 @@ func TestSlowLimitsBandwidth(t *testing.T) {
 	}
 	t.Logf("GET of 100KB: healthy %v, at 50KB/s %v", fast, slow)
 	healWithin(t, l, time.Second)
-	if again, err := timed(get); err != nil || again > 500*time.Millisecond {
-		t.Fatalf("GET after heal: %v after %v", err, again)
-	}
+	// At 50KB/s the GET takes 2s, so one GET in under 1s proves the limit
+	// gone; load can only make GETs slower, hence the polling.
+	eventually(t, "GET of 100KB in under 1s after heal", func() error {
+		again, err := timed(get)
+		if err == nil && again >= time.Second {
+			return errors.New("GET still slow: " + again.String())
+		}
+		return err
+	})
 }
 
 // TestHealUnderTraffic is Shopify/toxiproxy#558: with traffic flowing, and
@@ -316,68 +352,196 @@ func TestHealUnderTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: heal %s: %v", i, f, err)
 		}
-		if elapsed > deadline+20*time.Millisecond {
-			t.Fatalf("round %d: heal %s took %v, deadline %v", i, f, elapsed, deadline)
+		if elapsed > deadline+healSlack {
+			t.Fatalf("round %d: heal %s took %v, deadline %v (+%v slack)", i, f, elapsed, deadline, healSlack)
 		}
 		time.Sleep(30 * time.Millisecond)
 	}
 	stop()
 	wg.Wait()
 	t.Logf("%d ok / %d failed requests, %d fallbacks to reset", ok.Load(), failed.Load(), l.Resets())
-	c := client(t, l.Addr(), time.Second)
-	eventually(t, 2*time.Second, func() error { return c.Ping(context.Background()).Err() })
+	c := client(t, l.Addr(), waitLong)
+	eventually(t, "PING through the link after the rounds", func() error { return c.Ping(context.Background()).Err() })
 }
 
-// TestHealFallsBackWhenRemoveToxicHangs builds a #558 wedge on purpose: a
-// client that sends requests but does not read their replies backs the
-// reply stream up into the latency toxic, which then blocks handing on a
-// chunk and cannot be interrupted, so RemoveToxic hangs for as long as the
-// client keeps not reading.
+// holdToxicType is a test-only toxic that wedges the way the latency toxic
+// does in Shopify/toxiproxy#558, but with certainty. The latency toxic takes
+// a chunk and then blocks handing it on (a plain channel send, deaf to
+// Interrupt) once the reader downstream stops reading, and RemoveToxic then
+// waits forever for it to take the Interrupt. Whether that send blocks
+// depends on how much the kernel's socket buffers on the way hold, which
+// varies between machines, so a test built on it reproduces the wedge on
+// some machines only. The hold toxic takes a chunk and then blocks, deaf to
+// Interrupt, until its gate is released: RemoveToxic hangs inside toxiproxy
+// exactly as in #558, on every machine.
+const holdToxicType = "lockjepsen_test_hold"
+
+func init() { toxics.Register(holdToxicType, new(holdToxic)) }
+
+// holdGate is the test's side of a hold toxic.
+type holdGate struct {
+	id      int64
+	once    sync.Once
+	held    chan struct{} // closed once the toxic holds a chunk
+	release chan struct{} // closed by the test's cleanup
+}
+
+var (
+	holdGates  sync.Map // id → *holdGate
+	lastHoldID atomic.Int64
+)
+
+// newHoldGate returns a gate for a hold toxic. Its release is a cleanup, so
+// register it after the mesh's: cleanups run last-registered first, and the
+// abandoned toxiproxy proxy can only stop once its toxic lets go.
+func newHoldGate(t *testing.T) *holdGate {
+	g := &holdGate{id: lastHoldID.Add(1), held: make(chan struct{}), release: make(chan struct{})}
+	holdGates.Store(g.id, g)
+	t.Cleanup(func() {
+		close(g.release)
+		holdGates.Delete(g.id)
+	})
+	return g
+}
+
+type holdToxic struct {
+	Gate int64 `json:"gate"`
+}
+
+func (t *holdToxic) Pipe(stub *toxics.ToxicStub) {
+	v, ok := holdGates.Load(t.Gate)
+	if !ok {
+		// No test waits on this toxic (its gate is released and gone):
+		// pass data on rather than panic in toxiproxy's goroutine.
+		new(toxics.NoopToxic).Pipe(stub)
+		return
+	}
+	g := v.(*holdGate)
+	for {
+		select {
+		case <-stub.Interrupt:
+			return
+		case c := <-stub.Input:
+			if c == nil {
+				stub.Close()
+				return
+			}
+			g.once.Do(func() { close(g.held) })
+			<-g.release // deaf to Interrupt, as the latency toxic in #558
+			stub.Output <- c
+		}
+	}
+}
+
+// TestHealFallsBackWhenRemoveToxicHangs wedges toxiproxy's RemoveToxic on
+// purpose (#558, made certain by the hold toxic): a request's reply is held
+// by a toxic that does not take toxiproxy's Interrupt. Heal must give up on
+// toxiproxy, close the link's connections, and leave a healthy link behind
+// the same address that takes new faults.
 func TestHealFallsBackWhenRemoveToxicHangs(t *testing.T) {
 	t.Parallel()
-	srv, direct := redistest.Start(t)
-	m := NewMesh()
-	t.Cleanup(func() { m.Close() })
-	l := addLink(t, m, "c1", "n1", srv.Addr())
+	m, up := newMesh(t)
+	l := addLink(t, m, "c1", "n1", up)
+	gate := newHoldGate(t) // after newMesh: released before the mesh closes
 	ctx := context.Background()
-	if err := direct.Set(ctx, "big", strings.Repeat("x", 1<<20), 0).Err(); err != nil {
+
+	// The link records a latency fault; behind its back the toxic that
+	// implements it becomes the hold toxic, under the name Heal removes.
+	fault := Fault{Mode: Latency, Latency: 10 * time.Millisecond}
+	if err := l.Apply(fault); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Apply(Fault{Mode: Latency, Latency: 10 * time.Millisecond}); err != nil {
+	wedged, _, err := l.current()
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := wedged.Toxics.RemoveToxic(quiet(ctx), toxicDown); err != nil {
+		t.Fatalf("remove the latency toxic (no traffic yet): %v", err)
+	}
+	hold := fmt.Sprintf(`{"name": %q, "type": %q, "stream": "downstream", "toxicity": 1.0, "attributes": {"gate": %d}}`,
+		toxicDown, holdToxicType, gate.id)
+	if _, err := wedged.Toxics.AddToxicJson(strings.NewReader(hold)); err != nil {
+		t.Fatalf("add the hold toxic: %v", err)
+	}
+
 	stuck, err := net.Dial("tcp", l.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
-	// 30 MB of replies: far more than the socket buffers on the way hold.
-	if _, err := stuck.Write(bytes.Repeat([]byte("GET big\r\n"), 30)); err != nil {
+	if _, err := stuck.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let the replies back up into the toxic
+	select {
+	case <-gate.held:
+	case <-time.After(waitLong):
+		t.Fatalf("after %v the reply to PING has still not reached the hold toxic: nothing is wedged", waitLong)
+	}
 
-	hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	elapsed, err := timed(func() error { return l.Heal(hctx) })
+	// The fallback also stops the wedged proxy, in the background. That Stop
+	// closes toxiproxy's connections if it gets anywhere, but it is not
+	// guaranteed to (its accept loop can block on the wedged collection's
+	// lock): holding the proxy's lock keeps it from starting, so that what
+	// closes the stuck connection below can only be the front layer.
+	wedged.Lock()
+	t.Cleanup(wedged.Unlock) // before the gate's release and the mesh's Close
+
+	// Heal on its own goroutine, so that a Heal without its fallback
+	// (waiting on RemoveToxic for good) fails the test instead of hanging it.
+	const deadline = 500 * time.Millisecond
+	type result struct {
+		elapsed time.Duration
+		err     error
+	}
+	healed := make(chan result, 1)
+	go func() {
+		hctx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		elapsed, err := timed(func() error { return l.Heal(hctx) })
+		healed <- result{elapsed, err}
+	}()
+	var r result
+	select {
+	case r = <-healed:
+	case <-time.After(waitLong):
+		t.Fatalf("Heal with a %v deadline has not returned after %v: it waits on the wedged RemoveToxic instead of falling back", deadline, waitLong)
+	}
+	if r.err != nil {
+		t.Fatalf("heal: %v", r.err)
+	}
+	t.Logf("heal with a %v deadline returned after %v", deadline, r.elapsed)
+	if r.elapsed > deadline+healSlack {
+		t.Fatalf("heal took %v, deadline %v (+%v slack)", r.elapsed, deadline, healSlack)
+	}
+	if n := l.Resets(); n != 1 {
+		t.Fatalf("resets = %d after Heal returned, want 1: RemoveToxic was wedged, so only the fallback can have healed the link", n)
+	}
+	if f, ok := l.Fault(); ok {
+		t.Fatalf("link still has fault %s after heal", f)
+	}
+	fresh, _, err := l.current()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if elapsed > 320*time.Millisecond {
-		t.Fatalf("heal took %v", elapsed)
+	if fresh == wedged {
+		t.Fatal("the link still uses the wedged toxiproxy proxy")
 	}
-	if l.Resets() != 1 {
-		t.Fatalf("resets = %d: toxiproxy removed the toxic although the reply stream was stuck; the test no longer reproduces #558", l.Resets())
+	if ts := fresh.Toxics.GetToxicArray(); len(ts) != 0 {
+		t.Fatalf("the fresh toxiproxy proxy has toxics %v", ts)
 	}
-	// The fallback closed the stuck client's connection.
-	stuck.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.Copy(io.Discard, stuck); isTimeout(err) {
-		t.Fatal("stuck connection still open after the fallback")
+	// The fallback closed the stuck client's connection, and the reply held
+	// in the wedged proxy never arrived.
+	stuck.SetReadDeadline(time.Now().Add(waitLong))
+	n, err := io.Copy(io.Discard, stuck)
+	if isTimeout(err) {
+		t.Fatalf("stuck connection still open %v after the fallback (it received %d bytes)", waitLong, n)
 	}
-	c := client(t, l.Addr(), time.Second)
-	if d, err := timed(func() error { return c.Ping(ctx).Err() }); err != nil || d > 100*time.Millisecond {
-		t.Fatalf("PING after heal: %v after %v", err, d)
+	if n != 0 {
+		t.Fatalf("the stuck connection received %d bytes; the reply was held in the wedged toxic", n)
 	}
+
+	c := client(t, l.Addr(), waitLong)
+	eventually(t, "PING through the link after the fallback", func() error { return c.Ping(ctx).Err() })
 	// A fault applied after the fallback works on the fresh proxy.
 	if err := l.Apply(Fault{Mode: Latency, Latency: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -400,6 +564,7 @@ func TestCloseLeavesNoListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer open.Close()
+	open.SetDeadline(time.Now().Add(waitLong))
 	if _, err := open.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +597,7 @@ func TestCloseLeavesNoListener(t *testing.T) {
 			t.Fatalf("%s still accepts connections after Close", addr)
 		}
 	}
-	open.SetReadDeadline(time.Now().Add(time.Second))
+	open.SetReadDeadline(time.Now().Add(waitLong))
 	if n, err := open.Read(make([]byte, 1)); isTimeout(err) || n > 0 {
 		t.Fatalf("connection through a closed mesh still open: %d, %v", n, err)
 	}
@@ -472,8 +637,8 @@ func TestHealAllAndDuplicates(t *testing.T) {
 		if f, ok := l.Fault(); ok {
 			t.Fatalf("%s still has %s", l, f)
 		}
-		c := client(t, l.Addr(), time.Second)
-		eventually(t, 2*time.Second, func() error { return c.Ping(context.Background()).Err() })
+		c := client(t, l.Addr(), waitLong)
+		eventually(t, "PING through healed link "+l.String(), func() error { return c.Ping(context.Background()).Err() })
 	}
 }
 
@@ -545,14 +710,18 @@ func TestSilent(t *testing.T) {
 
 	m, up := newMesh(t)
 	l := addLink(t, m, "c1", "n1", up)
-	c := client(t, l.Addr(), time.Second)
+	c := client(t, l.Addr(), waitLong)
 	for _, f := range []Fault{{Mode: Slow, RateKBps: 100}, {Mode: Latency, Latency: 5 * time.Millisecond}, {Mode: Partition}} {
 		if err := l.Apply(f); err != nil {
 			t.Fatal(err)
 		}
-		_ = c.Ping(context.Background()).Err()
+		// Traffic under the fault, whatever its outcome (under the
+		// partition it times out).
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = c.Ping(pctx).Err()
+		cancel()
 		healWithin(t, l, time.Second)
-		eventually(t, 2*time.Second, func() error { return c.Ping(context.Background()).Err() })
+		eventually(t, "PING after healing "+f.String(), func() error { return c.Ping(context.Background()).Err() })
 	}
 	m.Close()
 	if buf.Len() != 0 {
@@ -587,30 +756,79 @@ func (s *safeBuffer) String() string {
 // link's fault stays for new connections.
 func TestDropLosesInFlightBytesAndKeepsTheFault(t *testing.T) {
 	t.Parallel()
-	m, up := newMesh(t)
-	l := addLink(t, m, "net", "n1", up)
-	c := client(t, l.Addr(), 2*time.Second)
+	srv, direct := redistest.Start(t)
+	m := NewMesh()
+	t.Cleanup(func() { m.Close() })
+	l := addLink(t, m, "net", "n1", srv.Addr())
 	ctx := context.Background()
-	if err := c.Ping(ctx).Err(); err != nil {
+	const latency = 2 * time.Second
+	if err := l.Apply(Fault{Mode: Latency, Latency: latency}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Apply(Fault{Mode: Latency, Latency: 500 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	// A reply is held in the latency toxic when the link is dropped.
-	res := make(chan error, 1)
-	go func() { res <- c.Ping(ctx).Err() }()
-	time.Sleep(100 * time.Millisecond) // let the reply reach the toxic
-	if err := l.Drop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-res; err == nil {
-		t.Fatal("a reply in flight was delivered after Drop")
+	// A reply is held in the latency toxic when the link is dropped. The
+	// request travels undelayed; once redis has executed it (its marker key
+	// exists), its reply is on the way and cannot arrive before `latency`
+	// after the request was sent. A Drop that returns later than that (a
+	// very loaded machine) proves nothing either way, so it is retried.
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		conn, err := net.Dial("tcp", l.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		marker := fmt.Sprintf("marker%d", attempt)
+		sent := time.Now()
+		if _, err := conn.Write([]byte("SET " + marker + " 1\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "SET "+marker+" executed by redis", func() error {
+			n, err := direct.Exists(ctx, marker).Result()
+			if err == nil && n == 0 {
+				return errors.New(marker + " does not exist")
+			}
+			return err
+		})
+		if err := l.Drop(); err != nil {
+			t.Fatal(err)
+		}
+		if since := time.Since(sent); since >= latency {
+			if time.Since(start) > waitLong {
+				t.Fatalf("for %v (%d attempts) Drop never returned within the %v latency after the request (last: %v), so no attempt could show the in-flight reply lost", waitLong, attempt, latency, since)
+			}
+			t.Logf("attempt %d: Drop returned %v after the request, later than the %v latency: retrying", attempt, since, latency)
+			continue
+		}
+		conn.SetReadDeadline(time.Now().Add(waitLong))
+		got, err := io.ReadAll(conn)
+		if isTimeout(err) {
+			t.Fatalf("connection still open %v after Drop (it received %q)", waitLong, got)
+		}
+		if len(got) != 0 {
+			t.Fatalf("a reply in flight (%q) was delivered after Drop", got)
+		}
+		break
 	}
 	if f, ok := l.Fault(); !ok || f.Mode != Latency {
 		t.Fatalf("fault after Drop: %v %v", f, ok)
 	}
-	if elapsed, err := timed(func() error { return c.Ping(ctx).Err() }); err != nil || elapsed < 500*time.Millisecond {
-		t.Fatalf("a new connection after Drop: %v after %v, want the latency still in force", err, elapsed)
+	// A raw PING: a go-redis client would pay the latency for each command
+	// of its handshake too.
+	conn, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(waitLong))
+	var reply string
+	elapsed, err := timed(func() error {
+		if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		reply, err = bufio.NewReader(conn).ReadString('\n')
+		return err
+	})
+	if err != nil || reply != "+PONG\r\n" || elapsed < latency {
+		t.Fatalf("PING on a new connection after Drop: %q, %v after %v, want +PONG with the %v latency still in force", reply, err, elapsed, latency)
 	}
 }
