@@ -51,6 +51,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--system", "etcd", "--lock", "etcd", "--nemesis", "failover", "--store", store}, "needs --system sentinel"},
 		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--nemesis", "isolate", "--store", store}, "isolate"},
 		{[]string{"test", "--system", "single", "--lock", "etcd-session", "--store", store}, "needs --system etcd"},
+		// Names the store keeps for itself (store/latest would point at
+		// itself), and durations no one means.
+		{[]string{"test", "--name", "latest", "--store", store}, "reserved"},
+		{[]string{"test", "--name", "matrix", "--store", store}, "reserved"},
+		{[]string{"test", "--nemesis", "kill", "--restart-delay", "1h", "--store", store}, "--restart-delay"},
+		{[]string{"test", "--time-limit", "1000h", "--store", store}, "--time-limit"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(t, tc.args...)
