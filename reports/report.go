@@ -380,6 +380,9 @@ func oddities(rf *runFiles, m *model) []banner {
 	} else if rf.info != nil && rf.info.Interrupted {
 		out = append(out, banner{Class: "warn", Title: "Interrupted run", Text: "The run was interrupted (Ctrl-C or SIGTERM): the verdict covers only what was recorded."})
 	}
+	if rf.info != nil && rf.info.StoppedEarly != "" {
+		out = append(out, banner{Class: "info", Title: "Stopped early", Text: capitalize(rf.info.StoppedEarly) + ". The run's time limit was not used up."})
+	}
 	var errs []string
 	if res != nil {
 		errs = res.Errors
