@@ -59,8 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	ctx, interrupted, stop := interruptContext(stderr)
 	defer stop()
-	code := exitCode(root.ExecuteContext(ctx), stderr)
-	if interrupted() && code != exitUsage {
+	cmd, err := root.ExecuteContextC(ctx)
+	code := exitCode(err, stderr)
+	if interrupted() && code != exitUsage && cmd.Annotations[interruptStops] == "" {
 		// Whatever was found before it, an interrupted command did not
 		// do all it was asked: a CI gate must not pass on it.
 		return exitNotMet
@@ -81,6 +82,10 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	}
 }
+
+// interruptStops marks a command for which an interrupt is the normal way
+// to stop (serve), not a cut-short run.
+const interruptStops = "interrupt-stops"
 
 // interruptContext is cancelled by the first SIGINT or SIGTERM, so that
 // the command stops what it is doing and keeps what it has; the second
@@ -310,9 +315,10 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	store := "store"
 	port := 8080
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Browse a store of runs in a web browser (on 127.0.0.1)",
-		Args:  cobra.NoArgs,
+		Use:         "serve",
+		Short:       "Browse a store of runs in a web browser (on 127.0.0.1)",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{interruptStops: "yes"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if st, err := os.Stat(store); err != nil || !st.IsDir() {
 				return usageErr(stderr, fmt.Errorf("--store %s is not a directory", store))
