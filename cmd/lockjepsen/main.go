@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	cmd, err := root.ExecuteContextC(ctx)
 	code := exitCode(err, stderr)
-	if interrupted() && code != exitUsage && cmd.Annotations[interruptStops] == "" {
+	if interrupted() && code != exitUsage && (cmd == nil || cmd.Annotations[interruptStops] == "") {
 		// Whatever was found before it, an interrupted command did not
 		// do all it was asked: a CI gate must not pass on it.
 		return exitNotMet
