@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,7 +42,11 @@ type Cluster struct {
 
 // Start launches the topology of spec and waits until every node is ready
 // (for the sentinel system: until WaitHealthy succeeds). On error, whatever
-// was started is stopped again.
+// was started is stopped again. If ctx is cancelled before Start is done,
+// Start stops what it started and returns an error that wraps ctx's
+// (errors.Is(err, context.Canceled)), with no node logs: the user gave up,
+// nothing failed. A deadline of ctx that passes is a start that took too
+// long, and its error carries the logs like any failure.
 func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -54,6 +59,32 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		}
 		return c, nil
 	}
+	c, err := startRedis(ctx, spec)
+	if err != nil {
+		if cerr := cancelled(ctx); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// cancelled returns the error Start returns when ctx was cancelled (not
+// timed out), or nil. It wraps ctx.Err() and, if one was given, the
+// cancellation's cause.
+func cancelled(ctx context.Context) error {
+	err := ctx.Err()
+	if !errors.Is(err, context.Canceled) {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("start-up cancelled: %w (%w)", err, cause)
+	}
+	return fmt.Errorf("start-up cancelled: %w", err)
+}
+
+// startRedis is Start for the Redis systems.
+func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 	binary, err := FindRedisServer()
 	if err != nil {
 		return nil, err
@@ -111,7 +142,7 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		c.resource = newServer("resource", cluster.RoleResource)
 		c.resource.Args = nil // the resource is not under test; keep it plain
 	}
-	fail := func(err error) (cluster.Cluster, error) {
+	fail := func(err error) (*Cluster, error) {
 		c.Close(context.Background())
 		return nil, err
 	}
@@ -142,6 +173,11 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		if err := c.writeProcesses(); err != nil {
 			return fail(err)
 		}
+	}
+	// Cancelled after the last check above: still stop, so that a
+	// cancelled Start never leaves a running cluster behind.
+	if err := cancelled(ctx); err != nil {
+		return fail(err)
 	}
 	if spec.Persistence != cluster.PersistNone {
 		c.aof = startAOFSampler(c.servers)

@@ -154,6 +154,7 @@ func (n *EtcdNode) launch() error {
 	n.mu.Lock()
 	n.cmd, n.exited = cmd, exited
 	n.mu.Unlock()
+	afterLaunch(n.Dir, cmd.Process.Pid)
 	return nil
 }
 
@@ -210,6 +211,7 @@ type EtcdCluster struct {
 	ids     map[uint64]string           // member ID -> name, learnt from Status
 
 	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -220,8 +222,20 @@ var (
 // StartEtcd starts the etcd system of spec (spec.System must be
 // cluster.Etcd) and waits until it is healthy (WaitHealthy). With
 // spec.Resource it also starts a plain redis-server for the protected
-// resource. On error, whatever was started is stopped again.
+// resource. On error, whatever was started is stopped again; a cancelled
+// ctx is reported as Backend.Start says.
 func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
+	c, err := startEtcd(ctx, spec)
+	if err != nil {
+		if cerr := cancelled(ctx); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 	if spec.System != cluster.Etcd {
 		return nil, fmt.Errorf("start etcd: spec is for system %q", spec.System)
 	}
@@ -324,6 +338,9 @@ func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 		}
 	}
 	for _, n := range c.nodes {
+		if err := ctx.Err(); err != nil {
+			return fail(fmt.Errorf("start node %s: %w", n.Name, err))
+		}
 		if err := n.launch(); err != nil {
 			return fail(err)
 		}
@@ -342,6 +359,11 @@ func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
 		return fail(fmt.Errorf("etcd system: %w\n%s", err, c.logTails()))
+	}
+	// Cancelled after the last check above: still stop, so that a
+	// cancelled start never leaves a running cluster behind.
+	if err := cancelled(ctx); err != nil {
+		return fail(err)
 	}
 	return c, nil
 }
@@ -380,7 +402,11 @@ func (c *EtcdCluster) Resource() *cluster.Node {
 	return &n
 }
 
-// Close stops every process and waits for each to exit.
+// Close stops every process and waits for each to exit. Then it frees
+// the disk space the members preallocated for their write-ahead logs and
+// never wrote (TrimEtcdWAL: 64-128 MB a member otherwise, for a log of a
+// few MB), so that a run directory keeps its size down to what was
+// written; the logs and the data the members wrote stay.
 func (c *EtcdCluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.adminMu.Lock()
@@ -400,8 +426,18 @@ func (c *EtcdCluster) Close(ctx context.Context) error {
 		for _, r := range c.routers {
 			r.close()
 		}
+		var errs []error
+		for _, n := range c.nodes {
+			if n.Running() {
+				continue // not after Stop; but never under a live member
+			}
+			if _, err := TrimEtcdWAL(EtcdWALDir(n.DataDir)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+			}
+		}
+		c.closeErr = errors.Join(errs...)
 	})
-	return nil
+	return c.closeErr
 }
 
 func (c *EtcdCluster) writeProcesses() error {

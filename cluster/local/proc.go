@@ -4,9 +4,21 @@ import (
 	"fmt"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
+
+// launchHook, when set (by tests), is called each time the backend has
+// created a process, with the process's node directory and PID: a fixed
+// point in a start-up at which a test can act (cancel it, say).
+var launchHook atomic.Pointer[func(dir string, pid int)]
+
+func afterLaunch(dir string, pid int) {
+	if f := launchHook.Load(); f != nil {
+		(*f)(dir, pid)
+	}
+}
 
 // proc is a child process the backend owns: a goroutine reaps it and closes
 // exited, and it is signalled, stopped and killed only through these

@@ -171,6 +171,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	pickPort := s.Port == 0
 	for attempt := 0; attempt < 3; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("start node %s: %w", s.Name, err)
+		}
 		if pickPort {
 			if s.Port, err = freePort(s.Host); err != nil {
 				return fmt.Errorf("start node %s: pick a port: %w", s.Name, err)
@@ -216,9 +219,14 @@ func (s *Server) startOnce(ctx context.Context) error {
 	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
+	afterLaunch(s.Dir, cmd.Process.Pid)
 
 	if err := s.waitReady(ctx, exited); err != nil {
 		s.killNow()
+		if cerr := ctx.Err(); errors.Is(cerr, context.Canceled) {
+			// Given up, not failed: the log says nothing about it.
+			return fmt.Errorf("start node %s: %w", s.Name, cerr)
+		}
 		tail := strings.TrimSpace(stderr.String() + "\n" + logTail(s.LogPath, logStart, 15))
 		return fmt.Errorf("start node %s on %s: %w\n--- output and log of %s:\n%s", s.Name, s.Addr(), err, s.Name, tail)
 	}
