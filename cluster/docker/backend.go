@@ -42,6 +42,9 @@ type Backend struct {
 	ToxiproxyImage string
 }
 
+// The docker backend removes what killed runs left, and says so.
+var _ cluster.OrphanReaper = Backend{}
+
 // Name is "docker".
 func (Backend) Name() string { return "docker" }
 
@@ -68,7 +71,9 @@ func (b Backend) toxiproxyImage() string {
 
 // Cluster is a running set of containers.
 type Cluster struct {
-	eng       *engine
+	eng *engine
+	// id is the cluster's LabelRun, dir its run directory (LabelRunDir).
+	id, dir   string
 	net       *testcontainers.DockerNetwork
 	nodes     []*node
 	resource  *node
@@ -82,6 +87,9 @@ type Cluster struct {
 	dep       *sentinelq.Deployment
 	admins    []*redis.Client
 
+	// cancelled is set when Start was cancelled: Close then saves no
+	// logs and waits until nothing labelled with the cluster's ID is left.
+	cancelled bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -101,8 +109,19 @@ func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa
 
 // Start checks the engine and the image, then starts the spec's containers
 // on a new private network and waits until each answers PING (the sentinel
-// system: until it is healthy). Whatever was created is removed again on
+// system: until it is healthy). Each wait has a deadline of its own
+// (StartTimeout, ReadyTimeout, SentinelAgreeTimeout) and says what was
+// still missing when it passes. Whatever was created is removed again on
 // error.
+//
+// When ctx is cancelled (Ctrl-C) at any point, Start removes everything it
+// had created so far, containers in any state and the network included,
+// with a fresh bounded context, and returns an error that wraps ctx's
+// (errors.Is(err, context.Canceled)); it dumps no logs: a cancelled start
+// is not a failure to diagnose.
+//
+// Start does not remove what earlier, killed runs left: ReapOrphans does,
+// and says what it removed (the harness calls it before each run).
 //
 // spec.Mesh is ignored: processes in containers cannot reach the host's
 // loopback proxies. The sentinel system's internal links go through a
@@ -120,41 +139,62 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 	image := b.image()
 	eng, err := connect(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, interrupted(ctx, nil)
+		}
 		return nil, err
 	}
-	reapOrphans(ctx, eng)
+	refuse := func(err error) (cluster.Cluster, error) {
+		eng.close()
+		if ctx.Err() != nil {
+			return nil, interrupted(ctx, nil)
+		}
+		return nil, err
+	}
 	labels, err := eng.ensureImage(ctx, image, DefaultImage, OfficialImage, "docker/build-image.sh", "--image")
 	if err != nil {
-		eng.close()
-		return nil, err
+		return refuse(err)
 	}
 	toxiImage := b.toxiproxyImage()
 	if spec.System == cluster.Sentinel {
 		if _, err := eng.ensureImage(ctx, toxiImage, DefaultToxiproxyImage, OfficialToxiproxyImage, "docker/build-image.sh --toxiproxy", "$"+ToxiproxyImageEnv); err != nil {
-			eng.close()
-			return nil, fmt.Errorf("the sentinel system's internal links need a toxiproxy server: %w", err)
+			return refuse(fmt.Errorf("the sentinel system's internal links need a toxiproxy server: %w", err))
 		}
 	}
 	preload := labels[LabelPreload]
 	if spec.FakeClock && preload == "" {
-		eng.close()
-		return nil, fmt.Errorf("clock faults on the docker backend: %w: image %s has no %s label (clock faults need libfaketime and lockjepsen's allocator shim in the image; build one with docker/build-image.sh, or run clock faults on the local backend)", ErrNoFakeClock, image, LabelPreload)
+		return refuse(fmt.Errorf("clock faults on the docker backend: %w: image %s has no %s label (clock faults need libfaketime and lockjepsen's allocator shim in the image; build one with docker/build-image.sh, or run clock faults on the local backend)", ErrNoFakeClock, image, LabelPreload))
 	}
 
-	c := &Cluster{eng: eng, fakeClock: spec.FakeClock}
+	c := &Cluster{eng: eng, fakeClock: spec.FakeClock, id: randomID(), dir: spec.Dir}
 	fail := func(err error) (cluster.Cluster, error) {
-		c.Close(context.Background())
+		if ctx.Err() != nil {
+			// Ctrl-C: remove everything, including what was being
+			// created when the cancel came, and dump nothing.
+			c.cancelled = true
+			return nil, interrupted(ctx, c.Close(ctx))
+		}
+		if cerr := c.Close(ctx); cerr != nil {
+			err = fmt.Errorf("%w\n(removing the cluster's containers then failed too: %v)", err, cerr)
+		}
 		return nil, err
 	}
-	id := randomID()
-	nw, err := tcnetwork.New(ctx, tcnetwork.WithLabels(map[string]string{LabelBackend: "docker", LabelOwner: owner()}))
+	nctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	nw, err := tcnetwork.New(nctx, tcnetwork.WithLabels(ownerLabels(c.id, c.dir)))
+	cancel()
 	if err != nil {
+		if ctx.Err() == nil && nctx.Err() != nil {
+			err = fmt.Errorf("no answer within %s: %w", StartTimeout, err)
+		}
 		return fail(fmt.Errorf("create a docker network: %w", err))
 	}
 	c.net = nw
 	if spec.System == cluster.Sentinel {
-		if err := c.startSentinel(ctx, spec, image, toxiImage, id, preload); err != nil {
+		if err := c.startSentinel(ctx, spec, image, toxiImage, preload); err != nil {
 			return fail(err)
+		}
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
 		}
 		return c, nil
 	}
@@ -179,14 +219,26 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 					env = fakeClockEnv(preload)
 				}
 			}
-			errs[i] = c.startNode(ctx, n, id, redisContainer(image, args, env), waitReady)
+			errs[i] = c.startNode(ctx, n, redisContainer(image, args, env), c.waitPing)
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fail(err)
 	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
 	return c, nil
+}
+
+// interrupted is the error of a start that ctx cut short; cleanup is what
+// removing what it had created returned.
+func interrupted(ctx context.Context, cleanup error) error {
+	if cleanup != nil {
+		return fmt.Errorf("interrupted while starting: %w; removing what had been created failed: %v", ctx.Err(), cleanup)
+	}
+	return fmt.Errorf("interrupted while starting (everything created so far was removed): %w", ctx.Err())
 }
 
 func persistenceArgs(mode string) []string {
@@ -269,66 +321,159 @@ func (s *ctrSpec) withClockFile() {
 // startNode creates and starts one node's container, retrying with another
 // port if the chosen one was taken in the meantime, and waits until ready
 // says it serves on its published address.
-func (c *Cluster) startNode(ctx context.Context, n *node, id string, s ctrSpec, ready func(ctx context.Context, addr string) error) error {
+func (c *Cluster) startNode(ctx context.Context, n *node, s ctrSpec, ready func(ctx context.Context, n *node) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if n.hostPort, err = freePort(); err != nil {
 			return fmt.Errorf("start node %s: pick a port: %w", n.name, err)
 		}
-		err = c.createNode(ctx, n, id, s)
+		err = c.createNode(ctx, n, s)
 		if err == nil {
 			break
 		}
 		msg := err.Error()
-		if !strings.Contains(msg, "already allocated") && !strings.Contains(msg, "address already in use") {
+		if ctx.Err() != nil || (!strings.Contains(msg, "already allocated") && !strings.Contains(msg, "address already in use")) {
 			return err
 		}
+		// A container that was created but could not bind its port keeps
+		// the name the next attempt needs.
+		c.removeByName(ctx, c.containerName(n.name))
 	}
 	if err != nil {
 		return err
 	}
-	if err := ready(ctx, n.addr()); err != nil {
+	if err := ready(ctx, n); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("start node %s: %w", n.name, ctx.Err())
+		}
 		return fmt.Errorf("start node %s (%s) on %s: %w\n--- log of %s:\n%s", n.name, s.image, n.addr(), err, n.name, c.logTail(n, 15))
 	}
 	return nil
 }
 
-func (c *Cluster) createNode(ctx context.Context, n *node, id string, s ctrSpec) error {
+func (c *Cluster) containerName(node string) string {
+	return fmt.Sprintf("lockjepsen-%s-%s", c.id, node)
+}
+
+// createNode creates and starts one container, within StartTimeout. When
+// the deadline passes, the error says what state the container was left
+// in (created: dockerd never got to start it).
+func (c *Cluster) createNode(ctx context.Context, n *node, s ctrSpec) error {
 	port := network.MustParsePort(fmt.Sprintf("%d/tcp", s.port))
+	name := c.containerName(n.name)
+	labels := ownerLabels(c.id, c.dir)
+	labels[LabelNode] = n.name
 	req := testcontainers.ContainerRequest{
 		Image:          s.image,
-		Name:           fmt.Sprintf("lockjepsen-%s-%s", id, n.name),
+		Name:           name,
 		Cmd:            s.cmd,
 		Env:            s.env,
 		ExposedPorts:   []string{port.String()},
 		Networks:       []string{c.net.Name},
 		NetworkAliases: map[string][]string{c.net.Name: append([]string{n.name}, s.aliases...)},
-		Labels:         map[string]string{LabelBackend: "docker", LabelOwner: owner(), LabelNode: n.name},
+		Labels:         labels,
 		Files:          s.files,
 		HostConfigModifier: func(hc *container.HostConfig) {
 			hc.PortBindings = network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(n.hostPort)}}}
 		},
 	}
-	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
+	cctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	ctr, err := testcontainers.GenericContainer(cctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: req, Started: true, Logger: logger(),
 	})
-	if ctr != nil {
+	if err == nil {
 		if dc, ok := ctr.(*testcontainers.DockerContainer); ok {
-			if err == nil {
-				n.c = dc
-			} else {
-				_ = dc.Terminate(context.Background(), testcontainers.StopTimeout(0))
-			}
+			n.c = dc
+			return nil
+		}
+		err = fmt.Errorf("testcontainers returned a %T", ctr)
+	}
+	switch {
+	case ctx.Err() != nil:
+		err = fmt.Errorf("start node %s: %w", n.name, ctx.Err())
+	case cctx.Err() != nil:
+		err = fmt.Errorf("start node %s: container %s not running %s after it was asked for: %s", n.name, name, StartTimeout, describeContainer(ctx, c.eng.cli, name))
+	default:
+		err = fmt.Errorf("start node %s (image %s): %w", n.name, s.image, err)
+	}
+	// Whatever was created goes (Close also sweeps by label, for a
+	// container whose ID never came back).
+	if ctr != nil {
+		if dc, ok := ctr.(*testcontainers.DockerContainer); ok && dc.GetContainerID() != "" {
+			c.removeByName(ctx, dc.GetContainerID())
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("start node %s (image %s): %w", n.name, s.image, err)
-	}
-	return nil
+	return err
 }
 
-// waitReady polls PING until it answers or ReadyTimeout passes.
-func waitReady(ctx context.Context, addr string) error {
+// removeByName force-removes a container (by name or ID) with a fresh
+// bounded context; one that does not exist is no error.
+func (c *Cluster) removeByName(ctx context.Context, id string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	_, _ = c.eng.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+}
+
+// describeContainer says what state a container is in, for an error:
+// "state=created", "state=exited, exit code 1", "no such container".
+func describeContainer(ctx context.Context, cli client.APIClient, id string) string {
+	_, desc := inspectState(ctx, cli, id)
+	return desc
+}
+
+// inspectState inspects a container: running says whether it runs (true
+// when that cannot be told), desc describes its state.
+func inspectState(ctx context.Context, cli client.APIClient, id string) (running bool, desc string) {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	res, err := cli.ContainerInspect(ictx, id, inspectOpts)
+	if err != nil {
+		if isNotFound(err) {
+			return false, "no such container (its creation never completed, or it was removed)"
+		}
+		return true, "state unknown: " + err.Error()
+	}
+	st := res.Container.State
+	if st == nil {
+		return true, "state unknown"
+	}
+	d := "state=" + string(st.Status)
+	if st.Status == container.StateExited || st.Status == container.StateDead {
+		d += fmt.Sprintf(", exit code %d", st.ExitCode)
+		if st.OOMKilled {
+			d += ", killed for lack of memory"
+		}
+	}
+	if st.Error != "" {
+		d += ", error: " + st.Error
+	}
+	return st.Running, d
+}
+
+// containerCheck asks whether a container can still come to serve (it
+// runs); desc says what state it is in.
+type containerCheck func(ctx context.Context) (alive bool, desc string)
+
+// checkOf is the containerCheck of a container (by name or ID).
+func checkOf(cli client.APIClient, id string) containerCheck {
+	return func(ctx context.Context) (bool, string) { return inspectState(ctx, cli, id) }
+}
+
+// waitPing waits until a node's redis answers PING on its published port.
+func (c *Cluster) waitPing(ctx context.Context, n *node) error {
+	return waitReady(ctx, n.addr(), checkOf(c.eng.cli, n.c.GetContainerID()))
+}
+
+// readyCheckEvery is how often a readiness poll also looks at the
+// container: one that exited will never answer.
+const readyCheckEvery = time.Second
+
+// waitReady polls PING on addr until it answers or ReadyTimeout passes.
+// With check, it fails at once when the container stops running, and the
+// error says what state it is in.
+func waitReady(ctx context.Context, addr string, check containerCheck) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	rc := redis.NewClient(&redis.Options{
@@ -336,15 +481,35 @@ func waitReady(ctx context.Context, addr string) error {
 		ReadTimeout: 300 * time.Millisecond, PoolSize: 1, DisableIdentity: true,
 	})
 	defer rc.Close()
+	start := time.Now()
+	nextCheck := start.Add(readyCheckEvery)
 	var last error
 	for {
 		if last = rc.Ping(ctx).Err(); last == nil {
 			return nil
 		}
+		if parent.Err() != nil {
+			return parent.Err()
+		}
+		if check != nil && time.Now().After(nextCheck) {
+			nextCheck = time.Now().Add(readyCheckEvery)
+			if alive, desc := check(ctx); !alive {
+				return fmt.Errorf("no answer to PING on %s: the container is not running (%s); PING: %v", addr, desc, last)
+			}
+		}
+		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not ready after %s: %v", ReadyTimeout, last)
-		case <-time.After(20 * time.Millisecond):
+			t.Stop()
+			if parent.Err() != nil {
+				return parent.Err()
+			}
+			desc := "container not checked"
+			if check != nil {
+				_, desc = check(parent)
+			}
+			return fmt.Errorf("no answer to PING on %s after %s (container %s): %v", addr, time.Since(start).Round(time.Millisecond), desc, last)
+		case <-t.C:
 		}
 	}
 }
@@ -404,12 +569,13 @@ func (c *Cluster) Network() string {
 }
 
 // Close saves each container's log under the run directory, then removes
-// every container and the network. It is safe to call more than once.
+// every container and the network, whatever the state of ctx (it may be
+// cancelled: Ctrl-C), with a deadline of its own. It also removes anything
+// else labelled with the cluster's ID: a container whose creation was cut
+// short. It is safe to call more than once.
 func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
-		// The caller's context may already be cancelled (Ctrl-C):
-		// removal must happen anyway.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		for _, a := range c.admins {
 			a.Close()
@@ -422,7 +588,9 @@ func (c *Cluster) Close(ctx context.Context) error {
 				continue
 			}
 			wg.Go(func() {
-				c.saveLog(ctx, n)
+				if !c.cancelled {
+					c.saveLog(ctx, n)
+				}
 				id := n.c.GetContainerID()
 				// A paused container cannot be stopped cleanly.
 				_, _ = c.eng.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
@@ -435,15 +603,86 @@ func (c *Cluster) Close(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		if c.net != nil {
-			if _, err := c.eng.cli.NetworkRemove(ctx, c.net.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
-				errs = append(errs, fmt.Errorf("remove network %s: %w", c.net.Name, err))
-			}
+		if err := c.sweep(ctx, c.cancelled); err != nil {
+			errs = append(errs, err)
 		}
 		c.eng.close()
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// sweep removes every container (in any state) and network labelled with
+// the cluster's ID. With settle it lists them again until two listings in
+// a row, sweepSettle apart, find nothing: after a cancelled start, dockerd
+// may still complete a create whose caller has gone.
+func (c *Cluster) sweep(ctx context.Context, settle bool) error {
+	f := make(client.Filters).Add("label", LabelRun+"="+c.id)
+	quiet := 0
+	for {
+		found, err := removeLabelled(ctx, c.eng.cli, f)
+		if !settle {
+			return err
+		}
+		if found == 0 && err == nil {
+			if quiet++; quiet == 2 {
+				return nil
+			}
+		} else {
+			quiet = 0
+		}
+		t := time.NewTimer(sweepSettle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if err == nil {
+				err = fmt.Errorf("%d container(s) or network(s) still appearing", found)
+			}
+			return fmt.Errorf("remove the containers and network labelled %s=%s: %w", LabelRun, c.id, err)
+		case <-t.C:
+		}
+	}
+}
+
+// sweepSettle is the pause between two listings of a settling sweep.
+const sweepSettle = 300 * time.Millisecond
+
+// removeLabelled removes the containers, then the networks, that match f;
+// found counts what it found.
+func removeLabelled(ctx context.Context, cli client.APIClient, f client.Filters) (found int, err error) {
+	var errs []error
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, fmt.Errorf("list containers: %w", err)
+	}
+	for _, ct := range cs.Items {
+		found++
+		if _, err := cli.ContainerRemove(ctx, ct.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", containerLabel(ct.Names, ct.ID), err))
+		}
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return found, errors.Join(append(errs, fmt.Errorf("list networks: %w", err))...)
+	}
+	for _, n := range ns.Items {
+		found++
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		}
+	}
+	return found, errors.Join(errs...)
+}
+
+// containerLabel is a container's name for a message.
+func containerLabel(names []string, id string) string {
+	if len(names) > 0 {
+		return strings.TrimPrefix(names[0], "/")
+	}
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // logs returns what a container wrote (redis logs to stdout).

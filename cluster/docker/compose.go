@@ -173,17 +173,37 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 	}
 	eng, err := connect(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while starting: %w", ctx.Err())
+		}
 		return nil, err
 	}
 	c := &ComposeCluster{eng: eng, nodes: append([]TopologyNode(nil), sys.Nodes...), fakeClock: topo.FakeClock}
+	// The deployment is not ours to remove: a failed or cancelled start
+	// heals it (Close) and leaves it running.
+	fail := func(err error) (cluster.Cluster, error) {
+		cerr := c.Close(ctx)
+		if ctx.Err() != nil {
+			if cerr != nil {
+				return nil, fmt.Errorf("interrupted while starting: %w; healing the deployment then failed: %v", ctx.Err(), cerr)
+			}
+			return nil, fmt.Errorf("interrupted while starting (the deployment was healed and left running): %w", ctx.Err())
+		}
+		if cerr != nil {
+			err = fmt.Errorf("%w\n(healing the deployment then failed too: %v)", err, cerr)
+		}
+		return nil, err
+	}
 	if spec.System == cluster.Sentinel {
 		c.sentinels = sys.Sentinels
 		if spec.Resource {
 			c.resource = topo.Resource
 		}
 		if err := c.startSentinel(ctx, spec, topo); err != nil {
-			c.Close(ctx)
-			return nil, err
+			return fail(err)
+		}
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
 		}
 		return c, nil
 	}
@@ -196,9 +216,11 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 	}
 	for _, n := range all {
 		if err := c.prepare(ctx, n); err != nil {
-			c.Close(ctx)
-			return nil, err
+			return fail(err)
 		}
+	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
 	}
 	return c, nil
 }
@@ -241,7 +263,7 @@ func (c *ComposeCluster) ensureRunning(ctx context.Context, n TopologyNode) erro
 			return err
 		}
 	}
-	if err := waitReady(ctx, n.Addr); err != nil {
+	if err := waitReady(ctx, n.Addr, checkOf(c.eng.cli, n.Container)); err != nil {
 		return fmt.Errorf("node %s at %s: %w", n.Name, n.Addr, err)
 	}
 	return nil
@@ -279,7 +301,10 @@ func (c *ComposeCluster) Resource() *cluster.Node {
 func (c *ComposeCluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		var errs []error
-		ctx := context.WithoutCancel(ctx)
+		// The caller's context may be cancelled (Ctrl-C): healing must
+		// happen anyway, with a deadline of its own.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
 		if c.internal != nil {
 			if err := c.internal.healAll(ctx); err != nil {
 				errs = append(errs, err)
@@ -355,7 +380,7 @@ func (c *ComposeCluster) Restart(ctx context.Context, name string) error {
 	if err := startContainer(ctx, c.eng.cli, name, n.Container); err != nil {
 		return err
 	}
-	return waitReady(ctx, n.Addr)
+	return waitReady(ctx, n.Addr, checkOf(c.eng.cli, n.Container))
 }
 
 // SetClock rewrites the node's offset file, if the deployment runs

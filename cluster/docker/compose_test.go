@@ -48,18 +48,19 @@ func TestComposeTopology(t *testing.T) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	out, err := exec.Command("bash", filepath.Join(root, "docker", "build-image.sh"), "--toxiproxy").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build-image.sh --toxiproxy: %v\n%s", err, out)
+	if err := runBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", root, "bash", filepath.Join(root, "docker", "build-image.sh"), "--toxiproxy"); err != nil {
+		t.Fatal(err)
 	}
-	run := func(args ...string) ([]byte, error) {
-		cmd := exec.Command(compose[0], append(append(compose[1:], "-p", "lockjepsen", "-f", filepath.Join(root, "docker-compose.yml")), args...)...)
-		cmd.Dir = root
-		return cmd.CombinedOutput()
+	// Bringing up (or down) a dozen containers takes seconds on an idle
+	// machine; composeTimeout leaves room for a loaded one.
+	const composeTimeout = 3 * time.Minute
+	composeRun := func(args ...string) error {
+		return runBounded(composeTimeout, "compose "+strings.Join(args, " "), root, compose[0],
+			append(append(compose[1:], "-p", "lockjepsen", "-f", filepath.Join(root, "docker-compose.yml")), args...)...)
 	}
 	t.Cleanup(func() {
-		if out, err := run("down", "-v", "--remove-orphans"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
+		if err := composeRun("down", "-v", "--remove-orphans"); err != nil {
+			t.Error(err)
 		}
 		// Nothing of the deployment is left: no container, network or
 		// volume of the compose project or with the project's label.
@@ -74,8 +75,8 @@ func TestComposeTopology(t *testing.T) {
 			}
 		}
 	})
-	if out, err := run("up", "-d"); err != nil {
-		t.Fatalf("compose up: %v\n%s", err, out)
+	if err := composeRun("up", "-d"); err != nil {
+		t.Fatal(err)
 	}
 
 	cfg := harness.DefaultConfig()

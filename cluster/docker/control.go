@@ -98,7 +98,7 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	if err := startContainer(ctx, c.eng.cli, name, n.c.GetContainerID()); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, n.addr()); err != nil {
+	if err := waitReady(ctx, n.addr(), checkOf(c.eng.cli, n.c.GetContainerID())); err != nil {
 		return fmt.Errorf("restart node %s on %s: %w\n--- log of %s:\n%s", name, n.addr(), err, name, c.logTail(n, 15))
 	}
 	return nil
@@ -190,41 +190,106 @@ func setClock(cli client.APIClient, name, id string, offset time.Duration) error
 	return nil
 }
 
-// reapOrphans removes the containers and networks this backend created in
-// processes of this host that are no longer alive (a harness that was
-// killed before Close; Ryuk would do this where it can run).
-func reapOrphans(ctx context.Context, e *engine) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// ReapOrphans removes the containers and networks that runs of this
+// backend in processes of this host left behind when they died without
+// closing their cluster (SIGKILL gives no chance to clean up; Ryuk would
+// do this where it can run), and returns one line per thing removed (or
+// that could not be removed), for the user:
+//
+//	removed container lockjepsen-1a2b3c4d-n1 (state running) left by the killed run of pid 1234 (run directory store/…)
+//
+// It implements cluster.OrphanReaper; the harness calls it before each
+// run. It never touches what a live process owns: an owner counts as gone
+// only if no process has its PID, or the process that has it started at
+// another time (the PID was reused). With no Docker engine it returns nil
+// at once.
+func (Backend) ReapOrphans(ctx context.Context) []string {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+	cancel()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel = context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
+	return reapOrphans(ctx, cli)
+}
+
+// orphanOwner says whether what carries labels belongs to a process of
+// this host that is gone, and describes that run.
+func orphanOwner(labels map[string]string) (run string, orphan bool) {
 	host, _ := os.Hostname()
-	dead := func(labels map[string]string) bool {
-		h, pid, ok := strings.Cut(labels[LabelOwner], "/")
-		if !ok || h != host {
-			return false
-		}
-		p, err := strconv.Atoi(pid)
-		if err != nil || p <= 0 || p == os.Getpid() {
-			return false
-		}
-		return errors.Is(syscall.Kill(p, 0), syscall.ESRCH)
+	h, pidText, ok := strings.Cut(labels[LabelOwner], "/")
+	if !ok || h != host {
+		return "", false
 	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return "", false
+	}
+	switch err := syscall.Kill(pid, 0); {
+	case errors.Is(err, syscall.ESRCH):
+		// No such process: the owner is gone.
+	case err == nil || errors.Is(err, syscall.EPERM):
+		// A process has the PID. It is the owner unless its start time
+		// says it is another process that reused the PID.
+		want := labels[LabelOwnerStart]
+		got := processStart(pid)
+		if want == "" || got == "" || got == want {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	run = fmt.Sprintf("the killed run of pid %d", pid)
+	if dir := labels[LabelRunDir]; dir != "" {
+		run += " (run directory " + dir + ")"
+	}
+	return run, true
+}
+
+// reapOrphans removes the containers, then the networks, of this backend
+// whose owner is gone (orphanOwner), and says what it did.
+func reapOrphans(ctx context.Context, cli client.APIClient) []string {
+	var out []string
 	f := make(client.Filters).Add("label", LabelBackend+"=docker")
-	list, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err == nil {
-		for _, ct := range list.Items {
-			if dead(ct.Labels) {
-				_, _ = e.cli.ContainerRemove(ctx, ct.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			}
-		}
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return []string{fmt.Sprintf("could not look for containers left by killed runs: %v", err)}
 	}
-	nets, err := e.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err == nil {
-		for _, n := range nets.Items {
-			if dead(n.Labels) {
-				_, _ = e.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-			}
+	for _, ct := range list.Items {
+		run, orphan := orphanOwner(ct.Labels)
+		if !orphan {
+			continue
 		}
+		name := containerLabel(ct.Names, ct.ID)
+		if _, err := cli.ContainerRemove(ctx, ct.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+			out = append(out, fmt.Sprintf("could not remove container %s left by %s: %v", name, run, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("removed container %s (state %s) left by %s", name, ct.State, run))
 	}
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return append(out, fmt.Sprintf("could not look for networks left by killed runs: %v", err))
+	}
+	for _, n := range nets.Items {
+		run, orphan := orphanOwner(n.Labels)
+		if !orphan {
+			continue
+		}
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
+			out = append(out, fmt.Sprintf("could not remove network %s left by %s: %v", n.Name, run, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("removed network %s left by %s", n.Name, run))
+	}
+	return out
 }
 
 // tarFile packs one file (absolute path in the container) for

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -73,8 +74,20 @@ const (
 	// LabelOwner is "<hostname>/<pid>" of the process that created them,
 	// so that a later run can remove what a killed one left behind.
 	LabelOwner = "io.lockjepsen.owner"
+	// LabelOwnerStart is the owner process's start time (clock ticks
+	// since boot, /proc/<pid>/stat): a live process with the owner's PID
+	// but another start time is not the owner (the PID was reused).
+	LabelOwnerStart = "io.lockjepsen.owner-start"
 	// LabelNode is the node's name.
 	LabelNode = "io.lockjepsen.node"
+	// LabelRun is the random ID of one cluster: every container and the
+	// network of one Start carry it, so that what was created can be
+	// found and removed even when the call that created it was cut short
+	// (a cancelled start) and its ID never came back.
+	LabelRun = "io.lockjepsen.run"
+	// LabelRunDir is the run directory (cluster.Spec.Dir) of the cluster,
+	// named in the report of a later run that removes it.
+	LabelRunDir = "io.lockjepsen.run-dir"
 )
 
 // ClockFile is libfaketime's offset file inside a container.
@@ -96,9 +109,33 @@ var ErrNoFakeClock = errors.New("the image has no libfaketime")
 // ErrImageMissing means the default image has not been built.
 var ErrImageMissing = errors.New("image not present")
 
-// ReadyTimeout bounds how long a node may take to answer PING after its
-// container starts.
-const ReadyTimeout = 20 * time.Second
+// Readiness deadlines, sized for a cold, loaded machine (2 cores busy with
+// compiling and -race tests): every wait polls and, when its deadline
+// passes, says what was still missing.
+const (
+	// StartTimeout bounds the creation and start of one container (create,
+	// copy its files in, start), and the creation of the network:
+	// milliseconds on an idle machine, seconds when dockerd competes for
+	// the cores with compilers and the first start of an image unpacks its
+	// layers.
+	StartTimeout = 2 * time.Minute
+	// ReadyTimeout bounds how long a started container's service (redis
+	// PING, toxiproxy's API) may take to answer: redis answers in
+	// milliseconds once exec'd, so the time is spent in dockerd's
+	// networking (port publishing) under load.
+	ReadyTimeout = 60 * time.Second
+	// SentinelAgreeTimeout bounds each wait of the sentinel system's start:
+	// until the primary lists every replica, and until the sentinels agree
+	// on the topology. A sentinel learns replicas from the primary's INFO,
+	// which it asks for every 10 s, and other sentinels from hello messages
+	// every 2 s: one missed period costs 10 s, and a loaded machine can
+	// miss more than one.
+	SentinelAgreeTimeout = 60 * time.Second
+	// cleanupTimeout bounds the removal of a cluster's containers and
+	// network (Close, or a failed or cancelled Start), whatever the
+	// caller's context says.
+	cleanupTimeout = 60 * time.Second
+)
 
 // Logger receives testcontainers-go's messages; silent unless
 // LOCKJEPSEN_DOCKER_DEBUG is set.
@@ -117,7 +154,8 @@ var ryukOnce sync.Once
 // testcontainers first reads its configuration, so it is decided once per
 // process, before any provider exists. TESTCONTAINERS_RYUK_DISABLED set by
 // the user wins. Containers are removed by Cluster.Close either way, and
-// the ones a killed run left are removed by the next Start.
+// the ones a killed run left are removed by Backend.ReapOrphans, which the
+// harness calls before each run.
 func configureRyuk(ctx context.Context) {
 	ryukOnce.Do(func() {
 		// testcontainers prints its own banner through the default
@@ -229,6 +267,41 @@ func (e *engine) pull(ctx context.Context, image string) error {
 func owner() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// processStart is a process's start time in clock ticks since boot (field
+// 22 of /proc/<pid>/stat), "" if it cannot be read.
+func processStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// ownerLabels are the labels of everything this process creates for the
+// cluster with the given ID and run directory.
+func ownerLabels(id, dir string) map[string]string {
+	l := map[string]string{LabelBackend: "docker", LabelOwner: owner(), LabelRun: id}
+	if st := processStart(os.Getpid()); st != "" {
+		l[LabelOwnerStart] = st
+	}
+	if dir != "" {
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		l[LabelRunDir] = dir
+	}
+	return l
 }
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

@@ -2,12 +2,13 @@ package docker_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +39,7 @@ func requireDocker(t *testing.T) {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		script := filepath.Join(filepath.Dir(file), "..", "..", "docker", "build-image.sh")
-		out, err := exec.Command("bash", script, "--toxiproxy").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("docker/build-image.sh: " + err.Error() + "\n" + string(out))
-		}
+		buildErr = runBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", "", "bash", script, "--toxiproxy")
 	})
 	if engineErr != nil {
 		if os.Getenv("LOCKJEPSEN_REQUIRE_DOCKER") != "" {
@@ -60,6 +58,44 @@ var (
 	buildErr   error
 )
 
+// Deadlines of the tests' own waits, sized for a cold, loaded 2-core
+// machine.
+const (
+	// imageBuildTimeout bounds docker/build-image.sh --toxiproxy: 66 s
+	// measured from nothing on an idle 2-core machine (the toxiproxy
+	// server is compiled from its Go module, and the Redis image's
+	// libraries are copied and packed); compilers and -race tests on the
+	// same cores can make it two or three times slower.
+	imageBuildTimeout = 5 * time.Minute
+	// startDeadline bounds one Backend.Start in the tests: above the sum
+	// of its own waits (a container's start, its readiness, and the
+	// sentinel system's two agreement waits), so that the error that
+	// ends a slow start is the backend's, which says what was missing.
+	startDeadline = docker.StartTimeout + docker.ReadyTimeout + 2*docker.SentinelAgreeTimeout
+)
+
+// runBounded runs a command with a deadline; the error says which command
+// did not finish in time and what it had printed so far.
+func runBounded(timeout time.Duration, what, dir, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	// Let the command clean up (build-image.sh removes its temporary
+	// directory on exit), and stop waiting for it 10 s later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s did not finish within %s; its output so far:\n%s", what, timeout, out)
+	case err != nil:
+		return fmt.Errorf("%s: %v (after %s)\n%s", what, err, time.Since(start).Round(time.Millisecond), out)
+	}
+	return nil
+}
+
 // start starts a cluster and registers its Close (and a check that nothing
 // is left) as cleanup.
 func start(t *testing.T, b docker.Backend, spec cluster.Spec) *docker.Cluster {
@@ -73,7 +109,7 @@ func start(t *testing.T, b docker.Backend, spec cluster.Spec) *docker.Cluster {
 	if spec.Nodes == 0 {
 		spec.Nodes = cluster.DefaultNodes(spec.System)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
 	defer cancel()
 	cl, err := b.Start(ctx, spec)
 	if err != nil {

@@ -40,7 +40,7 @@ const (
 // proxies, then the nodes, then (once the primary lists every replica, so
 // that the sentinels learn them on connecting) the sentinels, and waits
 // until the topology is healthy.
-func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, toxiImage, id, preload string) error {
+func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, toxiImage, preload string) error {
 	c.toxi = &node{name: "toxiproxy", role: "toxiproxy", logPath: filepath.Join(spec.Dir, "nodes", "toxiproxy", "toxiproxy.log")}
 	proxies := map[string]toxiproxy.Proxy{}
 	addProxy := func(n *node, port, upstreamPort int) {
@@ -73,15 +73,16 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	// The toxiproxy server first: every other process is configured with
 	// its address, and the sentinels resolve its name when they start.
 	var in *internalNet
-	toxiReady := func(ctx context.Context, addr string) error {
-		toxiID := c.toxi.c.GetContainerID()
-		in = newInternalNet(addr, proxies, true, func(ctx context.Context) error {
+	toxiReady := func(ctx context.Context, n *node) error {
+		toxiID := n.c.GetContainerID()
+		in = newInternalNet(n.addr(), proxies, true, func(ctx context.Context) error {
 			return restartContainer(ctx, c.eng.cli, "toxiproxy", toxiID)
 		})
+		in.check = checkOf(c.eng.cli, toxiID)
 		return in.waitReady(ctx)
 	}
 	toxiSpec := ctrSpec{image: toxiImage, cmd: []string{"-host=0.0.0.0"}, port: ToxiproxyAPIPort, aliases: []string{InternalHost}}
-	if err := c.startNode(ctx, c.toxi, id, toxiSpec, toxiReady); err != nil {
+	if err := c.startNode(ctx, c.toxi, toxiSpec, toxiReady); err != nil {
 		return fmt.Errorf("the sentinel system's internal network: %w", err)
 	}
 	c.internal = in
@@ -94,7 +95,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	startAll := func(nodes []*node, specOf func(*node) ctrSpec) {
 		for _, n := range nodes {
 			wg.Go(func() {
-				if err := c.startNode(ctx, n, id, specOf(n), waitReady); err != nil {
+				if err := c.startNode(ctx, n, specOf(n), c.waitPing); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -158,9 +159,15 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	// A sentinel learns the replicas from the primary's INFO, which it asks
 	// for at once on connecting and then only every 10 s: start the
 	// sentinels once the primary lists every replica.
-	if err := sentinelq.Poll(ctx, "replicas connected to the primary", func(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, SentinelAgreeTimeout)
+	err := sentinelq.Poll(rctx, "replicas connected to the primary", func(ctx context.Context) error {
 		return c.dep.CheckReplication(ctx, primary.name)
-	}); err != nil {
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("start the sentinel system: %w", err)
 	}
 
@@ -199,8 +206,13 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	for _, n := range c.sentinels {
 		c.dep.Sentinels = append(c.dep.Sentinels, proc(n))
 	}
-	if err := c.dep.WaitHealthy(ctx); err != nil {
-		return fmt.Errorf("start the sentinel system: %w\n%s", err, c.sentinelLogs())
+	hctx, cancel := context.WithTimeout(ctx, SentinelAgreeTimeout)
+	defer cancel()
+	if err := c.dep.WaitHealthy(hctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("start the sentinel system: the sentinels do not agree: %w\n%s", err, c.sentinelLogs())
 	}
 	return nil
 }

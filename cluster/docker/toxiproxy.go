@@ -105,6 +105,9 @@ type internalNet struct {
 	// restart restarts the server's container: the fallback when its API
 	// does not answer in time.
 	restart func(ctx context.Context) error
+	// check, if set, tells waitReady whether the server's container still
+	// runs (one that exited will never answer).
+	check containerCheck
 
 	mu       sync.Mutex
 	faults   map[string]proxy.Fault // the fault each node's proxy has
@@ -138,10 +141,15 @@ func call(ctx context.Context, what string, fn func() error) error {
 }
 
 // waitReady polls the API until it lists every proxy of the cluster,
-// creating them first where this package owns them.
+// creating them first where this package owns them, for at most
+// ReadyTimeout. The error says what was still missing (no answer, or the
+// proxies the server lacks) and, if known, the container's state.
 func (in *internalNet) waitReady(ctx context.Context) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
+	start := time.Now()
+	nextCheck := start.Add(readyCheckEvery)
 	var last error
 	for {
 		last = call(ctx, "list proxies", func() error {
@@ -168,11 +176,28 @@ func (in *internalNet) waitReady(ctx context.Context) error {
 		if last == nil {
 			return nil
 		}
+		if parent.Err() != nil {
+			return parent.Err()
+		}
+		if in.check != nil && time.Now().After(nextCheck) {
+			nextCheck = time.Now().Add(readyCheckEvery)
+			if alive, desc := in.check(ctx); !alive {
+				return fmt.Errorf("toxiproxy API at %s: the container is not running (%s); last answer: %w", in.api, desc, last)
+			}
+		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("toxiproxy API at %s not ready after %s: %w", in.api, ReadyTimeout, last)
+			if parent.Err() != nil {
+				return parent.Err()
+			}
+			desc := ""
+			if in.check != nil {
+				_, d := in.check(parent)
+				desc = " (container " + d + ")"
+			}
+			return fmt.Errorf("toxiproxy API at %s not ready after %s%s: %w", in.api, time.Since(start).Round(time.Millisecond), desc, last)
 		case <-t.C:
 		}
 	}

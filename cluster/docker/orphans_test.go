@@ -1,0 +1,197 @@
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/docker"
+)
+
+// The docker backend is the harness's orphan reaper.
+var _ cluster.OrphanReaper = docker.Backend{}
+
+// cliBuildTimeout bounds `go build ./cmd/lockjepsen`: the whole program
+// and its dependencies compile from a cold build cache in a minute or two
+// on an idle 2-core machine.
+const cliBuildTimeout = 5 * time.Minute
+
+// lockedBuffer is a bytes.Buffer that a child process writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// buildCLI builds cmd/lockjepsen into a temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		t.Fatalf("go env GOMOD: %q, %v", gomod, err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	bin := filepath.Join(t.TempDir(), "lockjepsen")
+	if err := runBounded(cliBuildTimeout, "go build ./cmd/lockjepsen", root, "go", "build", "-o", bin, "./cmd/lockjepsen"); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// A `lockjepsen test --backend docker` run killed with SIGKILL leaves its
+// containers and network running; ReapOrphans removes them, says so in
+// one line each (naming the killed run's pid), and leaves alone what a
+// live process owns (this test's own cluster).
+func TestReapOrphansOfKilledRun(t *testing.T) {
+	requireDocker(t)
+	t.Parallel()
+	bin := buildCLI(t)
+	cli := dockerClient(t)
+
+	var out lockedBuffer
+	child := exec.Command(bin, "test", "--backend", "docker", "--system", "single", "--time-limit", "60s", "--store", filepath.Join(t.TempDir(), "store"))
+	child.Dir = t.TempDir()
+	child.Stdout, child.Stderr = &out, &out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := child.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			<-exited
+		}
+		// Whatever happened, nothing of the child's is left behind.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		docker.Backend{}.ReapOrphans(ctx)
+	})
+
+	// Wait until the child's node runs (its containers carry the child's
+	// pid in their owner label) and its network exists.
+	owner := ownerLabel(pid)
+	deadline := time.Now().Add(startDeadline)
+	var have []string
+	for {
+		select {
+		case err := <-exited:
+			killed = true
+			t.Fatalf("the child run ended (%v) before its containers were seen (%v):\n%s", err, have, out.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		have, err = labelled(ctx, cli, owner)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		running, nets := 0, 0
+		for _, h := range have {
+			if strings.HasPrefix(h, "container ") && strings.HasSuffix(h, "(running)") {
+				running++
+			}
+			if strings.HasPrefix(h, "network ") {
+				nets++
+			}
+		}
+		if running > 0 && nets > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child run's container and network are not there %v after it started: it has %v (want a running container and a network); its output:\n%s", startDeadline, have, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the child run (pid %d) has %v", pid, have)
+
+	// A cluster of a live process (this one): never reaped.
+	mine := start(t, docker.Backend{}, cluster.Spec{System: cluster.Single})
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	// Until its parent waits for it, a killed process is a zombie that
+	// still has its pid: the shell that ran it would wait at once.
+	<-exited
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	took := time.Now()
+	lines := docker.Backend{}.ReapOrphans(ctx)
+	t.Logf("ReapOrphans took %v:\n%s", time.Since(took).Round(time.Millisecond), strings.Join(lines, "\n"))
+	for _, h := range have {
+		kind, rest, _ := strings.Cut(h, " ")
+		name, _, _ := strings.Cut(rest, " ")
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, "removed "+kind+" "+name+" ") && pidOf(l) == pid {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no line says %s %s of pid %d was removed", kind, name, pid)
+		}
+	}
+	until(t, time.Minute, "nothing of the killed run left", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		left, err := labelled(ctx, cli, owner)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("still there: %v", left)
+		}
+		return nil
+	})
+
+	// What this live process owns is untouched.
+	if err := rdb(t, mine.Nodes()[0].Addr).Ping(context.Background()).Err(); err != nil {
+		t.Errorf("this process's own node after ReapOrphans: %v", err)
+	}
+	for _, l := range lines {
+		if pidOf(l) == os.Getpid() {
+			t.Errorf("ReapOrphans removed something of this live process: %s", l)
+		}
+	}
+}
+
+var pidRE = regexp.MustCompile(`of pid (\d+)`)
+
+// pidOf is the pid a line of ReapOrphans names, or 0.
+func pidOf(line string) int {
+	m := pidRE.FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
