@@ -95,8 +95,10 @@ func (w *Watcher) Observe(op history.Op) *WatchViolation {
 	return nil
 }
 
-// Done is called at the end of the history: overlaps still waiting for the
-// clock to pass them are certain then.
+// Done confirms the overlaps still waiting for the clock to pass them: at
+// the end of the history, or after any event of a history whose times
+// strictly increase (the harness's recorder), where no end can share their
+// instant.
 func (w *Watcher) Done() *WatchViolation {
 	if w.first == nil {
 		w.confirm()

@@ -522,7 +522,7 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 			case <-runCtx.Done():
 				return
 			}
-			hctx, cancel := context.WithTimeout(runCtx, 30*time.Second)
+			hctx, cancel := context.WithTimeout(runCtx, 60*time.Second)
 			defer cancel()
 			if err := sc.WaitHealthy(hctx); err != nil && ctx.Err() == nil && runCtx.Err() == nil {
 				r.mu.Lock()
@@ -572,7 +572,13 @@ func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.Cancel
 		if stopped {
 			return
 		}
-		if v := w.Observe(op); v != nil {
+		v := w.Observe(op)
+		if v == nil {
+			// The recorder's times strictly increase, so an overlap seen
+			// now cannot be undone by an end at the same instant.
+			v = w.Done()
+		}
+		if v != nil {
 			stopped = true
 			r.mu.Lock()
 			r.info.StoppedEarly = fmt.Sprintf("stopped at the first violation (--stop-on-first-violation): process %d was granted %s at %s while process %d still believed it held it",

@@ -20,6 +20,7 @@ type Recorder struct {
 	w      *bufio.Writer
 	buf    []byte
 	next   int64
+	last   int64 // the latest event's time
 	err    error
 	closed bool
 	// failed is closed at the first write error.
@@ -69,7 +70,10 @@ func (r *Recorder) Record(op Op) Op {
 	r.mu.Lock()
 	op.Index = r.next
 	r.next++
-	op.Time = int64(time.Since(r.start))
+	// Strictly increasing: two events never share an instant, so an
+	// observer knows that whatever it sees next happened later.
+	op.Time = max(int64(time.Since(r.start)), r.last+1)
+	r.last = op.Time
 	r.buf = AppendJSON(r.buf[:0], &op)
 	r.buf = append(r.buf, '\n')
 	if r.err == nil && !r.closed {
@@ -84,7 +88,8 @@ func (r *Recorder) Record(op Op) Op {
 }
 
 // Observe calls f with every event recorded from now on, in the history's
-// order, under the recorder's lock: f must be quick and must not record.
+// order (times strictly increasing), under the recorder's lock: f must be
+// quick and must not record.
 func (r *Recorder) Observe(f func(Op)) {
 	r.mu.Lock()
 	r.observe = append(r.observe, f)
