@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 )
 
 // requireClockFaults skips (or, with LOCKJEPSEN_REQUIRE_REDIS, fails) a
@@ -41,20 +42,10 @@ func TestOrphanFaketimeFilesRemoved(t *testing.T) {
 	requireClockFaults(t)
 	tmp := t.TempDir()
 	store := filepath.Join(tmp, "store")
-	bin := filepath.Join(tmp, "lockjepsen")
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testutil.BuildCLI(t)
 	start := time.Now()
-	build := exec.Command("go", "build", "-o", bin, "./cmd/lockjepsen")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built the CLI in %v", time.Since(start).Round(time.Millisecond))
 
-	var output bytes.Buffer
+	var output testutil.SyncBuffer
 	child := exec.Command(bin, "test", "--system", "single", "--lock", "token",
 		"--nemesis", "clock-jump", "--nemesis-interval", "200ms", "--fault-duration", "10s",
 		"--time-limit", "60s", "--store", store, "--quiet")

@@ -14,6 +14,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 )
@@ -48,14 +49,14 @@ func TestComposeTopology(t *testing.T) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if err := runBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", root, "bash", filepath.Join(root, "docker", "build-image.sh"), "--toxiproxy"); err != nil {
+	if err := testutil.RunBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", root, "bash", filepath.Join(root, "docker", "build-image.sh"), "--toxiproxy"); err != nil {
 		t.Fatal(err)
 	}
 	// Bringing up (or down) a dozen containers takes seconds on an idle
 	// machine; composeTimeout leaves room for a loaded one.
 	const composeTimeout = 3 * time.Minute
 	composeRun := func(args ...string) error {
-		return runBounded(composeTimeout, "compose "+strings.Join(args, " "), root, compose[0],
+		return testutil.RunBounded(composeTimeout, "compose "+strings.Join(args, " "), root, compose[0],
 			append(append(compose[1:], "-p", "lockjepsen", "-f", filepath.Join(root, "docker-compose.yml")), args...)...)
 	}
 	t.Cleanup(func() {

@@ -2,13 +2,10 @@ package docker_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
@@ -39,7 +37,7 @@ func requireDocker(t *testing.T) {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		script := filepath.Join(filepath.Dir(file), "..", "..", "docker", "build-image.sh")
-		buildErr = runBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", "", "bash", script, "--toxiproxy")
+		buildErr = testutil.RunBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", "", "bash", script, "--toxiproxy")
 	})
 	if engineErr != nil {
 		if os.Getenv("LOCKJEPSEN_REQUIRE_DOCKER") != "" {
@@ -73,28 +71,6 @@ const (
 	// ends a slow start is the backend's, which says what was missing.
 	startDeadline = docker.StartTimeout + docker.ReadyTimeout + 2*docker.SentinelAgreeTimeout
 )
-
-// runBounded runs a command with a deadline; the error says which command
-// did not finish in time and what it had printed so far.
-func runBounded(timeout time.Duration, what, dir, name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	// Let the command clean up (build-image.sh removes its temporary
-	// directory on exit), and stop waiting for it 10 s later.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("%s did not finish within %s; its output so far:\n%s", what, timeout, out)
-	case err != nil:
-		return fmt.Errorf("%s: %v (after %s)\n%s", what, err, time.Since(start).Round(time.Millisecond), out)
-	}
-	return nil
-}
 
 // start starts a cluster and registers its Close (and a check that nothing
 // is left) as cleanup.

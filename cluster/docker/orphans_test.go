@@ -1,7 +1,6 @@
 package docker_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,56 +9,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/docker"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 )
 
 // The docker backend is the harness's orphan reaper.
 var _ cluster.OrphanReaper = docker.Backend{}
-
-// cliBuildTimeout bounds `go build ./cmd/lockjepsen`: the whole program
-// and its dependencies compile from a cold build cache in a minute or two
-// on an idle 2-core machine.
-const cliBuildTimeout = 5 * time.Minute
-
-// lockedBuffer is a bytes.Buffer that a child process writes while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// buildCLI builds cmd/lockjepsen into a temporary directory.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		t.Fatalf("go env GOMOD: %q, %v", gomod, err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	bin := filepath.Join(t.TempDir(), "lockjepsen")
-	if err := runBounded(cliBuildTimeout, "go build ./cmd/lockjepsen", root, "go", "build", "-o", bin, "./cmd/lockjepsen"); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 // A `lockjepsen test --backend docker` run killed with SIGKILL leaves its
 // containers and network running; ReapOrphans removes them, says so in
@@ -68,10 +28,10 @@ func buildCLI(t *testing.T) string {
 func TestReapOrphansOfKilledRun(t *testing.T) {
 	requireDocker(t)
 	t.Parallel()
-	bin := buildCLI(t)
+	bin := testutil.BuildCLI(t)
 	cli := dockerClient(t)
 
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	child := exec.Command(bin, "test", "--backend", "docker", "--system", "single", "--time-limit", "60s", "--store", filepath.Join(t.TempDir(), "store"))
 	child.Dir = t.TempDir()
 	child.Stdout, child.Stderr = &out, &out

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	zlog "github.com/rs/zerolog/log"
 
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 )
 
 const (
@@ -698,7 +698,7 @@ func TestApplyRejectsInvalidFault(t *testing.T) {
 // It changes zerolog globals, so it is not parallel (parallel tests start
 // only after it has finished and restored them).
 func TestSilent(t *testing.T) {
-	var buf safeBuffer
+	var buf testutil.SyncBuffer
 	sink := zerolog.New(&buf).Level(zerolog.TraceLevel)
 	oldCtx, oldGlobal, oldLevel := zerolog.DefaultContextLogger, zlog.Logger, zerolog.GlobalLevel()
 	zerolog.DefaultContextLogger, zlog.Logger = &sink, sink
@@ -727,29 +727,6 @@ func TestSilent(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("toxiproxy logged through zerolog globals:\n%s", buf.String())
 	}
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Drop loses what is in flight and closes the link's connections, but the

@@ -7,39 +7,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 )
 
-// syncBuffer is a child's output, read while the child writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startCLI runs the CLI as a child process (the test binary doubles as it).
-func startCLI(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
+func startCLI(t *testing.T, env []string, args ...string) (*exec.Cmd, *testutil.SyncBuffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "LOCKJEPSEN_BE_CLI=1"), env...)
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -53,21 +35,10 @@ func startCLI(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffe
 	return cmd, out
 }
 
-// waitFor polls until ready says "" (what is missing otherwise), within a
-// deadline sized for a cold, loaded machine.
+// waitFor polls within a deadline sized for a cold, loaded machine.
 func waitFor(t *testing.T, what string, ready func() string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		missing := ready()
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still missing after 60s: %s", what, missing)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitFor(t, what, 60*time.Second, ready)
 }
 
 func runDir(t *testing.T, store string) string {
@@ -199,7 +170,7 @@ func TestSignalDuringCheck(t *testing.T) {
 	}
 }
 
-func waitExit(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+func waitExit(t *testing.T, cmd *exec.Cmd, out *testutil.SyncBuffer) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
