@@ -1,12 +1,8 @@
 package reports
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/checker"
@@ -305,40 +301,5 @@ func TestFaultSpansKeepEveryFault(t *testing.T) {
 		if g.Name != w.name || g.Start != w.start || g.End != w.end || g.applied() != w.applied {
 			t.Errorf("fault %d = %+v, want %+v", i, g, w)
 		}
-	}
-}
-
-// The fast reader gives the same events as the validating one.
-func TestReadHistoryMatchesDecode(t *testing.T) {
-	ops := []history.Op{
-		{Index: 0, Time: 1, Process: 3, Type: history.Invoke, F: "acquire", Key: "lock-0", Value: &history.Value{TTL: 500}},
-		{Index: 1, Time: 2, Process: 3, Type: history.OK, F: "acquire", Key: "lock-0", Value: &history.Value{Token: "p3.1", ValidUntil: history.I64(400), Fence: history.I64(7)}},
-		{Index: 2, Time: 3, Process: history.NemesisProcess, Type: history.Info, F: "client-pause", Value: &history.Value{Phase: "start", Targets: []string{"client 3"}, Clients: []int{3}, Detail: `stall "739ms" <x>`}},
-		{Index: 3, Time: 4, Process: 3, Type: history.Invoke, F: "write", Key: "lock-0", Value: &history.Value{N: history.I64(-1), Fence: history.I64(7)}},
-		{Index: 4, Time: 5, Process: 3, Type: history.Fail, F: "write", Key: "lock-0", Error: "stale fence é"},
-		{Index: 5, Time: 6, Process: 3, Type: history.Invoke, F: "read", Key: "lock-0", Value: &history.Value{}},
-	}
-	var buf bytes.Buffer
-	for i := range ops {
-		buf.Write(history.AppendJSON(nil, &ops[i]))
-		buf.WriteByte('\n')
-	}
-	buf.WriteString(`{"index":6, "time":7,"process":3,"type":"ok","f":"read","key":"lock-0","value":{"n":5},"extra":1}` + "\n")
-	buf.WriteString("not json\n")
-	buf.WriteString(`{"index":7,"time":8`)
-	path := filepath.Join(t.TempDir(), "h.jsonl")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hr, err := readHistory(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := history.Decode(strings.NewReader(buf.String()[:strings.Index(buf.String(), "not json")]), "h")
-	if !reflect.DeepEqual(hr.ops, want.Ops) {
-		t.Errorf("fast reader:\n%+v\nencoding/json:\n%+v", hr.ops, want.Ops)
-	}
-	if hr.bad != 1 || !hr.truncated {
-		t.Errorf("bad %d truncated %v, want 1 bad line and a truncated end", hr.bad, hr.truncated)
 	}
 }

@@ -407,11 +407,11 @@ func oddities(rf *runFiles, m *model) []banner {
 	if m.histErr != nil {
 		out = append(out, banner{Class: "error", Title: "No history", Text: "history.jsonl could not be read: " + m.histErr.Error()})
 	} else if m.hr != nil {
-		if m.hr.truncated {
+		if m.hr.Truncated {
 			out = append(out, banner{Class: "warn", Title: "Truncated history", Text: "The last line of history.jsonl is incomplete (the harness died mid-write); the page shows the readable prefix."})
 		}
-		if m.hr.bad > 0 {
-			out = append(out, banner{Class: "warn", Title: "Unreadable history lines", Text: fmt.Sprintf("%d lines of history.jsonl are not events and were skipped; the first: %s", m.hr.bad, m.hr.firstBad)})
+		if m.hr.Bad > 0 {
+			out = append(out, banner{Class: "warn", Title: "Unreadable history lines", Text: fmt.Sprintf("%d lines of history.jsonl are not events and were skipped; the first: %s", m.hr.Bad, m.hr.FirstBad)})
 		}
 		if len(m.ops) == 0 {
 			out = append(out, banner{Class: "warn", Title: "Empty history", Text: "No event was recorded: the run stopped before any client operation."})

@@ -23,7 +23,7 @@ const (
 // model is everything the page is drawn from.
 type model struct {
 	rf      *runFiles
-	hr      *historyRead
+	hr      *history.LenientRead
 	histErr error
 	ops     []history.Op
 	end     int64 // the time axis runs over [0, end]
@@ -40,9 +40,9 @@ type model struct {
 
 func newModel(rf *runFiles) *model {
 	m := &model{rf: rf}
-	m.hr, m.histErr = readHistory(rf.dir + "/" + historyFile)
+	m.hr, m.histErr = history.ReadLenient(rf.dir + "/" + historyFile)
 	if m.hr != nil {
-		m.ops = m.hr.ops
+		m.ops = m.hr.Ops
 	}
 	m.end = history.EndTime(m.ops)
 	if rf.cfg != nil {

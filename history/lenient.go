@@ -1,4 +1,4 @@
-package reports
+package history
 
 import (
 	"bytes"
@@ -9,29 +9,27 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-
-	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// readHistory reads history.jsonl for display. It is lenient where
-// history.ReadFile validates: a report must show what a damaged run
-// recorded, so an unreadable line is skipped and counted, not fatal. It
-// is also fast: a million-operation history (two million lines) must be
-// read in a few seconds, so lines in the format the recorder writes are
-// parsed by hand, in parallel, and only unusual ones go through
-// encoding/json.
-type historyRead struct {
-	ops []history.Op
-	// bad counts unreadable lines; firstBad describes the first.
-	bad      int
-	firstBad string
-	// truncated is set when the last line is incomplete.
-	truncated bool
+// LenientRead is what ReadLenient could read.
+type LenientRead struct {
+	Ops []Op
+	// Bad counts unreadable lines; FirstBad describes the first.
+	Bad      int
+	FirstBad string
+	// Truncated is set when the last line is incomplete.
+	Truncated bool
 }
 
 const chunkSize = 4 << 20
 
-func readHistory(path string) (*historyRead, error) {
+// ReadLenient reads a history for display. It is lenient where ReadFile
+// validates: a report must show what a damaged run recorded, so an
+// unreadable line is skipped and counted, not fatal. It is also fast: a
+// million-operation history (two million lines) must be read in a few
+// seconds, so lines in the format the recorder writes are parsed by hand,
+// in parallel, and only unusual ones go through encoding/json.
+func ReadLenient(path string) (*LenientRead, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -41,7 +39,7 @@ func readHistory(path string) (*historyRead, error) {
 		n     int
 		data  []byte
 		line0 int // line number of the chunk's first line, filled in order
-		ops   []history.Op
+		ops   []Op
 		bad   []string
 		lines int
 	}
@@ -89,19 +87,19 @@ func readHistory(path string) (*historyRead, error) {
 	if readErr != nil {
 		return nil, readErr
 	}
-	hr := &historyRead{}
+	hr := &LenientRead{}
 	total := 0
 	for _, c := range chunks {
 		total += len(c.ops)
 	}
-	hr.ops = make([]history.Op, 0, total+1)
+	hr.Ops = make([]Op, 0, total+1)
 	line := 0
 	for _, c := range chunks {
-		hr.ops = append(hr.ops, c.ops...)
+		hr.Ops = append(hr.Ops, c.ops...)
 		for _, b := range c.bad {
-			hr.bad++
-			if hr.firstBad == "" {
-				hr.firstBad = b
+			hr.Bad++
+			if hr.FirstBad == "" {
+				hr.FirstBad = b
 			}
 		}
 		line += c.lines
@@ -109,11 +107,11 @@ func readHistory(path string) (*historyRead, error) {
 	if len(bytes.TrimSpace(carry)) > 0 {
 		// A last line without a newline: complete if it parses.
 		p := newLineParser()
-		var op history.Op
+		var op Op
 		if p.parse(bytes.TrimSpace(carry), &op) {
-			hr.ops = append(hr.ops, op)
+			hr.Ops = append(hr.Ops, op)
 		} else {
-			hr.truncated = true
+			hr.Truncated = true
 		}
 	}
 	return hr, nil
@@ -126,16 +124,16 @@ type lineParser struct {
 	b      []byte
 	i      int
 	strs   map[string]string
-	ttls   map[int64]*history.Value
-	values []history.Value // allocated in blocks
+	ttls   map[int64]*Value
+	values []Value // allocated in blocks
 }
 
 func newLineParser() *lineParser {
-	return &lineParser{strs: map[string]string{}, ttls: map[int64]*history.Value{}}
+	return &lineParser{strs: map[string]string{}, ttls: map[int64]*Value{}}
 }
 
-func (p *lineParser) parseChunk(data []byte) (ops []history.Op, bad []string, lines int) {
-	ops = make([]history.Op, 0, len(data)/110+1)
+func (p *lineParser) parseChunk(data []byte) (ops []Op, bad []string, lines int) {
+	ops = make([]Op, 0, len(data)/110+1)
 	for len(data) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		line := data
@@ -149,7 +147,7 @@ func (p *lineParser) parseChunk(data []byte) (ops []history.Op, bad []string, li
 		if len(line) == 0 {
 			continue
 		}
-		var op history.Op
+		var op Op
 		if p.parse(line, &op) {
 			ops = append(ops, op)
 		} else if len(bad) < 1 {
@@ -162,12 +160,12 @@ func (p *lineParser) parseChunk(data []byte) (ops []history.Op, bad []string, li
 }
 
 // parse fills op from one line; false when the line is not an event.
-func (p *lineParser) parse(line []byte, op *history.Op) bool {
+func (p *lineParser) parse(line []byte, op *Op) bool {
 	p.b, p.i = line, 0
 	if p.fast(op) {
 		return true
 	}
-	*op = history.Op{}
+	*op = Op{}
 	if err := json.Unmarshal(line, op); err != nil {
 		return false
 	}
@@ -188,9 +186,9 @@ func (p *lineParser) intern(b []byte) string {
 	return s
 }
 
-func (p *lineParser) newValue() *history.Value {
+func (p *lineParser) newValue() *Value {
 	if len(p.values) == 0 {
-		p.values = make([]history.Value, 256)
+		p.values = make([]Value, 256)
 	}
 	v := &p.values[0]
 	p.values = p.values[1:]
@@ -240,7 +238,7 @@ func (p *lineParser) int() (int64, bool) {
 	return n, err == nil
 }
 
-func (p *lineParser) fast(op *history.Op) bool {
+func (p *lineParser) fast(op *Op) bool {
 	if !p.eat('{') {
 		return false
 	}
@@ -267,10 +265,10 @@ func (p *lineParser) fast(op *history.Op) bool {
 				if !ok || string(s) != "nemesis" {
 					return false
 				}
-				op.Process = history.NemesisProcess
+				op.Process = NemesisProcess
 			} else {
 				n, ok := p.int()
-				if !ok || n < 0 || n > history.MaxProcess {
+				if !ok || n < 0 || n > MaxProcess {
 					return false
 				}
 				op.Process = int(n)
@@ -281,7 +279,7 @@ func (p *lineParser) fast(op *history.Op) bool {
 			if !ok {
 				return false
 			}
-			op.Type = history.Type(p.intern(s))
+			op.Type = Type(p.intern(s))
 		case "f":
 			s, ok := p.str()
 			if !ok {
@@ -316,11 +314,11 @@ func (p *lineParser) fast(op *history.Op) bool {
 	}
 }
 
-func (p *lineParser) value(op *history.Op) bool {
+func (p *lineParser) value(op *Op) bool {
 	if !p.eat('{') {
 		return false
 	}
-	var v history.Value
+	var v Value
 	set := false
 	if p.eat('}') {
 		op.Value = p.newValue()
@@ -343,11 +341,11 @@ func (p *lineParser) value(op *history.Op) bool {
 			}
 			switch string(k) {
 			case "valid_until":
-				v.ValidUntil = history.I64(n)
+				v.ValidUntil = I64(n)
 			case "fence":
-				v.Fence = history.I64(n)
+				v.Fence = I64(n)
 			default:
-				v.N = history.I64(n)
+				v.N = I64(n)
 			}
 			set = true
 		case "token":
@@ -410,7 +408,7 @@ func (p *lineParser) value(op *history.Op) bool {
 			op.Value = sv
 			return true
 		}
-		sv := &history.Value{TTL: v.TTL}
+		sv := &Value{TTL: v.TTL}
 		p.ttls[v.TTL] = sv
 		op.Value = sv
 		return true
