@@ -23,7 +23,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
-	"github.com/lockjepsen/lockjepsen/reports"
 	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
@@ -44,8 +43,9 @@ type Outcome struct {
 	Dir     string
 	Config  Config
 	Results *Results
-	// Report is the path of report.html; ReportError says why there is
-	// none.
+	// Report is the path of report.html, which the caller draws (the CLI
+	// and lockjepsentest do; see reports.WriteRun); ReportError says why
+	// there is none.
 	Report      string
 	ReportError error
 }
@@ -149,8 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	return r.finish(ctx)
 }
 
-// finish checks the stored run, points store/latest at it and renders its
-// report. After an interrupt of an earlier phase the check still runs, on
+// finish checks the stored run and points store/latest at it. After an interrupt of an earlier phase the check still runs, on
 // what was recorded; an interrupt now stops it.
 func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 	interruptedBefore := ctx.Err() != nil
@@ -179,18 +178,6 @@ func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{Dir: r.dir, Config: r.cfg, Results: res}
 	if err := runfile.PointLatest(r.cfg.Store, r.dir); err != nil {
 		out.Results.Errors = append(out.Results.Errors, err.Error())
-	}
-	if ctx.Err() != nil && !interruptedBefore {
-		out.ReportError = errors.New("interrupted before the report was drawn: lockjepsen report " + r.dir + " draws it")
-		return out, nil
-	}
-	// The report is for people; a failure to draw it must not lose the
-	// verdict, which is already stored.
-	r.say("writing the report")
-	if path, err := reports.WriteRun(r.dir); err != nil {
-		out.ReportError = err
-	} else {
-		out.Report = path
 	}
 	return out, nil
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/reports"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
@@ -208,6 +209,7 @@ func Run(tb testing.TB, o Options) *harness.Outcome {
 		tb.Fatal(msg)
 		return nil
 	}
+	out.Report, out.ReportError = reports.WriteRun(out.Dir)
 	tb.Logf("lockjepsen: %s; files in %s", verdictWord(out.Results), absDir(out.Dir))
 	if msg := Failure(out, o.MaxWitnesses); msg != "" {
 		tb.Error(msg)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/reports"
 )
 
 // output is how a command reports: the full summary with progress (the
@@ -36,14 +37,33 @@ func (o *output) check(stderr io.Writer) error {
 func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, o output, prefix string) (*harness.Outcome, error) {
 	if o.quiet {
 		cfg.Progress = nil
-		return harness.Run(ctx, cfg)
+		out, err := harness.Run(ctx, cfg)
+		return drawReport(ctx, out, err)
 	}
 	p := newProgress(stderr, cfg, prefix)
 	cfg.Progress = &harnessLines{p: p}
 	p.start()
 	out, err := harness.Run(ctx, cfg)
 	p.finish()
-	return out, err
+	if err == nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "%swriting the report\n", prefix)
+	}
+	return drawReport(ctx, out, err)
+}
+
+// drawReport renders a finished run's report.html. The report is for
+// people: a failure to draw it must not lose the verdict, which is stored
+// already; and after Ctrl-C it is left for `lockjepsen report`.
+func drawReport(ctx context.Context, out *harness.Outcome, err error) (*harness.Outcome, error) {
+	if err != nil {
+		return out, err
+	}
+	if ctx.Err() != nil {
+		out.ReportError = fmt.Errorf("interrupted before the report was drawn: lockjepsen report %s draws it", out.Dir)
+		return out, nil
+	}
+	out.Report, out.ReportError = reports.WriteRun(out.Dir)
+	return out, nil
 }
 
 // runJSON is the --json object of one run: results.json plus where the
