@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	cfg.CustomLock = cfg.Locker != nil
 	start := time.Now()
-	r := &runner{cfg: cfg, info: &RunInfo{Started: start}, hold: os.Getenv(HoldEnv)}
+	r := &runner{cfg: cfg, info: &RunInfo{Started: start, Described: describe(cfg)}, hold: os.Getenv(HoldEnv)}
 	r.setPhase(PhaseStartup)
 	r.info.Reaped = r.reap(ctx)
 	dir, err := newRunDir(cfg.Store, cfg.TestName(), start)
@@ -180,6 +180,28 @@ func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 		out.Results.Errors = append(out.Results.Errors, err.Error())
 	}
 	return out, nil
+}
+
+// describe puts the run's lock, workload and faults into words for
+// run.json, so that reports need no lists of their own.
+func describe(cfg Config) *runfile.Description {
+	d := &runfile.Description{Workload: workloads.Describe(cfg.Workload)}
+	if cfg.CustomLock {
+		d.Lock, d.CustomLock = "a lock of your own (harness.Config.Locker), not one of lockjepsen's", true
+	} else {
+		info := locks.Describe(cfg.Lock)
+		d.Lock, d.BackgroundRenewal = info.Description, info.BackgroundRenewal
+	}
+	for _, n := range cfg.Nemesis {
+		if d.Faults == nil {
+			d.Faults = map[string]string{}
+		}
+		d.Faults[n] = nemesis.Known[n]
+	}
+	if sc, ok := nemesis.Scripts[cfg.ScriptName]; ok {
+		d.Script = sc.Description
+	}
+	return d
 }
 
 // reap removes what killed runs left behind: their servers (and clock

@@ -193,3 +193,30 @@ func nilOnErr[L Locker](l L, err error) (Locker, error) {
 	}
 	return l, nil
 }
+
+// Info is what a lock is, in words and properties, for help and reports.
+type Info struct {
+	Description string
+	// BackgroundRenewal: the lock keeps its lease alive from a background
+	// task, so a holder has no deadline of its own.
+	BackgroundRenewal bool
+}
+
+// Describe tells what the named lock is; an unknown name gets an empty
+// description.
+func Describe(name string) Info {
+	return Info{Description: descriptions[name], BackgroundRenewal: name == EtcdSessionName}
+}
+
+var descriptions = map[string]string{
+	Token:           "acquire with SET key token NX PX ttl; release with a Lua script that deletes the key only if it still holds our token (the correct single-instance lock)",
+	SetnxDel:        "acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it",
+	SetnxNoTTL:      "acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases",
+	Fenced:          "acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete",
+	WaitName:        "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
+	RedislockName:   "the bsm/redislock library: Obtain (SET NX PX), Release and Refresh by token, on a single Redis",
+	RedlockName:     "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
+	RedsyncName:     "the go-redsync/redsync library, Redlock over every node",
+	EtcdName:        "etcd's concurrency.Mutex on a lease of the TTL with no keep-alive: the holder acts only until the lease's end by its own clock; the key's create revision is the fencing token",
+	EtcdSessionName: "etcd's concurrency.Session and Mutex as applications use them: the client renews the lease in the background, and the holder believes it holds the lock until it releases; the key's create revision is the fencing token",
+}

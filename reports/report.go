@@ -20,7 +20,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
-	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 //go:embed assets/*
@@ -266,22 +266,22 @@ func whyLines(r *runResults) []string {
 	return out
 }
 
-var lockDescriptions = map[string]string{
-	"token":        "acquire with SET key token NX PX ttl; release with a Lua script that deletes the key only if it still holds our token (the correct single-instance lock)",
-	"setnx-del":    "acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it",
-	"setnx-nottl":  "acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases",
-	"fenced":       "acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete",
-	"wait":         "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
-	"redislock":    "the bsm/redislock library: Obtain (SET NX PX), Release and Refresh by token, on a single Redis",
-	"redlock":      "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
-	"redsync":      "the go-redsync/redsync library, Redlock over every node",
-	"etcd":         "etcd's concurrency.Mutex on a lease of the TTL with no keep-alive: the holder acts only until the lease's end by its own clock; the key's create revision is the fencing token",
-	"etcd-session": "etcd's concurrency.Session and Mutex as applications use them: the client renews the lease in the background, and the holder believes it holds the lock until it releases; the key's create revision is the fencing token",
+// lockLabel names the run's lock; a lock of the user's own is not called
+// by the built-in name its configuration happens to carry.
+func lockLabel(c *runConfig, info *runInfo) string {
+	if described(info).CustomLock {
+		return "custom"
+	}
+	return c.Lock
 }
 
-var workloadDescriptions = map[string]string{
-	"mutex":   "each client loops acquire → hold → release",
-	"counter": "under the lock each client reads a counter from a separate Redis, works, checks its lease, and writes the value + 1",
+// described is run.json's words for the run; a run stored before the
+// harness wrote them gets "(not described)" rather than guesses.
+func described(info *runInfo) runfile.Description {
+	if info == nil || info.Described == nil {
+		return runfile.Description{Lock: "not described in run.json", Workload: "not described in run.json"}
+	}
+	return *info.Described
 }
 
 func testedSentence(c *runConfig, info *runInfo, m *model) string {
@@ -304,7 +304,7 @@ func testedSentence(c *runConfig, info *runInfo, m *model) string {
 		article = "an"
 	}
 	return fmt.Sprintf("%d clients competed for %s on %s %s system using the %s lock (%s). Workload %s: %s. %s Lease TTL %s.",
-		c.Clients, strings.Join(m.keys, ", "), article, sys, c.Lock, lockDescriptions[c.Lock], c.Workload, workloadDescriptions[c.Workload],
+		c.Clients, strings.Join(m.keys, ", "), article, sys, lockLabel(c, info), described(info).Lock, c.Workload, described(info).Workload,
 		phases, fmtDur(c.TTL))
 }
 
@@ -313,16 +313,17 @@ func configRows(c *runConfig, info *runInfo) [][2]string {
 	add := func(k, v string) { rows = append(rows, [2]string{k, v}) }
 	if c != nil {
 		add("system", c.System)
-		add("lock", c.Lock)
+		add("lock", lockLabel(c, info))
 		add("workload", c.Workload)
 		nem := c.nemesisLabel()
+		d := described(info)
 		for _, n := range c.Nemesis {
-			if d, ok := nemesis.Known[n]; ok {
-				nem += "\n" + n + ": " + d
+			if text, ok := d.Faults[n]; ok {
+				nem += "\n" + n + ": " + text
 			}
 		}
-		if sc, ok := nemesis.Scripts[c.ScriptName]; ok {
-			nem += "\n" + sc.Description
+		if d.Script != "" {
+			nem += "\n" + d.Script
 		}
 		add("nemesis", nem)
 		if len(c.Nemesis) > 0 {

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 func readFile(t *testing.T, path string) string {
@@ -59,6 +61,14 @@ func TestWriteRunRealRuns(t *testing.T) {
 				t.Errorf("%d witnesses, want %d", n, len(r.res.Exclusion.Violations))
 			}
 			switch r.name {
+			case "unsafe":
+				// Described from run.json: what the harness that ran it
+				// said the lock and faults were.
+				for _, want := range []string{"release with a plain DEL", "a client stalls inside its critical section"} {
+					if !strings.Contains(page, want) {
+						t.Errorf("the unsafe run's page does not describe its lock and faults: no %q", want)
+					}
+				}
 			case "resource":
 				if !strings.Contains(page, "lost updates") || !strings.Contains(page, `id="resource"`) {
 					t.Errorf("the resource run's page does not show the resource's corruption")
@@ -67,6 +77,46 @@ func TestWriteRunRealRuns(t *testing.T) {
 				if !strings.Contains(page, "STUCK") || !strings.Contains(page, `class="stuck"`) {
 					t.Errorf("the stuck run's page does not show the stuck lock")
 				}
+			}
+		})
+	}
+}
+
+// A lock of the user's own is not described as the built-in lock its
+// configuration names, and a run stored without descriptions says so
+// rather than guess.
+func TestWriteRunDescribesTheLockItWasGiven(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		described *runfile.Description
+		want      []string
+		not       string
+	}{
+		{"custom", &runfile.Description{Lock: "a lock of your own (harness.Config.Locker), not one of lockjepsen's", CustomLock: true, Workload: "w"},
+			[]string{"a lock of your own", "using the custom lock"}, "the correct single-instance lock"},
+		{"undescribed", nil, []string{"not described in run.json"}, "the correct single-instance lock"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), c.name, "20261129T090000.000Z")
+			info := fixtureInfo()
+			info.Described = c.described
+			ops := []history.Op{
+				{Index: 0, Time: 1000, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}},
+				{Index: 1, Time: 200000, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: &history.Value{Token: "p0.1", ValidUntil: history.I64(4e8)}},
+			}
+			writeRunFiles(t, dir, fixtureConfig(c.name), info, ops)
+			path, err := reports.WriteRun(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page := readFile(t, path)
+			for _, w := range c.want {
+				if !strings.Contains(page, w) {
+					t.Errorf("the page lacks %q", w)
+				}
+			}
+			if strings.Contains(page, c.not) {
+				t.Errorf("the page says %q", c.not)
 			}
 		})
 	}

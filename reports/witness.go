@@ -105,13 +105,7 @@ func (m *model) leaseRow(h checker.Hold, ttl int64) leaseRow {
 // renewsInBackground reports whether the run's lock keeps its lease alive
 // from a background task (etcd-session's keep-alive): its holds have no
 // deadline, yet their keys do expire when the renewals stop.
-func (m *model) renewsInBackground() bool {
-	return m.rf.cfg != nil && backgroundRenewal[m.rf.cfg.Lock]
-}
-
-// backgroundRenewal lists the locks that renew their leases in the
-// background.
-var backgroundRenewal = map[string]bool{"etcd-session": true}
+func (m *model) renewsInBackground() bool { return described(m.rf.info).BackgroundRenewal }
 
 func endReason(h checker.Hold) string {
 	switch h.EndReason {

@@ -72,6 +72,23 @@ type RunInfo struct {
 	// StoppedEarly says why the run ended before its time limit without
 	// an interrupt: the first violation, with --stop-on-first-violation.
 	StoppedEarly string `json:"stopped_early,omitempty"`
+	// Described is what the run tested, in words, as the harness that ran
+	// it knew it: reports show this rather than keep lists of their own.
+	Described *Description `json:"described,omitempty"`
+}
+
+// Description says in words what a run's lock, workload and faults are.
+type Description struct {
+	Lock string `json:"lock"`
+	// CustomLock: the lock was the user's own (harness.Config.Locker),
+	// not the built-in lock its name may suggest.
+	CustomLock bool `json:"custom_lock,omitempty"`
+	// BackgroundRenewal: the lock keeps its lease alive from a background
+	// task, so its holds have no deadline of their own.
+	BackgroundRenewal bool              `json:"background_renewal,omitempty"`
+	Workload          string            `json:"workload"`
+	Faults            map[string]string `json:"faults,omitempty"`
+	Script            string            `json:"script,omitempty"`
 }
 
 // Failover is a change of primary the sentinels reported.

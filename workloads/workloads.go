@@ -324,3 +324,11 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// Describe tells what the named workload does, for reports.
+func Describe(name string) string { return descriptions[name] }
+
+var descriptions = map[string]string{
+	Mutex:   "each client loops acquire → hold → release",
+	Counter: "under the lock each client reads a counter from a separate Redis, works, checks its lease, and writes the value + 1",
+}
