@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -171,7 +172,7 @@ func (c *Config) Validate() error {
 		return usage("--system %q is unknown; want single, sentinel, redlock or etcd", c.System)
 	}
 	if c.System == cluster.Etcd {
-		if c.Locker == nil && !c.CustomLock && !contains(locks.EtcdNames, c.Lock) {
+		if c.Locker == nil && !c.CustomLock && !slices.Contains(locks.EtcdNames, c.Lock) {
 			return usage("--system etcd runs only --lock %s", strings.Join(locks.EtcdNames, " or "))
 		}
 		if c.Persistence != cluster.PersistNone {
@@ -186,7 +187,7 @@ func (c *Config) Validate() error {
 		if c.Backend != nil && c.Backend.Name() != "local" {
 			return usage("--system etcd runs on the local backend only, not --backend %s", c.Backend.Name())
 		}
-	} else if contains(locks.EtcdNames, c.Lock) {
+	} else if slices.Contains(locks.EtcdNames, c.Lock) {
 		return usage("--lock %s needs --system etcd", c.Lock)
 	}
 	if c.Nodes < 0 || c.Nodes > 15 {
@@ -212,7 +213,7 @@ func (c *Config) Validate() error {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
 	}
 	if c.Locker == nil && !c.CustomLock {
-		if !contains(locks.AllNames, c.Lock) && !contains(locks.EtcdNames, c.Lock) {
+		if !slices.Contains(locks.AllNames, c.Lock) && !slices.Contains(locks.EtcdNames, c.Lock) {
 			return usage("--lock %q is unknown; want one of %s", c.Lock, strings.Join(append(append([]string{}, locks.AllNames...), locks.EtcdNames...), ", "))
 		}
 		// On Sentinel a lock sees one node: whichever is primary.
@@ -227,7 +228,7 @@ func (c *Config) Validate() error {
 	if c.DriftFactor < 0 || c.DriftFactor >= 1 || c.LockTries < 0 || c.LockTries > 1000 {
 		return usage("--drift-factor must be in [0, 1) and --lock-tries in 0..1000")
 	}
-	if !contains(workloads.Names, c.Workload) {
+	if !slices.Contains(workloads.Names, c.Workload) {
 		return usage("--workload %q is unknown; want one of %s", c.Workload, strings.Join(workloads.Names, ", "))
 	}
 	for _, n := range c.Nemesis {
@@ -268,8 +269,8 @@ func (c *Config) Validate() error {
 		// need be; longer than any TTL worth testing is a typo.
 		{c.RestartDelay >= 0 && c.RestartDelay <= 10*time.Minute, "--restart-delay", "must be between 0 and 10m"},
 		{c.ClockRate > 0 && c.ClockRate <= 100, "--clock-rate", "must be in (0, 100]"},
-		{!clock || jump != 0 || !containsAny(c.Nemesis, nemesis.ClockJump, nemesis.ClockStrobe), "--clock-jump", "must not be zero for clock-jump or clock-strobe"},
-		{!containsAny(c.Nemesis, nemesis.ClockDrift) || c.ClockRate != 1, "--clock-rate", "must differ from 1 for clock-drift"},
+		{!clock || jump != 0 || !(slices.Contains(c.Nemesis, nemesis.ClockJump) || slices.Contains(c.Nemesis, nemesis.ClockStrobe)), "--clock-jump", "must not be zero for clock-jump or clock-strobe"},
+		{!slices.Contains(c.Nemesis, nemesis.ClockDrift) || c.ClockRate != 1, "--clock-rate", "must differ from 1 for clock-drift"},
 		{c.Latency >= 0 && c.Latency <= time.Minute, "--latency", "must be between 0 and 1m"},
 		{c.Jitter >= 0 && c.Jitter <= c.Latency, "--jitter", "must be between 0 and --latency"},
 		{c.Bandwidth > 0, "--bandwidth", "must be positive (KB/s)"},
@@ -405,22 +406,4 @@ func (c *Config) TestName() string {
 		lock = "custom"
 	}
 	return strings.Join([]string{c.System, lock, c.Workload, nem}, "-")
-}
-
-func containsAny(list []string, want ...string) bool {
-	for _, w := range want {
-		if contains(list, w) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

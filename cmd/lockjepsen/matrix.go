@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -294,10 +295,10 @@ func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]ma
 			for _, l := range strings.Split(lockList, ",") {
 				l = strings.TrimSpace(l)
 				known := append(append([]string{}, locks.AllNames...), locks.EtcdNames...)
-				if !contains(known, l) {
+				if !slices.Contains(known, l) {
 					return nil, fmt.Errorf("--locks: unknown lock %q; want one of %s", l, strings.Join(known, ", "))
 				}
-				if contains(locks.EtcdNames, l) != (sys == cluster.Etcd) {
+				if slices.Contains(locks.EtcdNames, l) != (sys == cluster.Etcd) {
 					continue // etcd's locks run on etcd only, and only they do
 				}
 				if locks.CheckNodes(l, nodes) == nil && (l != locks.WaitName || sys == cluster.Sentinel) {
@@ -568,13 +569,4 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
