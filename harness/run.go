@@ -303,6 +303,58 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		}
 	}()
 	defer func() { r.events = rec.Count() }()
+	// The mesh outlives the cluster: the sentinel and etcd systems' internal
+	// links run through it.
+	mesh := proxy.NewMesh()
+	defer mesh.Close()
+	sys, err := r.startSystem(ctx, mesh)
+	if err != nil {
+		return err
+	}
+	// Always stop the servers, whatever happens below; a panic elsewhere
+	// in the harness still runs this.
+	defer sys.cl.Close(context.Background())
+	if err := r.addClientLinks(sys); err != nil {
+		return err
+	}
+	r.holdFor(ctx, PhaseStartup)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	cp := r.newClients(rec, sys)
+	defer cp.close()
+	fp, err := r.newFaults(rec, sys, cp)
+	if err != nil {
+		return err
+	}
+	werr, healErr := r.runPhases(ctx, rec, sys, cp, fp)
+	if r.cfg.Workload == workloads.Counter && cp.env.Resource != nil {
+		finalReads(rec, cp.env.Resource, cp.wcfg.Keys, r.cfg.Clients*1_000_000)
+	}
+	if err := rec.Err(); err != nil {
+		return err
+	}
+	if healErr != nil {
+		r.info.Errors = append(r.info.Errors, healErr.Error())
+	}
+	r.info.ClientPanics = r.panics
+	return werr
+}
+
+// system is the started system as the later phases see it.
+type system struct {
+	cl   cluster.Cluster
+	sc   cluster.SentinelCluster // nil but on the sentinel system
+	mesh *proxy.Mesh
+	// targets are the processes clients reach: the nodes, and the
+	// sentinels that tell them the primary.
+	targets   []cluster.Node
+	fakeClock bool
+}
+
+// startSystem starts the configured system on its backend and records
+// what it is in run.json.
+func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, error) {
 	cfg := r.cfg
 	backend := cfg.Backend
 	if backend == nil {
@@ -313,11 +365,12 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		System: cfg.System, Nodes: cfg.NodeCount(), Dir: r.dir, Persistence: cfg.Persistence,
 		Resource: cfg.Workload == workloads.Counter, FakeClock: cfg.needsFakeClock(),
 	}
-	// The mesh outlives the cluster: the sentinel and etcd systems' internal
-	// links run through it.
-	mesh := proxy.NewMesh()
-	defer mesh.Close()
-	if cfg.System == cluster.Etcd {
+	if cfg.System == cluster.Etcd || cfg.System == cluster.Sentinel {
+		// The local backend routes the cluster's own traffic through these
+		// in-process links. The container backends ignore spec.Mesh (their
+		// processes cannot reach the host's loopback proxies) and carry
+		// that traffic through a toxiproxy server of their own instead,
+		// which the nemesis cuts through nemesis.InternalNet.
 		spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
 			l, err := mesh.Add(from, to, upstream, "")
 			if err != nil {
@@ -327,150 +380,159 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		})
 	}
 	if cfg.System == cluster.Sentinel {
-		// The local backend routes the cluster's own traffic through these
-		// in-process links. The container backends ignore spec.Mesh (their
-		// processes cannot reach the host's loopback proxies) and carry
-		// that traffic through a toxiproxy server of their own instead,
-		// which the nemesis cuts through nemesis.InternalNet (nenv below).
-		spec.Mesh = cluster.MeshFunc(func(from, to, upstream string) (string, error) {
-			l, err := mesh.Add(from, to, upstream, "")
-			if err != nil {
-				return "", err
-			}
-			return l.Addr(), nil
-		})
 		spec.Sentinels, spec.DownAfter, spec.FailoverTimeout = cfg.Sentinels, cfg.DownAfter, cfg.FailoverTimeout
 		spec.MinReplicasToWrite, spec.MinReplicasMaxLag = cfg.MinReplicasToWrite, cfg.MinReplicasMaxLag
 	}
 	r.say("starting %s system (%s backend) in %s", cfg.System, backend.Name(), r.dir)
 	cl, err := backend.Start(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("start the %s system: %w", cfg.System, err)
+		return nil, fmt.Errorf("start the %s system: %w", cfg.System, err)
 	}
-	// Always stop the servers, whatever happens below; a panic elsewhere
-	// in the harness still runs this.
-	defer cl.Close(context.Background())
+	sys := &system{cl: cl, mesh: mesh, targets: cl.Nodes(), fakeClock: spec.FakeClock}
 	// Only the sentinel system has sentinels, whatever methods the
 	// backend's cluster type has.
-	var sc cluster.SentinelCluster
 	if cfg.System == cluster.Sentinel {
-		if sc, _ = cl.(cluster.SentinelCluster); sc == nil {
-			return fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
+		if sys.sc, _ = cl.(cluster.SentinelCluster); sys.sc == nil {
+			cl.Close(context.Background())
+			return nil, fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
 		}
+		sys.targets = append(sys.targets, sys.sc.Sentinels()...)
 	}
-	if err := checkAddresses(cl, sc, cfg.AllowRemote); err != nil {
-		return &UsageError{err}
+	if err := checkAddresses(cl, sys.sc, cfg.AllowRemote); err != nil {
+		cl.Close(context.Background())
+		return nil, &UsageError{err}
 	}
-	r.info.Nodes, r.info.Resource = cl.Nodes(), cl.Resource()
-	if sc != nil {
-		r.info.Nodes = append(r.info.Nodes, sc.Sentinels()...)
-	}
-	node := cl.Nodes()[0]
-	if cfg.System != cluster.Etcd {
+	r.info.Nodes, r.info.Resource = sys.targets, cl.Resource()
+	if node := cl.Nodes()[0]; cfg.System != cluster.Etcd {
 		r.info.RedisVersion = redisVersion(ctx, node.Addr)
 	} else {
 		r.info.EtcdVersion = etcdVersion(ctx, node.Addr)
 	}
+	return sys, nil
+}
 
-	// With network faults, every client reaches every node (and sentinel)
-	// through its own proxy, so that a fault can cut one client's link and
-	// not another's. Without them clients dial directly: the proxies cost
-	// CPU that the server under test should have.
-	targets := cl.Nodes()
-	if sc != nil {
-		targets = append(targets, sc.Sentinels()...)
+// addClientLinks gives every client its own link to every node and
+// sentinel when a fault of the run acts on links, so that a fault can cut
+// one client's link and not another's. Without such faults clients dial
+// directly: the proxies cost CPU that the server under test should have.
+func (r *runner) addClientLinks(sys *system) error {
+	if !r.cfg.needsProxies() {
+		return nil
 	}
-	if cfg.needsProxies() {
-		for w := 0; w < cfg.Clients; w++ {
-			for _, n := range targets {
-				if _, err := mesh.Add(nemesis.ClientLinkName(w), n.Name, n.Addr, ""); err != nil {
-					return err
-				}
+	for w := 0; w < r.cfg.Clients; w++ {
+		for _, n := range sys.targets {
+			if _, err := sys.mesh.Add(nemesis.ClientLinkName(w), n.Name, n.Addr, ""); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
 
-	r.holdFor(ctx, PhaseStartup)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
+// clientPhase is the clients' workload and what it needs.
+type clientPhase struct {
+	wcfg    workloads.Config
+	env     workloads.Env
+	holder  *holderTracker
+	granted chan struct{} // a lease was just granted, for faults aimed after a grant
+	closers closeAll
+}
 
+func (cp *clientPhase) close() { cp.closers.Close() }
+
+// newClients prepares the workload: its keys and timings, how each client
+// builds its lock, the protected resource, and who holds the lock now.
+func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
+	cfg := r.cfg
 	keys := make([]string, cfg.Keys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("lock-%d", i)
 	}
 	hold, _ := workloads.ParseDist(cfg.Hold) // validated
-	wcfg := workloads.Config{
-		Workload: cfg.Workload, Keys: keys, TTL: cfg.TTL, Hold: hold,
-		LongHoldRate: cfg.LongHoldRate, RetryBackoff: cfg.RetryBackoff,
-		OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
+	cp := &clientPhase{
+		wcfg: workloads.Config{
+			Workload: cfg.Workload, Keys: keys, TTL: cfg.TTL, Hold: hold,
+			LongHoldRate: cfg.LongHoldRate, RetryBackoff: cfg.RetryBackoff,
+			OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
+		},
+		holder:  &holderTracker{},
+		granted: make(chan struct{}, 1),
 	}
-	env := workloads.Env{
+	cp.env = workloads.Env{
 		Rec:       rec,
-		NewLocker: r.lockerFactory(mesh, cl.Nodes()),
-		OnGrant:   func(string, string, []string) {},
+		NewLocker: r.lockerFactory(sys.mesh, sys.cl.Nodes()),
 		OnPanic: func(p int, v any) {
 			r.mu.Lock()
 			r.panics = append(r.panics, fmt.Sprintf("client process %d panicked: %v", p, v))
 			r.mu.Unlock()
 		},
+		OnGrant: func(key, token string, nodes []string) {
+			cp.holder.granted(key, token, nodes)
+			select {
+			case cp.granted <- struct{}{}:
+			default:
+			}
+		},
 	}
-	if sc != nil {
-		env.NewLocker = r.failoverLockerFactory(mesh, targets)
+	if sys.sc != nil {
+		cp.env.NewLocker = r.failoverLockerFactory(sys.mesh, sys.targets)
 	}
-	var resource *redis.Client
-	if res := cl.Resource(); res != nil {
-		resource = redis.NewClient(r.clientOptions(res.Addr, cfg.Clients))
-		defer resource.Close()
-		env.Resource = &workloads.Resource{Client: resource}
+	if res := sys.cl.Resource(); res != nil {
+		resource := redis.NewClient(r.clientOptions(res.Addr, cfg.Clients))
+		cp.closers = append(cp.closers, resource)
+		cp.env.Resource = &workloads.Resource{Client: resource}
 	}
-
-	var names []string
-	for _, n := range cl.Nodes() {
-		names = append(names, n.Name)
-	}
-	holder := &holderTracker{}
 	if cfg.System == cluster.Redlock {
 		// For locks that do not say which nodes granted (redsync), ask
 		// the nodes themselves, directly, when the nemesis aims.
-		for _, n := range cl.Nodes() {
+		for _, n := range sys.cl.Nodes() {
 			c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DisableIdentity: true,
 				DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, PoolSize: 1})
-			defer c.Close()
-			holder.direct = append(holder.direct, namedClient{n.Name, c})
+			cp.closers = append(cp.closers, c)
+			cp.holder.direct = append(cp.holder.direct, namedClient{n.Name, c})
 		}
 	}
-	granted := make(chan struct{}, 1)
-	env.OnGrant = func(key, token string, nodes []string) {
-		holder.granted(key, token, nodes)
-		select {
-		case granted <- struct{}{}:
-		default:
-		}
+	return cp
+}
+
+// faultPhase is the nemesis: the schedule, and on Sentinel the monitor
+// that records which node is primary.
+type faultPhase struct {
+	sched   *nemesis.Schedule
+	monitor *primaryMonitor // nil but on Sentinel
+}
+
+// newFaults builds the fault schedule and checks, before anything runs,
+// that every fault applies to the system.
+func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) (*faultPhase, error) {
+	cfg := r.cfg
+	var names []string
+	for _, n := range sys.cl.Nodes() {
+		names = append(names, n.Name)
 	}
 	nenv := &nemesis.Env{
-		Rec: rec, Nodes: names, Mesh: mesh, FakeClock: spec.FakeClock,
+		Rec: rec, Nodes: names, Mesh: sys.mesh, FakeClock: sys.fakeClock,
 		Persistence: cfg.Persistence, Clients: cfg.Clients, TTL: cfg.TTL,
-		Holder: holder.nodes, Granted: granted,
+		Holder: cp.holder.nodes, Granted: cp.granted,
 	}
 	// The backend's own internal network (containers), for isolate and
 	// internal faults on nodes without a "net" link in the mesh.
-	if in, ok := cl.(nemesis.InternalNet); ok {
+	if in, ok := sys.cl.(nemesis.InternalNet); ok {
 		nenv.Internal = in
 	}
-	var monitor *primaryMonitor
-	if sc != nil {
-		monitor = newPrimaryMonitor(sc, rec, cl.Nodes()[0].Name)
-		nenv.Primary = monitor.current
-		nenv.ManualFailover = sc.Failover
-		nenv.OnEvent = monitor.faultEvent
+	fp := &faultPhase{}
+	if sys.sc != nil {
+		fp.monitor = newPrimaryMonitor(sys.sc, rec, names[0])
+		nenv.Primary = fp.monitor.current
+		nenv.ManualFailover = sys.sc.Failover
+		nenv.OnEvent = fp.monitor.faultEvent
 	}
-	if ctl, ok := cl.(cluster.Controller); ok {
+	if ctl, ok := sys.cl.(cluster.Controller); ok {
 		nenv.Control = ctl
 	}
 	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL)
-	clientFaults.Mesh = mesh // a pause freezes the client's own links, if it has some
-	env.Hooks = clientFaults
+	clientFaults.Mesh = sys.mesh // a pause freezes the client's own links, if it has some
+	cp.env.Hooks = clientFaults
 	jump, _ := cfg.ClockJumpDuration() // validated
 	sched, err := nemesis.NewSchedule(nenv, cfg.Nemesis, nemesis.Options{
 		Interval: cfg.NemesisInterval, Duration: cfg.FaultDuration, Targets: cfg.Targets,
@@ -478,9 +540,17 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		ClockRate: cfg.ClockRate, Latency: cfg.Latency, Jitter: cfg.Jitter, BandwidthKB: cfg.Bandwidth,
 	}, rand.New(rand.NewSource(cfg.Seed)), cfg.steps(), clientFaults)
 	if err != nil {
-		return &UsageError{err}
+		return nil, &UsageError{err}
 	}
+	fp.sched = sched
+	return fp, nil
+}
 
+// runPhases runs the fault phase and then the recovery phase: the clients
+// throughout, the nemesis during the first. It returns the workload's
+// error and the nemesis's failure to heal.
+func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *system, cp *clientPhase, fp *faultPhase) (werr, healErr error) {
+	cfg := r.cfg
 	// stopCtx ends the fault and client phases early: an interrupt, a
 	// failed history write, or the first violation when asked to stop
 	// there.
@@ -489,7 +559,7 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 	if cfg.StopOnFirstViolation {
 		r.stopOnFirstViolation(rec, stopEarly)
 	}
-	sched.Interrupt = stopCtx
+	fp.sched.Interrupt = stopCtx
 	runCtx, stopClients := context.WithTimeout(stopCtx, cfg.TimeLimit+cfg.Recovery)
 	defer stopClients()
 	faultCtx, stopFaults := context.WithTimeout(stopCtx, cfg.TimeLimit)
@@ -497,78 +567,67 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 	r.setPhase(PhaseFaults)
 
 	var wg sync.WaitGroup
-	var healErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		healErr = sched.Run(faultCtx)
+		healErr = fp.sched.Run(faultCtx)
 		if stopCtx.Err() == nil {
 			r.setPhase(PhaseRecovery)
-			if len(sched.Faults) > 0 {
+			if len(fp.sched.Faults) > 0 {
 				r.say("faults healed; recovery phase of %s", cfg.Recovery)
 			}
 		}
 	}()
-	progressDone := make(chan struct{})
-	go r.progress(runCtx, rec, progressDone)
-	monitorDone := make(chan struct{})
-	if monitor != nil {
-		go monitor.run(runCtx, monitorDone)
-	} else {
-		close(monitorDone)
-	}
-
-	r.say("running %d clients for %s (+%s recovery), lock %s, workload %s, nemesis %s, seed %d",
-		cfg.Clients, cfg.TimeLimit, cfg.Recovery, lockName(cfg), cfg.Workload, nemesisName(cfg), cfg.Seed)
-	if sc != nil {
-		// Clients run on through the recovery phase while the topology
-		// settles; it must settle, or the recovery tells nothing.
-		wg.Add(1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.progress(runCtx, rec)
+	}()
+	if fp.monitor != nil {
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			select {
-			case <-faultCtx.Done():
-			case <-runCtx.Done():
-				return
-			}
-			hctx, cancel := context.WithTimeout(runCtx, 60*time.Second)
-			defer cancel()
-			if err := sc.WaitHealthy(hctx); err != nil && ctx.Err() == nil && runCtx.Err() == nil {
-				r.mu.Lock()
-				r.healthErr = fmt.Errorf("the sentinel system did not become healthy after healing: %w", err)
-				r.mu.Unlock()
-			}
+			fp.monitor.run(runCtx)
+		}()
+		go func() {
+			defer wg.Done()
+			r.awaitHealthy(ctx, faultCtx, runCtx, sys.sc)
 		}()
 	}
-	werr := workloads.Run(runCtx, wcfg, env, cfg.Clients)
+	r.say("running %d clients for %s (+%s recovery), lock %s, workload %s, nemesis %s, seed %d",
+		cfg.Clients, cfg.TimeLimit, cfg.Recovery, lockName(cfg), cfg.Workload, nemesisName(cfg), cfg.Seed)
+	werr = workloads.Run(runCtx, cp.wcfg, cp.env, cfg.Clients)
 	stopFaults()
 	if r.info.StoppedEarly != "" {
 		r.say("%s", r.info.StoppedEarly)
 	}
+	stopClients()
 	wg.Wait()
-	<-progressDone
-	<-monitorDone
-	if monitor != nil {
-		r.info.Failovers = monitor.failovers()
+	if fp.monitor != nil {
+		r.info.Failovers = fp.monitor.failovers()
 	}
 	if r.healthErr != nil {
 		r.info.Errors = append(r.info.Errors, r.healthErr.Error())
 	}
+	return werr, healErr
+}
 
-	if cfg.Workload == workloads.Counter && resource != nil {
-		finalReads(rec, env.Resource, keys, cfg.Clients*1_000_000)
+// awaitHealthy waits, once the faults are healed, for the Sentinel
+// topology to settle: clients run on through the recovery phase, and a
+// topology that never settles makes the recovery tell nothing.
+func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, sc cluster.SentinelCluster) {
+	select {
+	case <-faultCtx.Done():
+	case <-runCtx.Done():
+		return
 	}
-	if err := rec.Err(); err != nil {
-		return err
+	hctx, cancel := context.WithTimeout(runCtx, 60*time.Second)
+	defer cancel()
+	if err := sc.WaitHealthy(hctx); err != nil && ctx.Err() == nil && runCtx.Err() == nil {
+		r.mu.Lock()
+		r.healthErr = fmt.Errorf("the sentinel system did not become healthy after healing: %w", err)
+		r.mu.Unlock()
 	}
-	if healErr != nil {
-		r.info.Errors = append(r.info.Errors, healErr.Error())
-	}
-	r.info.ClientPanics = r.panics
-	if werr != nil {
-		return werr
-	}
-	return nil
 }
 
 // stopOnFirstViolation watches the history as it is recorded and ends the
@@ -741,8 +800,7 @@ func (c closeAll) Close() error {
 	return errors.Join(errs...)
 }
 
-func (r *runner) progress(ctx context.Context, rec *history.Recorder, done chan<- struct{}) {
-	defer close(done)
+func (r *runner) progress(ctx context.Context, rec *history.Recorder) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {

@@ -157,8 +157,7 @@ func (m *primaryMonitor) faultEvent(f, phase string, nodes []string) {
 	m.mu.Unlock()
 }
 
-func (m *primaryMonitor) run(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (m *primaryMonitor) run(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
