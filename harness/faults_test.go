@@ -20,6 +20,7 @@ import (
 // lock: what each must show.
 func TestServerFaults(t *testing.T) {
 	redistest.RequireBinary(t)
+	t.Parallel()
 	cases := []struct {
 		name    string
 		edit    func(*harness.Config)
@@ -27,13 +28,34 @@ func TestServerFaults(t *testing.T) {
 		check   func(*testing.T, *harness.Results)
 	}{
 		{
-			name:    "clock jump forward past the TTL expires the lock under its holder",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-jump"} },
+			// A fault aimed at a live lease, and StopOnFirstViolation:
+			// each jump (+1.5 TTL) starts right after a grant
+			// (AfterAcquire), so it expires the key of a holder with
+			// 100-300 ms of its hold left, and one of nine clients
+			// retrying every 0-2 ms takes the lock within a few
+			// milliseconds.
+			name: "clock jump forward past the TTL expires the lock under its holder",
+			edit: func(c *harness.Config) {
+				c.Nemesis = []string{"clock-jump"}
+				c.AfterAcquire = true
+				untilViolation(c)
+			},
 			verdict: checker.VerdictUnsafe,
 		},
 		{
-			name:    "kill with immediate restart and no persistence loses the lock",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"kill"} },
+			// A fault aimed at a live lease, and StopOnFirstViolation:
+			// the server is killed right after a grant (AfterAcquire)
+			// and restarts at once without the key; the holder holds for
+			// 1-1.5 s of its 2 s lease, far longer than a restart (tens
+			// of milliseconds, a few hundred on a loaded machine) and the
+			// next client's acquire.
+			name: "kill with immediate restart and no persistence loses the lock",
+			edit: func(c *harness.Config) {
+				c.Nemesis = []string{"kill"}
+				c.TTL, c.Hold = 2*time.Second, "1s..1500ms"
+				c.AfterAcquire = true
+				untilViolation(c)
+			},
 			verdict: checker.VerdictUnsafe,
 		},
 		{
@@ -49,6 +71,11 @@ func TestServerFaults(t *testing.T) {
 			edit: func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
 				c.RestartDelay = c.TTL + 200*time.Millisecond
+				// Each kill keeps the node down 0.7 s: the usual 3 s
+				// run, for a few of them.
+				if !*long {
+					c.TimeLimit, c.NemesisInterval = 3*time.Second, 400*time.Millisecond
+				}
 			},
 			verdict: checker.VerdictSafe,
 			check:   requireUnavailability(500 * time.Millisecond),
@@ -82,9 +109,20 @@ func TestServerFaults(t *testing.T) {
 		},
 		{
 			// Flipping back from -1s to real time is a 1s forward jump:
-			// keys set in the past phase expire at once.
-			name:    "a clock strobing by more than the TTL is unsafe, even backwards",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-strobe"}; c.ClockJump = "-1s" },
+			// keys set in the past phase expire at once, 0-50 ms after
+			// their grant, under a holder that holds for 100-300 ms.
+			// StopOnFirstViolation: AfterAcquire cannot aim this one (a
+			// key granted in the real phase is not hurt), but a strobe
+			// spends half of its 150-450 ms in the past phase, one comes
+			// every 0.4 s on average, and the clients are granted the
+			// lock every 100-300 ms: a grant in the past phase comes
+			// every few strobes, and the run ends at the first violation.
+			name: "a clock strobing by more than the TTL is unsafe, even backwards",
+			edit: func(c *harness.Config) {
+				c.Nemesis = []string{"clock-strobe"}
+				c.ClockJump = "-1s"
+				untilViolation(c)
+			},
 			verdict: checker.VerdictUnsafe,
 		},
 		{
@@ -100,9 +138,15 @@ func TestServerFaults(t *testing.T) {
 			// Holds long enough that a fault usually lands on a holder.
 			cfg.Hold = "100ms..300ms"
 			cfg.FaultDuration = 300 * time.Millisecond
+			if tc.verdict == checker.VerdictSafe && !*long {
+				// A fault every 0.5 s on average (0.1-0.3 s apart,
+				// 0.15-0.45 s long): some four faults in 2 s, as many
+				// as the 3 s runs with a fault every 0.4 s gave.
+				cfg.TimeLimit, cfg.NemesisInterval = 2*time.Second, 200*time.Millisecond
+			}
 			tc.edit(&cfg)
 			cfg.Expect = tc.verdict
-			out := runFinding(t, cfg)
+			out := run(t, cfg)
 			r := out.Results
 			if r.Verdict != tc.verdict {
 				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
@@ -174,6 +218,7 @@ func requireNoShm(t *testing.T, dir string) {
 // parameters.
 func TestSameSeedSameSchedule(t *testing.T) {
 	redistest.RequireBinary(t)
+	t.Parallel()
 	schedule := func() []string {
 		cfg := shortConfig(t)
 		cfg.TimeLimit, cfg.Recovery = 2*time.Second, 0

@@ -13,28 +13,74 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // Replicated Redis with Sentinel: what the Sentinel issue expects.
 func TestSentinelScenarios(t *testing.T) {
 	redistest.RequireBinary(t)
+	t.Parallel()
 	cases := []struct {
-		name     string
-		edit     func(*harness.Config)
-		verdict  string
-		failover bool
+		name    string
+		edit    func(*harness.Config)
+		verdict string
+		check   func(*testing.T, *harness.Results, harness.RunInfo)
 	}{
-		{"no faults is safe", func(c *harness.Config) {}, checker.VerdictSafe, false},
+		// The baseline runs the suite's usual 3 s + 1.5 s: the longer
+		// time limit of the other cases was for their failovers.
+		{"no faults is safe", func(c *harness.Config) {
+			c.TimeLimit, c.Recovery = 3*time.Second, 1500*time.Millisecond
+		}, checker.VerdictSafe, nil},
+		// StopOnFirstViolation: the script cuts the primary off from its
+		// replicas and sentinels for 6 s while clients 0-4, cut off from
+		// the sentinels, still reach it. The sentinels promote a replica
+		// (2.3-3.2 s idle, about 5 s on a loaded machine); clients 5-9
+		// follow it while 0-4 still lock the old primary, which still
+		// grants: two primaries hand out the same lock, each held nearly
+		// all the time by its half of the clients. A failover slower than
+		// the 6 s leaves no violation (healing demotes the old primary,
+		// whose key is then simply gone), and the script repeats every
+		// 20 s: the time limit gives a slow failover three chances, and
+		// the run ends at the first violation.
 		{"the primary cut off while half the clients still reach it: two primaries grant the lock", func(c *harness.Config) {
 			c.ScriptName = "sentinel-split-brain"
 			c.Hold = "50ms..150ms"
-		}, checker.VerdictUnsafe, true},
+			untilViolation(c)
+		}, checker.VerdictUnsafe, requireTwoPrimaries},
+		// A fault aimed at a live lease, and StopOnFirstViolation: the
+		// named script's steps slow replication by 100 ms and kill the
+		// primary right after a grant (AfterGrant), before the key
+		// reaches a replica. The holder holds for 15-18 s of its 20 s
+		// lease, several times the failover's 2.3-3.2 s (about 5 s
+		// loaded), so a client of the promoted replica, which never saw
+		// the key, takes the lock while the holder still holds it. The
+		// killed primary stays down for those 18 s rather than the
+		// script's 5 s: a failover slower than its restart would
+		// otherwise give the lock again on the restarted, empty old
+		// primary, a violation on one node that tells nothing of the
+		// failover. With the longer stay a slow failover only leaves
+		// this cycle without a violation; the script kills again every
+		// 20 s, and the run ends at the first violation.
 		{"the primary killed right after a grant: the promoted replica never saw it", func(c *harness.Config) {
-			c.ScriptName = "sentinel-kill-after-acquire"
-			// The lease must outlive the failover (about 2.5s) for the
-			// loss to matter.
-			c.TTL, c.Hold = 5*time.Second, "3s..4500ms"
-		}, checker.VerdictUnsafe, true},
+			c.TTL, c.Hold = 20*time.Second, "15s..18s"
+			untilViolation(c)
+			c.Script = killAfterAcquireSteps(c, 18*time.Second)
+		}, checker.VerdictUnsafe, requireTwoPrimaries},
+		// The primary monitor measures a failover: a manual one (SENTINEL
+		// FAILOVER), which returns once a majority of the sentinels names
+		// the new primary, at 0.5 s. The monitor, which polls every
+		// 100 ms for a majority's answer, records it within the run. (The
+		// unsafe cases above stop at their violation, which the clients
+		// of the new primary cause before a majority of the sentinels may
+		// agree: the monitor cannot be held to record their failovers.)
+		{"a manual failover is measured", func(c *harness.Config) {
+			c.Script = []nemesis.Step{{At: 500 * time.Millisecond, Action: nemesis.Action{Fault: nemesis.Failover}}}
+			c.TimeLimit, c.Recovery = 4*time.Second, 1500*time.Millisecond
+		}, harness.ExpectAny, func(t *testing.T, r *harness.Results, info harness.RunInfo) {
+			if len(info.Failovers) == 0 || info.Failovers[0].Duration <= 0 || !strings.Contains(info.Failovers[0].AfterFault, nemesis.Failover) {
+				t.Fatalf("no failover measured: %+v", info.Failovers)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,25 +90,49 @@ func TestSentinelScenarios(t *testing.T) {
 			cfg.TimeLimit, cfg.Recovery = 9*time.Second, 2*time.Second
 			tc.edit(&cfg)
 			cfg.Expect = tc.verdict
-			out := runFinding(t, cfg)
+			out := run(t, cfg)
 			r := out.Results
-			if r.Verdict != tc.verdict {
-				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
+			if (tc.verdict != harness.ExpectAny && r.Verdict != tc.verdict) || len(r.Errors) > 0 {
+				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
 			}
 			var info harness.RunInfo
-			b, _ := os.ReadFile(filepath.Join(out.Dir, harness.RunInfoFile))
-			json.Unmarshal(b, &info)
-			if tc.failover {
-				if len(info.Failovers) == 0 || info.Failovers[0].Duration <= 0 {
-					t.Fatalf("no failover measured: %+v", info.Failovers)
-				}
-				// The witness names two holders on two primaries.
-				v := r.Exclusion.Violations[0]
-				if len(v.First.Nodes) != 1 || len(v.Second.Nodes) != 1 || v.First.Nodes[0] == v.Second.Nodes[0] {
-					t.Fatalf("the witness does not show two primaries: %s", v.Story)
-				}
+			b, err := os.ReadFile(filepath.Join(out.Dir, harness.RunInfoFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &info); err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil {
+				tc.check(t, r, info)
 			}
 			requireNoServers(t, out.Dir)
 		})
 	}
+}
+
+// requireTwoPrimaries asks the witness to name two holders on two
+// primaries: the failover happened, and the lock was granted on both sides
+// of it.
+func requireTwoPrimaries(t *testing.T, r *harness.Results, _ harness.RunInfo) {
+	t.Helper()
+	v := r.Exclusion.Violations[0]
+	if len(v.First.Nodes) != 1 || len(v.Second.Nodes) != 1 || v.First.Nodes[0] == v.Second.Nodes[0] {
+		t.Fatalf("the witness does not show two primaries: %s", v.Story)
+	}
+}
+
+// killAfterAcquireSteps are the steps of the named script
+// sentinel-kill-after-acquire for c, with the killed primary kept down for
+// down instead of the script's 5 s.
+func killAfterAcquireSteps(c *harness.Config, down time.Duration) []nemesis.Step {
+	p := nemesis.ScriptParams{Nodes: []string{"n1", "n2", "n3"}, Sentinels: []string{"s1", "s2", "s3"},
+		Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit, Interval: c.NemesisInterval, Duration: c.FaultDuration}
+	steps := nemesis.Scripts["sentinel-kill-after-acquire"].Build(p)
+	for i := range steps {
+		if steps[i].Action.Fault == nemesis.Kill {
+			steps[i].Action.For = down
+		}
+	}
+	return steps
 }

@@ -138,10 +138,16 @@ func TestConfigFileAndJSONOutput(t *testing.T) {
 	}
 }
 
+// --stop-on-first-violation with a generous time limit: every client pause
+// of del-release outlasts the staller's lease, another client takes the
+// expired lock, and the staller's plain DEL deletes the key of whoever
+// holds it then, so a third client acquires inside that hold. A pause is
+// armed every 0.4 s on average, and the run ends at the first violation
+// (1.5-2.3 s for the whole command, measured over 15 seeds).
 func TestScenarioQuiet(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := t.TempDir()
-	code, out, stderr := runCLI(t, "scenario", "del-release", "--time-limit", "2s", "--recovery", "500ms", "--store", store, "--quiet")
+	code, out, stderr := runCLI(t, "scenario", "del-release", "--stop-on-first-violation", "--time-limit", "60s", "--store", store, "--quiet")
 	if code != exitMet {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -153,17 +159,26 @@ func TestScenarioQuiet(t *testing.T) {
 	}
 }
 
+// The unsafe run is scenario clock-jump with --stop-on-first-violation: the
+// server's clock jumps 1.5 TTL forward (a jump of 150-450 ms starts every
+// 0.2-0.6 s), each jump expires the key of whoever holds the lock (ten
+// clients holding for 100-300 ms keep it held nearly all the time), and
+// another client takes it within a retry. The first jump gave the violation
+// in 15 seeds of 15 (0.6-1.7 s for the whole command); the 10 s limit gives
+// a dozen more. --time-limit is the matrix's, so the safe baseline runs
+// those 10 s too: a limit of a minute would cost a minute of run and the
+// check of half a million operations.
 func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	out := filepath.Join(store, "m")
 	junitPath := filepath.Join(store, "junit.xml")
-	code, stdout, stderr := runCLI(t, "matrix", "--scenarios", "baseline,del-release", "--time-limit", "1500ms", "--recovery", "500ms",
+	code, stdout, stderr := runCLI(t, "matrix", "--scenarios", "baseline,clock-jump", "--stop-on-first-violation", "--time-limit", "10s", "--recovery", "500ms",
 		"--store", store, "--out", out, "--junit", junitPath)
 	if code != exitMet {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"[1/2 baseline]", "[2/2 del-release]", "expected unsafe: met"} {
+	for _, want := range []string{"[1/2 baseline]", "[2/2 clock-jump]", "expected unsafe: met"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -172,7 +187,7 @@ func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
 	if !res.Met || len(res.Runs) != 2 || res.Counts.Met != 2 {
 		t.Fatalf("results.json: %+v", res)
 	}
-	for i, want := range []struct{ name, verdict string }{{"baseline", "safe"}, {"del-release", "unsafe"}} {
+	for i, want := range []struct{ name, verdict string }{{"baseline", "safe"}, {"clock-jump", "unsafe"}} {
 		r := res.Runs[i]
 		if r.Scenario != want.name || r.Verdict != want.verdict || r.Expected != want.verdict || !r.Met || r.Duration <= 0 {
 			t.Errorf("run %d: %+v", i, r)
@@ -192,12 +207,13 @@ func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
 		t.Fatalf("junit: %+v", j)
 	}
 	c := j.Suites[0].Cases[1]
-	if c.Name != "del-release" || c.Failure != nil || !strings.Contains(c.SystemOut, "UNSAFE") {
+	if c.Name != "clock-jump" || c.Failure != nil || !strings.Contains(c.SystemOut, "UNSAFE") {
 		t.Fatalf("junit case: %+v", c)
 	}
 
 	// A budget too small for the second run skips it, and the matrix fails.
-	code, stdout, _ = runCLI(t, "matrix", "--scenarios", "baseline,del-release", "--time-limit", "1500ms", "--recovery", "500ms",
+	// (No violation is expected here: the unsafe run never starts.)
+	code, stdout, _ = runCLI(t, "matrix", "--scenarios", "baseline,clock-jump", "--time-limit", "1500ms", "--recovery", "500ms",
 		"--store", store, "--out", out, "--junit", junitPath, "--budget", "4s", "--quiet")
 	if code != exitNotMet || strings.TrimSpace(stdout) != "matrix: 2 runs, 1 met, 0 not met, 0 harness errors, 1 skipped" {
 		t.Fatalf("exit %d: %q", code, stdout)
