@@ -224,13 +224,12 @@ func TestHarnessOnDocker(t *testing.T) {
 				}
 			}
 			if cfg.ScriptName == "sentinel-split-brain" {
-				// The sentinels promoted another node while the old
-				// primary was cut off, and the isolate went through the
-				// toxiproxy server (the harness's mesh has no internal
-				// link on containers).
-				if len(info.Failovers) == 0 {
-					t.Errorf("no failover recorded: %+v", info)
-				}
+				// The isolate went through the toxiproxy server (the
+				// harness's mesh has no internal link on containers).
+				// The failover itself is not asserted here: the run stops
+				// at its first violation, possibly before a majority of
+				// sentinels names the new primary to the monitor;
+				// TestSentinelOnDocker measures failovers.
 				requireIsolatesStopped(t, out.Dir)
 			}
 		})
