@@ -97,6 +97,11 @@ type Config struct {
 	// CI gate that expects a violation can then give the run a generous
 	// time limit without paying for it when the lock breaks early.
 	StopOnFirstViolation bool `json:"stop_on_first_violation,omitempty"`
+	// StopGrace, with StopOnFirstViolation, lets the run go on this long
+	// after the first violation before it stops, so that what the
+	// overlapping holders do next is recorded too: a fenced resource
+	// refusing the stale holder's write, once it wakes.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
 	// Command is the command line that reproduces the run, for the record.
 	Command []string `json:"command,omitempty"`
 
@@ -261,6 +266,7 @@ func (c *Config) Validate() error {
 		{c.Recovery >= 0 && c.Recovery <= time.Hour, "--recovery", "must be between 0 and 1h"},
 		{c.NemesisInterval >= 10*time.Millisecond && c.NemesisInterval <= time.Hour, "--nemesis-interval", "must be between 10ms and 1h"},
 		{c.RetryBackoff >= 0 && c.RetryBackoff <= time.Minute, "--retry-backoff", "must be between 0 and 1m"},
+		{c.StopGrace >= 0 && c.StopGrace <= time.Hour && (c.StopGrace == 0 || c.StopOnFirstViolation), "--stop-grace", "must be between 0 and 1h, and goes with --stop-on-first-violation"},
 		{c.OpTimeout >= time.Millisecond && c.OpTimeout <= time.Minute, "--op-timeout", "must be between 1ms and 1m"},
 		{c.LongHoldRate >= 0 && c.LongHoldRate <= 1, "--long-hold-rate", "must be between 0 and 1"},
 		{c.Store != "", "--store", "must not be empty"},

@@ -557,7 +557,7 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 	stopCtx, stopEarly := context.WithCancel(ctx)
 	defer stopEarly()
 	if cfg.StopOnFirstViolation {
-		r.stopOnFirstViolation(rec, stopEarly)
+		defer r.stopOnFirstViolation(rec, stopEarly)()
 	}
 	fp.sched.Interrupt = stopCtx
 	runCtx, stopClients := context.WithTimeout(stopCtx, cfg.TimeLimit+cfg.Recovery)
@@ -632,10 +632,12 @@ func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, sc cluster.
 
 // stopOnFirstViolation watches the history as it is recorded and ends the
 // run's fault and client phases at the first overlap of two believed
-// holds. The checkers then judge the whole history as usual.
-func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.CancelFunc) {
+// holds, or StopGrace after it. The checkers then judge the whole history
+// as usual. The returned function disarms a grace timer still pending.
+func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.CancelFunc) (disarm func()) {
 	w := checker.NewWatcher()
 	stopped := false
+	var grace *time.Timer
 	rec.Observe(func(op history.Op) {
 		if stopped {
 			return
@@ -651,10 +653,22 @@ func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.Cancel
 			r.mu.Lock()
 			r.info.StoppedEarly = fmt.Sprintf("stopped at the first violation (--stop-on-first-violation): process %d was granted %s at %s while process %d still believed it held it",
 				v.Second, v.Key, time.Duration(v.At).Round(time.Millisecond), v.First)
+			if r.cfg.StopGrace > 0 {
+				grace = time.AfterFunc(r.cfg.StopGrace, stop)
+			}
 			r.mu.Unlock()
-			stop() // cancelling records nothing: safe under the recorder's lock
+			if r.cfg.StopGrace == 0 {
+				stop() // cancelling records nothing: safe under the recorder's lock
+			}
 		}
 	})
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if grace != nil {
+			grace.Stop()
+		}
+	}
 }
 
 // checkAddresses refuses to let clients dial anything but loopback unless

@@ -230,6 +230,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.Name, "name", "", "test name in the store (default system-lock-workload-nemesis)")
 	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
 	f.BoolVar(&cfg.StopOnFirstViolation, "stop-on-first-violation", false, stopOnFirstHelp)
+	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on this long after the first violation, so that what the holders do next (a fenced resource refusing the stale write) is recorded")
 	return cmd
 }
 
