@@ -6,9 +6,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// Watcher finds the first mutual-exclusion violation while a run is still
-// going, from events fed in the history's order, so that the run can stop
-// there (--stop-on-first-violation). It applies the believed-hold rules of
+// Watcher finds mutual-exclusion violations while a run is still going,
+// from events fed in the history's order, so that the run can stop at the
+// first (--stop-on-first-violation) and progress can count them. It applies the believed-hold rules of
 // holds.go but keeps only the holds still believed and the clients' pending
 // calls, so its memory is bounded by the clients, not by the history's
 // length. It only decides when to stop: the verdict is still the checkers',
@@ -22,6 +22,7 @@ type Watcher struct {
 	pending []WatchViolation
 	at      int64
 	first   *WatchViolation
+	count   int
 }
 
 // WatchViolation is the first overlap a Watcher saw: Second's holder was
@@ -64,18 +65,21 @@ func NewWatcher() *Watcher {
 // Observe takes the next event of the history and returns the first
 // violation once it is certain (nil before).
 func (w *Watcher) Observe(op history.Op) *WatchViolation {
-	if w.first != nil {
-		return w.first
-	}
 	if len(w.pending) > 0 && op.Time > w.at {
 		w.confirm()
-		if w.first != nil {
-			return w.first
-		}
 	}
+	w.observe(op)
+	return w.first
+}
+
+// Count is the number of grants so far that started while another hold
+// of their key was believed: the exclusion checker's count, once Done.
+func (w *Watcher) Count() int { return w.count }
+
+func (w *Watcher) observe(op history.Op) {
 	if op.Process == history.NemesisProcess {
 		w.nemesis(op)
-		return nil
+		return
 	}
 	ps := w.procs[op.Process]
 	if ps == nil {
@@ -84,15 +88,14 @@ func (w *Watcher) Observe(op history.Op) *WatchViolation {
 	}
 	if op.Type == history.Invoke {
 		w.invoke(op, ps)
-		return nil
+		return
 	}
 	if ps.pending == nil {
-		return nil
+		return
 	}
 	inv := ps.pending
 	ps.pending = nil
 	w.complete(inv, op, ps)
-	return nil
 }
 
 // Done confirms the overlaps still waiting for the clock to pass them: at
@@ -100,18 +103,23 @@ func (w *Watcher) Observe(op history.Op) *WatchViolation {
 // strictly increase (the harness's recorder), where no end can share their
 // instant.
 func (w *Watcher) Done() *WatchViolation {
-	if w.first == nil {
-		w.confirm()
-	}
+	w.confirm()
 	return w.first
 }
 
+// confirm counts each pending grant that still overlaps a hold at its
+// instant, once, however many holds it overlaps.
 func (w *Watcher) confirm() {
+	var counted *watchHold
 	for i := range w.pending {
-		v := &w.pending[i]
-		if v.first.believedAfter(v.At) && v.second.believedAfter(v.At) {
-			w.first = v
-			break
+		v := w.pending[i]
+		if v.second == counted || !v.first.believedAfter(v.At) || !v.second.believedAfter(v.At) {
+			continue
+		}
+		counted = v.second
+		w.count++
+		if w.first == nil {
+			w.first = &v
 		}
 	}
 	w.pending = w.pending[:0]

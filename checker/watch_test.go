@@ -18,6 +18,15 @@ func watch(ops []history.Op) *WatchViolation {
 	return w.Done()
 }
 
+func countWatched(ops []history.Op) int {
+	w := NewWatcher()
+	for _, op := range ops {
+		w.Observe(op)
+	}
+	w.Done()
+	return w.Count()
+}
+
 // The watcher that stops a run must see a violation exactly when the
 // exclusion checker finds one, and the same first one: stopping on a false
 // alarm would cut a safe run short, and missing one would let it run on.
@@ -29,6 +38,9 @@ func TestWatcherAgreesWithExclusion(t *testing.T) {
 		ops := randomHistory(rng).build(t)
 		ex := scan(ops).exclusion(0)
 		v := watch(ops)
+		if c := countWatched(ops); c != ex.Count {
+			t.Fatalf("history %d: the watcher counts %d violations, the exclusion checker %d\n%s", i, c, ex.Count, dump(ops))
+		}
 		if (v != nil) != (ex.Count > 0) {
 			t.Fatalf("history %d: watcher found %+v, exclusion checker counts %d violations\n%s", i, v, ex.Count, dump(ops))
 		}

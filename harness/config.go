@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
@@ -121,6 +122,10 @@ type Config struct {
 	// Progress receives a line every few seconds and the final summary;
 	// nil is silent.
 	Progress io.Writer `json:"-"`
+	// Observer, when set, receives every event of the history as it is
+	// recorded, in order, under the recorder's lock: it must be quick and
+	// must not block (a progress display counts, it does not print).
+	Observer func(history.Op) `json:"-"`
 }
 
 // DefaultConfig is the configuration of `lockjepsen test` with no flags.

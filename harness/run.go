@@ -121,6 +121,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return fail(err)
 	}
 	defer rec.Close()
+	if cfg.Observer != nil {
+		rec.Observe(cfg.Observer)
+	}
 	defer r.tellInterrupt(ctx)()
 	runErr := r.run(ctx, rec)
 	if err := rec.Close(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
@@ -348,30 +351,34 @@ func readJUnit(t *testing.T, path string) junitSuites {
 	return j
 }
 
-// The progress tail reads the history's public format: operations, the
-// faults in force, and an estimate of the violations so far.
-func TestProgressReadsTheHistory(t *testing.T) {
-	p := &progress{faults: map[string]string{}, holders: map[string]map[int]int64{}}
-	lines := []string{
-		`{"index":0,"time":10,"process":1,"type":"invoke","f":"acquire","key":"lock-0","value":{"ttl":500}}`,
-		`{"index":1,"time":20,"process":1,"type":"ok","f":"acquire","key":"lock-0","value":{"token":"p1.1","valid_until":1000}}`,
-		`{"index":2,"time":30,"process":"nemesis","type":"info","f":"kill","value":{"phase":"start","targets":["n1"]}}`,
-		`{"index":3,"time":40,"process":2,"type":"invoke","f":"acquire","key":"lock-0","value":{"ttl":500}}`,
-		`{"index":4,"time":50,"process":2,"type":"ok","f":"acquire","key":"lock-0","value":{"token":"p2.1","valid_until":1050}}`,
-		`{"index":5,"time":60,"process":1,"type":"invoke","f":"release","key":"lock-0","value":{"token":"p1.1"}}`,
+// Progress counts what the harness records: operations, the faults in
+// force, and the violations so far by the exclusion checker's rules.
+func TestProgressCountsTheHistory(t *testing.T) {
+	p := newProgress(io.Discard, harness.DefaultConfig(), "")
+	vu := func(ns int64) *history.Value { return &history.Value{ValidUntil: history.I64(ns)} }
+	nemesis := func(t int64, phase string) history.Op {
+		return history.Op{Time: t, Process: history.NemesisProcess, Type: history.Info, F: "kill",
+			Value: &history.Value{Phase: phase, Targets: []string{"n1"}}}
 	}
-	for _, l := range lines {
-		p.consume([]byte(l + "\n"))
+	for _, op := range []history.Op{
+		{Time: 10, Process: 1, Type: history.Invoke, F: history.Acquire, Key: "lock-0"},
+		{Time: 20, Process: 1, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: vu(1000)},
+		nemesis(30, "start"),
+		{Time: 40, Process: 2, Type: history.Invoke, F: history.Acquire, Key: "lock-0"},
+		{Time: 50, Process: 2, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: vu(1050)},
+		{Time: 60, Process: 1, Type: history.Invoke, F: history.Release, Key: "lock-0"},
+	} {
+		p.observe(op)
 	}
-	p.started = time.Now()
 	s := p.statusLocked()
-	if p.ops != 3 || p.viol != 1 || !strings.Contains(s, "faults: kill n1") || !strings.Contains(s, "3 ops") {
-		t.Fatalf("ops %d viol %d: %s", p.ops, p.viol, s)
+	if p.ops != 3 || p.watch.Count() != 1 || !strings.Contains(s, "faults: kill n1") || !strings.Contains(s, "3 ops") || !strings.Contains(s, "violations so far: 1") {
+		t.Fatalf("ops %d: %s", p.ops, s)
 	}
-	p.consume([]byte(`{"index":6,"time":70,"process":"nemesis","type":"info","f":"kill","value":{"phase":"stop","targets":["n1"]}}` + "\n"))
-	p.consume([]byte(`{"index":7,"time":80,"process":3,"type":"ok","f":"acquire","key":"lock-0","value":{"token":"p3.1","valid_until":2000}}` + "\n"))
-	if s := p.statusLocked(); !strings.Contains(s, "faults: none") || p.viol != 2 {
-		t.Fatalf("viol %d: %s", p.viol, s)
+	p.observe(nemesis(70, "stop"))
+	p.observe(history.Op{Time: 75, Process: 3, Type: history.Invoke, F: history.Acquire, Key: "lock-0"})
+	p.observe(history.Op{Time: 80, Process: 3, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: vu(2000)})
+	if s := p.statusLocked(); !strings.Contains(s, "faults: none") || p.watch.Count() != 2 {
+		t.Fatalf("%s", s)
 	}
 }
 

@@ -42,6 +42,7 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 	}
 	p := newProgress(stderr, cfg, prefix)
 	cfg.Progress = &harnessLines{p: p}
+	cfg.Observer = p.observe
 	p.start()
 	out, err := harness.Run(ctx, cfg)
 	p.finish()

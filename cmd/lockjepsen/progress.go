@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 )
@@ -32,15 +29,11 @@ func isTerminal(w io.Writer) bool {
 }
 
 // progress shows a running test: elapsed/limit, operations, the faults in
-// force and the violations so far. It reads the run's history.jsonl as the
-// harness writes it (the file is flushed every 200 ms), so it needs nothing
-// from the harness but the public file format.
-//
-// "Violations so far" is an approximation of the exclusion checker: an
-// acquire that completes while another process's lease on the key is still
-// believed valid (by its valid_until, until its release is invoked, a
-// release or extend fails, or the holder crashes). The final verdict is the
-// checkers'; resource damage (the counter workload) is not counted here.
+// force and the violations so far. The harness hands it every event as it
+// is recorded (Config.Observer); it counts violations with the exclusion
+// checker's own rules (checker.Watcher), so "violations so far" is the
+// checker's count up to now. Resource damage (the counter workload) is
+// judged at the end only.
 type progress struct {
 	w      io.Writer
 	tty    bool
@@ -48,22 +41,13 @@ type progress struct {
 	limit  time.Duration // fault phase + recovery
 	every  time.Duration // plain mode: one line this often
 
-	store, test string
-	before      map[string]bool // run directories that existed before the run
-
 	mu       sync.Mutex
 	drawn    bool // a status line is on screen (tty)
 	started  time.Time
 	lastLine time.Time
-
-	// What the tail has read.
-	file    *os.File
-	reader  *bufio.Reader
-	partial []byte
-	ops     int
-	faults  map[string]string // fault id -> "kill n1"
-	holders map[string]map[int]int64
-	viol    int
+	ops      int
+	faults   map[string]string // fault id -> "kill n1"
+	watch    *checker.Watcher
 
 	stop chan struct{}
 	done chan struct{}
@@ -72,18 +56,13 @@ type progress struct {
 func newProgress(w io.Writer, cfg harness.Config, prefix string) *progress {
 	p := &progress{
 		w: w, tty: isTerminal(w), prefix: prefix, limit: cfg.TimeLimit + cfg.Recovery, every: 5 * time.Second,
-		store: cfg.Store, test: cfg.TestName(), before: map[string]bool{},
-		faults: map[string]string{}, holders: map[string]map[int]int64{},
+		faults: map[string]string{}, watch: checker.NewWatcher(),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if v := os.Getenv("LOCKJEPSEN_PROGRESS_EVERY"); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			p.every = d
 		}
-	}
-	entries, _ := os.ReadDir(filepath.Join(p.store, p.test))
-	for _, e := range entries {
-		p.before[e.Name()] = true
 	}
 	return p
 }
@@ -102,9 +81,6 @@ func (p *progress) finish() {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.drawn = false
 	}
-	if p.file != nil {
-		p.file.Close()
-	}
 }
 
 func (p *progress) loop() {
@@ -121,7 +97,6 @@ func (p *progress) loop() {
 			return
 		case <-t.C:
 		}
-		p.poll()
 		p.mu.Lock()
 		if !p.started.IsZero() {
 			if p.tty {
@@ -136,129 +111,34 @@ func (p *progress) loop() {
 	}
 }
 
-// poll finds the run's history once it exists and reads what was added.
-func (p *progress) poll() {
-	if p.file == nil {
-		dir := p.findRunDir()
-		if dir == "" {
-			return
-		}
-		f, err := os.Open(filepath.Join(dir, harness.HistoryFile))
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		p.file, p.reader = f, bufio.NewReaderSize(f, 1<<16)
+// observe takes one event of the history as it is recorded (the harness's
+// Config.Observer): it only counts, under its own lock, and never prints.
+func (p *progress) observe(op history.Op) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started.IsZero() {
 		p.started = time.Now()
 		p.lastLine = p.started
-		p.mu.Unlock()
 	}
-	for {
-		line, err := p.reader.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			p.partial = append(p.partial, line...)
-			continue
+	p.watch.Observe(op)
+	p.watch.Done() // the recorder's times strictly increase
+	if op.Process != history.NemesisProcess {
+		if op.Type == history.Invoke {
+			p.ops++
 		}
-		if err != nil {
-			// An incomplete last line: keep it for the next poll.
-			p.partial = append(p.partial, line...)
-			return
-		}
-		if len(p.partial) > 0 {
-			line = append(p.partial, line...)
-			p.partial = p.partial[:0]
-		}
-		p.mu.Lock()
-		p.consume(line)
-		p.mu.Unlock()
+		return
 	}
-}
-
-func (p *progress) findRunDir() string {
-	entries, err := os.ReadDir(filepath.Join(p.store, p.test))
-	if err != nil {
-		return ""
+	if op.Value == nil {
+		return
 	}
-	var fresh []string
-	for _, e := range entries {
-		if e.IsDir() && !p.before[e.Name()] {
-			fresh = append(fresh, e.Name())
+	id := op.F + " " + strings.Join(op.Value.Targets, ",")
+	switch op.Value.Phase {
+	case "start":
+		if op.F != "primary" {
+			p.faults[id] = id
 		}
-	}
-	if len(fresh) == 0 {
-		return ""
-	}
-	sort.Strings(fresh)
-	return filepath.Join(p.store, p.test, fresh[len(fresh)-1])
-}
-
-var (
-	markNemesis     = []byte(`"process":"nemesis"`)
-	markInvoke      = []byte(`"type":"invoke"`)
-	markOKAcquire   = []byte(`"type":"ok","f":"acquire"`)
-	markOKExtend    = []byte(`"type":"ok","f":"extend"`)
-	markRelease     = []byte(`"type":"invoke","f":"release"`)
-	markFailRelease = []byte(`"type":"fail","f":"release"`)
-	markFailExtend  = []byte(`"type":"fail","f":"extend"`)
-)
-
-// consume takes one history line; only the few kinds of line progress needs
-// are decoded.
-func (p *progress) consume(line []byte) {
-	switch {
-	case bytes.Contains(line, markNemesis):
-		var op history.Op
-		if json.Unmarshal(line, &op) != nil || op.Value == nil {
-			return
-		}
-		id := op.F + " " + strings.Join(op.Value.Targets, ",")
-		switch op.Value.Phase {
-		case "start":
-			if op.F != "primary" {
-				p.faults[id] = id
-			}
-			if op.F == "client-crash" {
-				for _, c := range op.Value.Clients {
-					for _, hs := range p.holders {
-						delete(hs, c)
-					}
-				}
-			}
-		case "stop", "error":
-			delete(p.faults, id)
-		}
-	case bytes.Contains(line, markOKAcquire), bytes.Contains(line, markOKExtend):
-		var op history.Op
-		if json.Unmarshal(line, &op) != nil {
-			return
-		}
-		until := int64(math.MaxInt64)
-		if op.Value != nil && op.Value.ValidUntil != nil {
-			until = *op.Value.ValidUntil
-		}
-		hs := p.holders[op.Key]
-		if hs == nil {
-			hs = map[int]int64{}
-			p.holders[op.Key] = hs
-		}
-		if op.F == history.Acquire {
-			for q, end := range hs {
-				if q != op.Process && end > op.Time {
-					p.viol++
-					break
-				}
-			}
-		}
-		hs[op.Process] = until
-	case bytes.Contains(line, markRelease), bytes.Contains(line, markFailRelease), bytes.Contains(line, markFailExtend):
-		var op history.Op
-		if json.Unmarshal(line, &op) != nil {
-			return
-		}
-		delete(p.holders[op.Key], op.Process)
-	}
-	if bytes.Contains(line, markInvoke) && !bytes.Contains(line, markNemesis) {
-		p.ops++
+	case "stop", "error":
+		delete(p.faults, id)
 	}
 }
 
@@ -279,8 +159,8 @@ func (p *progress) statusLocked() string {
 	if limit := p.limit.Round(time.Second); p.limit > 0 && elapsed > limit {
 		clock = fmt.Sprintf("%s, finishing", limit)
 	}
-	s := fmt.Sprintf("%s[%s] %d ops, faults: %s, violations so far: ~%d",
-		p.prefix, clock, p.ops, faults, p.viol)
+	s := fmt.Sprintf("%s[%s] %d ops, faults: %s, violations so far: %d",
+		p.prefix, clock, p.ops, faults, p.watch.Count())
 	if p.tty && len(s) > 160 {
 		s = s[:157] + "..."
 	}
