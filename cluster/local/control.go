@@ -58,6 +58,9 @@ func (c *Cluster) Kill(node string, loseUnsynced bool) error {
 	if loseUnsynced && s.Sentinel {
 		return fmt.Errorf("kill %s: a sentinel has no append-only file to lose writes from", node)
 	}
+	// The crash is now: what was written in the second before it is the
+	// unsynced tail, however long the process then takes to be reaped.
+	crash := time.Now()
 	if err := s.Kill(); err != nil {
 		return err
 	}
@@ -65,7 +68,7 @@ func (c *Cluster) Kill(node string, loseUnsynced bool) error {
 		if c.aof == nil {
 			return fmt.Errorf("kill %s: losing unsynced writes needs persistence everysec or always", node)
 		}
-		if err := c.aof.truncate(s, time.Now().Add(-time.Second)); err != nil {
+		if err := c.aof.truncate(s, crash.Add(-time.Second)); err != nil {
 			return fmt.Errorf("kill %s: %w", node, err)
 		}
 	}
@@ -129,7 +132,7 @@ func startAOFSampler(servers []*Server) *aofSampler {
 			select {
 			case <-a.stop:
 				return
-			case now := <-t.C:
+			case <-t.C:
 				for _, s := range servers {
 					if !s.Running() {
 						continue // keep the samples from before a kill
@@ -142,7 +145,11 @@ func startAOFSampler(servers []*Server) *aofSampler {
 					if err != nil {
 						continue
 					}
-					a.add(s.Name, aofSample{now, path, st.Size()})
+					// Stamped after the Stat, not with the tick's time:
+					// a starved goroutine can stat long after its tick,
+					// and a size stamped earlier than it was read would
+					// keep writes made after the stamp.
+					a.add(s.Name, aofSample{time.Now(), path, st.Size()})
 				}
 			}
 		}

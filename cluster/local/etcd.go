@@ -166,21 +166,23 @@ func (n *EtcdNode) waitListening(ctx context.Context) error {
 		if !n.Running() {
 			return fmt.Errorf("etcd member %s exited during start-up\n--- log of %s:\n%s", n.Name, n.Name, logTail(n.LogPath, 0, 15))
 		}
-		ok := true
+		var missing error
 		for _, a := range []string{n.Addr(), n.PeerAddr()} {
-			c, err := net.DialTimeout("tcp", a, 100*time.Millisecond)
+			// A port nobody listens on refuses at once; the bound is for
+			// a listener whose accept queue a loaded machine is slow on.
+			c, err := net.DialTimeout("tcp", a, time.Second)
 			if err != nil {
-				ok = false
+				missing = err
 				break
 			}
 			c.Close()
 		}
-		if ok {
+		if missing == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcd member %s: not listening on %s and %s: %w", n.Name, n.Addr(), n.PeerAddr(), ctx.Err())
+			return fmt.Errorf("etcd member %s: not listening on both %s (clients) and %s (peers): %w (%w)", n.Name, n.Addr(), n.PeerAddr(), missing, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

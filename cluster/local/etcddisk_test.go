@@ -121,15 +121,16 @@ func TestEtcdRunDirStaysSmall(t *testing.T) {
 	// Not parallel (see TestEtcdStartsAndStops).
 	requireEtcd(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := local.StartEtcd(ctx, cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: dir, Persistence: cluster.PersistNone})
+	cl, err := local.StartEtcd(within(t, startDeadline), cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: dir, Persistence: cluster.PersistNone})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close(context.Background()) })
 
-	// Lock traffic: three clients take and release one lock in turn.
+	// Lock traffic: three clients take and release one lock in turn. The
+	// sessions' TTL is long: a keep-alive that a loaded machine delays
+	// must not expire a session (nothing here tests expiry).
+	ctx := within(t, 2*time.Minute)
 	start := time.Now()
 	const clients, rounds = 3, 20
 	var wg sync.WaitGroup
@@ -137,7 +138,7 @@ func TestEtcdRunDirStaysSmall(t *testing.T) {
 	for i := range clients {
 		c := etcdClient(t, addrsOf(cl)...)
 		wg.Go(func() {
-			s, err := concurrency.NewSession(c, concurrency.WithTTL(5), concurrency.WithContext(ctx))
+			s, err := concurrency.NewSession(c, concurrency.WithTTL(60), concurrency.WithContext(ctx))
 			if err != nil {
 				errs <- err
 				return
@@ -150,7 +151,8 @@ func TestEtcdRunDirStaysSmall(t *testing.T) {
 					return
 				}
 				if _, err := c.Put(ctx, "resource", fmt.Sprintf("%d.%d", i, r)); err != nil {
-					errs <- err
+					errs <- fmt.Errorf("client %d write %d: %w", i, r, err)
+					return // one error a client: errs holds that many
 				}
 				if err := m.Unlock(ctx); err != nil {
 					errs <- fmt.Errorf("client %d unlock %d: %w", i, r, err)
@@ -179,16 +181,16 @@ func TestEtcdRunDirStaysSmall(t *testing.T) {
 	t.Logf("trimming the killed n1 freed %s", mb(freed))
 	c := etcdClient(t, addrsOf(cl, "n1")...)
 	// n1 may have led: the others elect a leader first.
-	eventually(t, 20*time.Second, "a write with n1 killed", func() error { return put(c, "after-kill", "1") })
-	if err := cl.Restart(ctx, "n1"); err != nil {
+	eventually(t, waitDeadline, "a write with n1 killed", func() error { return put(c, "after-kill", "1") })
+	if err := cl.Restart(within(t, waitDeadline), "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.WaitHealthy(ctx); err != nil {
+	if err := cl.WaitHealthy(within(t, waitDeadline)); err != nil {
 		t.Fatal(err)
 	}
 	only := etcdClient(t, addrsOf(cl, "n2", "n3")...)
-	eventually(t, 10*time.Second, "the restarted n1 has the data from before and after its kill", func() error {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
+	eventually(t, waitDeadline, "the restarted n1 has the data from before and after its kill", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, k := range []string{"resource", "after-kill"} {
 			r, err := only.Get(ctx, k, clientv3.WithSerializable())

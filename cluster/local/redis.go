@@ -28,8 +28,14 @@ var ErrMissingBinary = errors.New("redis-server not found")
 // ErrMissingSentinel is returned when redis-sentinel cannot be found.
 var ErrMissingSentinel = errors.New("redis-sentinel not found")
 
-// ReadyTimeout bounds how long a starting node may take to answer PING.
-const ReadyTimeout = 10 * time.Second
+// ReadyTimeout bounds how long a starting node may take to answer PING
+// (and an etcd member to listen, or a restarted one to serve clients). It
+// is a failure deadline, not an expectation: redis-server answers within
+// milliseconds of its exec on an idle machine, but a cold machine whose
+// two cores are busy with compilers and -race tests can stretch that (and
+// an etcd member's rejoin) to seconds. A process that dies while starting
+// is reported at once, whatever the deadline.
+const ReadyTimeout = 60 * time.Second
 
 // Server is one redis-server process.
 type Server struct {
@@ -234,15 +240,19 @@ func (s *Server) startOnce(ctx context.Context) error {
 }
 
 // waitReady polls PING until it answers, the process exits or the deadline
-// passes.
+// passes (ReadyTimeout, or ctx's if sooner).
 func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
+	// Each attempt is bounded too, so that the loop notices an exit; a
+	// refused connection (not listening yet) fails at once, so a longer
+	// bound only helps a process that listens but is slow to answer.
 	c := redis.NewClient(&redis.Options{
-		Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 200 * time.Millisecond, PoolSize: 1,
+		Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 1,
 	})
 	defer c.Close()
+	start := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
@@ -259,7 +269,7 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		case <-exited:
 			return fmt.Errorf("redis-server exited during start-up")
 		case <-ctx.Done():
-			return fmt.Errorf("not ready after %s: %v", ReadyTimeout, lastErr)
+			return fmt.Errorf("no answer to PING after %v (the last attempt: %v)", time.Since(start).Round(time.Millisecond), lastErr)
 		case <-tick.C:
 		}
 	}

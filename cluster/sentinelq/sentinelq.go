@@ -27,8 +27,15 @@ import (
 
 const (
 	// HealthyTimeout bounds WaitHealthy, Failover and Poll when the
-	// caller's context has no deadline of its own.
-	HealthyTimeout = 30 * time.Second
+	// caller's context has no deadline of its own. It is a failure
+	// deadline sized for a cold, loaded machine, not an expectation: a
+	// healthy topology after a start takes a few seconds (sentinels find
+	// each other through hello messages every 2 s), but after a failover
+	// a returning old primary is only converted to a replica once a
+	// sentinel next asks it for INFO (every 10 s), and then it resyncs;
+	// on two cores busy with compilers and -race tests the rest can
+	// stretch several-fold.
+	HealthyTimeout = 60 * time.Second
 	// AdminTimeout bounds each command sent to one process. A paused or
 	// cut-off process must cost a poll, not the whole wait.
 	AdminTimeout = 500 * time.Millisecond
@@ -167,11 +174,15 @@ func Poll(ctx context.Context, what string, check func(context.Context) error) e
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: not reached after %v: %w", what, time.Since(start).Round(time.Millisecond), err)
-		case <-t.C:
+		// Asked first: a select with a tick also ready picks at random.
+		if ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+				continue
+			}
 		}
+		return fmt.Errorf("waiting for %s: not reached after %v: %w", what, time.Since(start).Round(time.Millisecond), err)
 	}
 }
 

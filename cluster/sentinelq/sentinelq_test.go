@@ -3,6 +3,7 @@ package sentinelq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,19 +40,35 @@ func TestByAnnounce(t *testing.T) {
 	}
 }
 
+// Poll checks again until its context ends, and then says what was still
+// wrong. The context ends on the third check, not after a time: how many
+// checks fit in a time is up to the machine's load.
 func TestPollSaysWhatWasWrong(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
 	err := Poll(ctx, "the thing", func(context.Context) error {
-		n++
-		return errors.New("still wrong")
+		if n++; n == 3 {
+			cancel()
+		}
+		return fmt.Errorf("still wrong (check %d)", n)
 	})
-	if err == nil || !strings.Contains(err.Error(), "waiting for the thing") || !strings.Contains(err.Error(), "still wrong") {
+	if err == nil || !strings.Contains(err.Error(), "waiting for the thing") || !strings.Contains(err.Error(), "still wrong (check 3)") {
 		t.Fatalf("Poll: %v", err)
 	}
-	if n < 2 {
-		t.Errorf("checked %d times in 200ms", n)
+	if n != 3 {
+		t.Errorf("checked %d times; the context ended on the third", n)
+	}
+	// A deadline that has passed: one check, and its error.
+	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelPast()
+	n = 0
+	err = Poll(past, "the other thing", func(context.Context) error {
+		n++
+		return errors.New("not there")
+	})
+	if err == nil || !strings.Contains(err.Error(), "waiting for the other thing") || !strings.Contains(err.Error(), "not there") || n != 1 {
+		t.Fatalf("Poll past its deadline: %v after %d checks", err, n)
 	}
 	n = 0
 	if err := Poll(context.Background(), "x", func(context.Context) error {

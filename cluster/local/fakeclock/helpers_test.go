@@ -47,12 +47,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// Deadlines of the tests' waits: failure deadlines sized for a cold
+// machine whose two cores are busy (compilers, other -race tests), not
+// expectations. Every wait polls and goes on as soon as its condition
+// holds; when a deadline passes, the error says what was still missing.
+const waitDeadline = time.Minute
+
 // kit prepares one shim for all tests: compiling it per test would be most
 // of the package's run time.
 func kit(t *testing.T) *Kit {
 	t.Helper()
 	sharedKitOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		sharedKit, sharedKitErr = Prepare(ctx, sharedCache)
 	})
@@ -67,13 +73,15 @@ func kit(t *testing.T) *Kit {
 
 // node is one redis-server under a fake clock.
 type node struct {
-	cmd     *exec.Cmd
-	pid     int
-	started time.Time // just before exec, an upper bound on libfaketime's start
-	offset  string    // offset file
-	logPath string
-	client  *redis.Client
-	exited  chan struct{}
+	cmd *exec.Cmd
+	pid int
+	// started is just before exec and ready just after the first answer
+	// to PING: libfaketime loaded in between.
+	started, ready time.Time
+	offset         string // offset file
+	logPath        string
+	client         *redis.Client
+	exited         chan struct{}
 }
 
 func freePort(t *testing.T) int {
@@ -134,18 +142,21 @@ func (n *node) start(t *testing.T, bin string, k *Kit, dir string, port int) err
 	}
 	n.cmd, n.pid, n.exited = cmd, cmd.Process.Pid, make(chan struct{})
 	go func() { cmd.Wait(); close(n.exited) }()
+	// The timeouts bound a command to a node that a loaded machine is
+	// slow to schedule; no test uses them to tell a fault.
 	n.client = redis.NewClient(&redis.Options{
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Protocol: 2, DisableIdentity: true,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1,
+		DialTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxRetries: -1,
 	})
 	t.Cleanup(n.stop(t))
 
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitDeadline)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := n.client.Ping(ctx).Err()
 		cancel()
 		if err == nil {
+			n.ready = time.Now()
 			return nil
 		}
 		select {
@@ -154,7 +165,7 @@ func (n *node) start(t *testing.T, bin string, k *Kit, dir string, port int) err
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server did not answer PING within 10s: %w", err)
+			return fmt.Errorf("redis-server did not answer PING within %v: %w", waitDeadline, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -171,8 +182,8 @@ func (n *node) stop(t *testing.T) func() {
 			n.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-n.exited:
-			case <-time.After(5 * time.Second):
-				t.Errorf("redis-server %d ignored SIGTERM for 5s; killing it", n.pid)
+			case <-time.After(waitDeadline):
+				t.Errorf("redis-server %d ignored SIGTERM for %v; killing it", n.pid, waitDeadline)
 				n.cmd.Process.Kill()
 				<-n.exited
 			}
@@ -195,15 +206,63 @@ func (n *node) setClock(t *testing.T, offset time.Duration, rate float64) {
 	}
 }
 
-// serverTime is redis's TIME minus the real time, read in the middle of the
-// round trip.
-func (n *node) clockError(t *testing.T) time.Duration {
+// A reading of the node's clock: TIME, and the real time just before the
+// request and just after the reply. The node read its clock somewhere in
+// between, so its offset from real time lies in [server-after,
+// server-before]; how wide that is depends on the round trip, which a
+// loaded machine can stretch at will.
+type reading struct {
+	before, server, after time.Time
+}
+
+func (n *node) readClock(t *testing.T) reading {
 	t.Helper()
-	before := time.Now()
-	ts, err := n.client.Time(context.Background()).Result()
+	var r reading
+	r.before = time.Now()
+	ts, err := n.client.Time(bg).Result()
+	r.after = time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mid := before.Add(time.Since(before) / 2)
-	return ts.Sub(mid)
+	r.server = ts
+	return r
+}
+
+// offsets are the bounds a reading puts on the node's offset from real
+// time (TIME has microseconds; a millisecond covers the rounding).
+func (r reading) offsets() (lo, hi time.Duration) {
+	return r.server.Sub(r.after) - time.Millisecond, r.server.Sub(r.before) + time.Millisecond
+}
+
+func (r reading) String() string {
+	lo, hi := r.offsets()
+	return fmt.Sprintf("offset in [%v, %v] (round trip %v)", lo, hi, r.after.Sub(r.before))
+}
+
+// checkOffset reads the node's clock until a reading decides whether the
+// offset lies within tol of what want says it should be for a reading
+// taken between before and after: inside (passes) or outside (fails the
+// test). A reading whose round trip is too long to tell is taken again.
+func (n *node) checkOffset(t *testing.T, what string, tol time.Duration, want func(before, after time.Time) (lo, hi time.Duration)) reading {
+	t.Helper()
+	deadline := time.Now().Add(waitDeadline)
+	for {
+		r := n.readClock(t)
+		lo, hi := r.offsets()
+		wlo, whi := want(r.before, r.after)
+		wlo, whi = wlo-tol, whi+tol
+		switch {
+		case lo >= wlo && hi <= whi:
+			return r
+		case hi < wlo || lo > whi:
+			t.Fatalf("%s: %v, want [%v, %v]", what, r, wlo, whi)
+		case time.Now().After(deadline):
+			t.Fatalf("%s: no reading within %v with a round trip short enough to tell [%v, %v] (the last: %v)", what, waitDeadline, wlo, whi, r)
+		}
+	}
+}
+
+// offsetIs wants a fixed offset.
+func offsetIs(d time.Duration) func(time.Time, time.Time) (time.Duration, time.Duration) {
+	return func(time.Time, time.Time) (time.Duration, time.Duration) { return d, d }
 }

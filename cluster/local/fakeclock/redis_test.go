@@ -38,9 +38,7 @@ func TestRedisUnderFakeClock(t *testing.T) {
 var bg = context.Background()
 
 func startsAndAnswers(t *testing.T, n *node) {
-	if d := n.clockError(t); d < -200*time.Millisecond || d > 200*time.Millisecond {
-		t.Errorf("clock at +0 is off by %v", d)
-	}
+	n.checkOffset(t, "the clock at +0", 200*time.Millisecond, offsetIs(0))
 	// Enough traffic to grow, shrink and reallocate strings and hashes
 	// through the shim (sdsResize consults nallocx).
 	big := strings.Repeat("x", 4096)
@@ -96,64 +94,116 @@ func infoField(info, name string) (string, bool) {
 	return "", false
 }
 
+// libfaketime reads the offset file on every clock read
+// (FAKETIME_NO_CACHE), and Redis reads its clock when a command starts: the
+// first command after the file is replaced runs at the new time. The key
+// lives an hour, so nothing but the jump can expire it.
 func forwardJumpExpiresEarly(t *testing.T, n *node) {
-	if err := n.client.Set(bg, "k", "v", 2*time.Second).Err(); err != nil {
+	if err := n.client.Set(bg, "k", "v", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	jumped := time.Now()
-	n.setClock(t, 3*time.Second, 1)
+	n.setClock(t, 2*time.Hour, 1)
+	_, err := n.client.Get(bg, "k").Result()
+	if err == nil {
+		t.Fatal("a key with a 1h TTL is still there on the first command after a +2h jump")
+	}
+	if !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+}
+
+// A backward jump moves a key's expiry away by the jump: its PTTL grows by
+// the jump (less the real time between the two reads), and it outlives its
+// TTL in real time. The bounds come from real times taken around each
+// command, so they hold however slow the machine is.
+func backwardJumpLengthensLife(t *testing.T, n *node) {
+	const ttl, jump = 2 * time.Second, time.Minute
+	setBefore := time.Now()
+	if err := n.client.Set(bg, "k", "v", ttl).Err(); err != nil {
+		t.Fatal(err)
+	}
+	setAfter := time.Now()
+	b1 := time.Now()
+	before, err := n.client.PTTL(bg, "k").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.setClock(t, -jump, 1)
+	after, err := n.client.PTTL(bg, "k").Result()
+	a2 := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PTTL is in whole milliseconds: 2 ms cover the rounding of two.
+	if grew := after - before; grew > jump+2*time.Millisecond || grew < jump-a2.Sub(b1)-2*time.Millisecond {
+		t.Errorf("PTTL %v before the -%v jump, %v after: it grew by %v, want %v less at most the %v between the reads", before, jump, after, grew, jump, a2.Sub(b1))
+	}
+	// Past the TTL in real time (waiting for real time to pass, not for
+	// an event): the key is still there.
+	time.Sleep(time.Until(setAfter.Add(ttl + 100*time.Millisecond)))
+	b := time.Now()
+	left, err := n.client.PTTL(bg, "k").Result()
+	a := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Sub(setBefore) >= ttl+jump {
+		t.Fatalf("the machine stalled %v: past the key's lengthened life, nothing to tell", a.Sub(setBefore))
+	}
+	// It expires at (real) set time + ttl + jump.
+	lo := setBefore.Add(ttl+jump).Sub(a) - 2*time.Millisecond
+	hi := setAfter.Add(ttl+jump).Sub(b) + 2*time.Millisecond
+	if left < lo || left > hi {
+		t.Fatalf("PTTL %v %v after the SET (TTL %v, then a -%v jump), want in [%v, %v]", left, b.Sub(setAfter).Round(time.Millisecond), ttl, jump, lo, hi)
+	}
+}
+
+// With rate 2 a key's PTTL falls twice as fast as real time. The real time
+// between the two server-side reads is bounded by the times taken around
+// them; a reading whose bounds are too loose to tell (a long round trip on
+// a loaded machine) is taken again.
+func rateDoublesDecay(t *testing.T, n *node) {
+	if err := n.client.Set(bg, "k", "v", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w0 := time.Now()
+	n.setClock(t, CompensateRate(0, 2, w0.Sub(n.started)), 2)
+	// Compensated, the clock does not jump: from the change on, it gains
+	// on real time only as the rate makes it. libfaketime loaded between
+	// started and ready, which the compensation could not know exactly.
+	n.checkOffset(t, "the clock after a compensated change to x2", 150*time.Millisecond, func(before, after time.Time) (time.Duration, time.Duration) {
+		return before.Sub(w0) - n.ready.Sub(n.started), after.Sub(w0)
+	})
+	const lo, hi = 1.7, 2.3
+	deadline := time.Now().Add(waitDeadline)
 	for {
-		_, err := n.client.Get(bg, "k").Result()
-		if errors.Is(err, redis.Nil) {
-			t.Logf("key gone %v after the jump", time.Since(jumped))
-			return
-		}
+		b1 := time.Now()
+		p1, err := n.client.PTTL(bg, "k").Result()
+		a1 := time.Now()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if time.Since(jumped) > 50*time.Millisecond {
-			t.Fatalf("key with 2s TTL still there %v after a +3s jump", time.Since(jumped))
+		time.Sleep(time.Second) // real time to measure over, not a wait for an event
+		b2 := time.Now()
+		p2, err := n.client.PTTL(bg, "k").Result()
+		a2 := time.Now()
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func backwardJumpLengthensLife(t *testing.T, n *node) {
-	if err := n.client.Set(bg, "k", "v", 500*time.Millisecond).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := n.client.PTTL(bg, "k").Val()
-	n.setClock(t, -2*time.Second, 1)
-	after := n.client.PTTL(bg, "k").Val()
-	if after < before+1500*time.Millisecond {
-		t.Errorf("PTTL %v before the -2s jump, %v after: want it ~2s longer", before, after)
-	}
-	time.Sleep(800 * time.Millisecond)
-	if got := n.client.Exists(bg, "k").Val(); got != 1 {
-		t.Fatalf("key with 500ms TTL gone 800ms after a -2s jump")
-	}
-	if left := n.client.PTTL(bg, "k").Val(); left < 1*time.Second || left > 1800*time.Millisecond {
-		t.Errorf("PTTL %v 800ms after the jump, want about 1.7s", left)
-	}
-}
-
-func rateDoublesDecay(t *testing.T, n *node) {
-	if err := n.client.Set(bg, "k", "v", 10*time.Second).Err(); err != nil {
-		t.Fatal(err)
-	}
-	n.setClock(t, CompensateRate(0, 2, time.Since(n.started)), 2)
-	if d := n.clockError(t); d < -150*time.Millisecond || d > 150*time.Millisecond {
-		t.Errorf("compensated rate change moved the clock by %v", d)
-	}
-	p1 := n.client.PTTL(bg, "k").Val()
-	t1 := time.Now()
-	time.Sleep(500 * time.Millisecond)
-	p2 := n.client.PTTL(bg, "k").Val()
-	real := time.Since(t1)
-	ratio := float64(p1-p2) / float64(real)
-	t.Logf("PTTL fell %v in %v real (x%.2f)", p1-p2, real, ratio)
-	if ratio < 1.7 || ratio > 2.3 {
-		t.Errorf("PTTL fell %v in %v: x%.2f, want about x2", p1-p2, real, ratio)
+		fell := p1 - p2
+		// The real time between the reads is in [b2-a1, a2-b1]; PTTL's
+		// rounding is within 2 ms.
+		rlo := float64(fell-2*time.Millisecond) / float64(a2.Sub(b1))
+		rhi := float64(fell+2*time.Millisecond) / float64(b2.Sub(a1))
+		t.Logf("PTTL fell %v in %v to %v real: x%.2f to x%.2f", fell, b2.Sub(a1), a2.Sub(b1), rlo, rhi)
+		switch {
+		case rlo >= lo && rhi <= hi:
+			return
+		case rhi < lo || rlo > hi:
+			t.Fatalf("PTTL fell %v in %v to %v of real time: x%.2f to x%.2f, want about x2", fell, b2.Sub(a1), a2.Sub(b1), rlo, rhi)
+		case time.Now().After(deadline):
+			t.Fatalf("no measurement within %v with round trips short enough to tell x%.1f to x%.1f (the last: x%.2f to x%.2f)", waitDeadline, lo, hi, rlo, rhi)
+		}
 	}
 }
 
@@ -161,17 +211,15 @@ func rateDoublesDecay(t *testing.T, n *node) {
 // the last rate when a line has none; both are why Offset always writes the
 // rate and why CompensateRate exists.
 func uncompensatedRateJumps(t *testing.T, n *node) {
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // uptime for the rate to multiply, not a wait for an event
 	n.setClock(t, 0, 2)
-	uptime := time.Since(n.started)
-	d := n.clockError(t)
-	if d < uptime-300*time.Millisecond || d > uptime+100*time.Millisecond {
-		t.Errorf("x2 after %v of uptime moved the clock by %v, want about the uptime", uptime, d)
-	}
+	// The clock now reads real time plus the whole time since libfaketime
+	// loaded, which was between started and ready.
+	n.checkOffset(t, "the clock after x2 without compensation", 100*time.Millisecond, func(before, after time.Time) (time.Duration, time.Duration) {
+		return before.Sub(n.ready), after.Sub(n.started)
+	})
 	n.setClock(t, 0, 1)
-	if d := n.clockError(t); d < -150*time.Millisecond || d > 150*time.Millisecond {
-		t.Errorf("back to +0 x1, the clock is off by %v", d)
-	}
+	n.checkOffset(t, "the clock back at +0 x1", 150*time.Millisecond, offsetIs(0))
 }
 
 func killLeavesShm(t *testing.T, n *node) {
@@ -199,12 +247,29 @@ func killLeavesShm(t *testing.T, n *node) {
 	}
 }
 
+// Redis's timers run on the monotonic clock, which libfaketime leaves
+// alone: a backward jump of the wall clock must not hold up the shutdown by
+// the jump (ten minutes here, far beyond the deadline).
 func termAfterBackwardJump(t *testing.T, n *node) {
-	n.setClock(t, -5*time.Second, 1)
+	const jump = 10 * time.Minute
+	before := lruClock(t, n)
+	n.setClock(t, -jump, 1)
 	if err := n.client.Set(bg, "k", "v", time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let serverCron run on the stepped clock
+	// serverCron caches the LRU clock (wall-clock seconds, 24 bits): once
+	// INFO shows it stepped back, the cron has run on the stepped clock.
+	deadline := time.Now().Add(waitDeadline)
+	for {
+		now := lruClock(t, n)
+		if back := (before - now) & (1<<24 - 1); back > 0 && back < 1<<23 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("INFO's lru_clock still %d (%d before the -%v jump) after %v: serverCron has not run on the stepped clock", now, before, jump, waitDeadline)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	sent := time.Now()
 	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -212,8 +277,8 @@ func termAfterBackwardJump(t *testing.T, n *node) {
 	select {
 	case <-n.exited:
 		t.Logf("exited %v after SIGTERM", time.Since(sent))
-	case <-time.After(2 * time.Second):
-		t.Fatalf("redis-server still running 2s after SIGTERM following a -5s jump")
+	case <-time.After(waitDeadline):
+		t.Fatalf("redis-server still running %v after SIGTERM following a -%v jump", waitDeadline, jump)
 	}
 	// A clean exit removes libfaketime's files by itself.
 	for _, p := range ShmFiles(n.pid) {
@@ -221,4 +286,19 @@ func termAfterBackwardJump(t *testing.T, n *node) {
 			t.Errorf("%s left after a clean exit", p)
 		}
 	}
+}
+
+// lruClock is INFO server's lru_clock.
+func lruClock(t *testing.T, n *node) uint32 {
+	t.Helper()
+	info, err := n.client.Info(bg, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := infoField(info, "lru_clock")
+	c, err := strconv.ParseUint(v, 10, 32)
+	if !ok || err != nil {
+		t.Fatalf("INFO server lru_clock = %q", v)
+	}
+	return uint32(c)
 }
