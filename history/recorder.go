@@ -41,9 +41,9 @@ func Create(path string, start time.Time) (*Recorder, error) {
 		return nil, fmt.Errorf("create history: %w", err)
 	}
 	r := &Recorder{
-		start: start,
-		f:     f,
-		w:     bufio.NewWriterSize(f, 1<<20),
+		start:  start,
+		f:      f,
+		w:      bufio.NewWriterSize(f, 1<<20),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		failed: make(chan struct{}),
