@@ -601,8 +601,11 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 		cfg.Clients, cfg.TimeLimit, cfg.Recovery, lockName(cfg), cfg.Workload, nemesisName(cfg), cfg.Seed)
 	werr = workloads.Run(runCtx, cp.wcfg, cp.env, cfg.Clients)
 	stopFaults()
-	if r.info.StoppedEarly != "" {
-		r.say("%s", r.info.StoppedEarly)
+	r.mu.Lock()
+	stopped := r.info.StoppedEarly
+	r.mu.Unlock()
+	if stopped != "" {
+		r.say("%s", stopped)
 	}
 	stopClients()
 	wg.Wait()
