@@ -146,9 +146,11 @@ func (m *primaryMonitor) current() string {
 	return m.primary
 }
 
-// faultEvent remembers the latest fault start, to time failovers.
+// faultEvent remembers when the latest fault began, to time failovers:
+// from the moment it is applied, since a manual failover's start is
+// recorded only once the failover is over.
 func (m *primaryMonitor) faultEvent(f, phase string, nodes []string) {
-	if phase != "start" {
+	if phase != nemesis.PhaseStarting {
 		return
 	}
 	m.mu.Lock()

@@ -85,7 +85,9 @@ type Env struct {
 	// Granted receives a value after every granted lease (it may drop
 	// some), for actions that wait for a grant.
 	Granted <-chan struct{}
-	// OnEvent is told of every fault event the schedule records.
+	// OnEvent is told of every fault event the schedule records (phases
+	// start, stop, error), and of each fault about to be applied
+	// (PhaseStarting).
 	OnEvent func(f, phase string, nodes []string)
 }
 
@@ -198,6 +200,10 @@ func NeedsFakeClock(names []string) bool {
 }
 
 // record writes a nemesis event.
+// PhaseStarting is OnEvent's phase for a fault about to be applied; the
+// history's start event is recorded once it has been.
+const PhaseStarting = "starting"
+
 func record(env *Env, f, phase string, a *Action, detail string, err error) {
 	v := &history.Value{Phase: phase, Targets: append([]string(nil), a.Nodes...), Detail: detail}
 	op := history.Op{Process: history.NemesisProcess, Type: history.Info, F: f, Value: v}

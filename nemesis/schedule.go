@@ -202,6 +202,12 @@ func (s *Schedule) play(ctx context.Context, a *Action) {
 	s.resolvePrimary(a)
 	_, quiet := f.(selfRecording)
 	detail := describe(a)
+	if !quiet && s.Env.OnEvent != nil {
+		// Told before the fault is applied: a failover's Start returns
+		// only once the failover is over, and what watches for a fault's
+		// effect must know when the fault began.
+		s.Env.OnEvent(a.Fault, PhaseStarting, a.Nodes)
+	}
 	err := f.Start(ctx, s.Env, a)
 	if !quiet || err != nil {
 		phase := "start"
