@@ -315,8 +315,13 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		return err
 	}
 	// Always stop the servers, whatever happens below; a panic elsewhere
-	// in the harness still runs this.
-	defer sys.cl.Close(context.Background())
+	// in the harness still runs this. What could not be removed is said:
+	// the next run's reaping removes it.
+	defer func() {
+		if err := sys.cl.Close(context.Background()); err != nil {
+			r.say("warning: stopping the %s system: %v", r.cfg.System, err)
+		}
+	}()
 	if err := r.addClientLinks(sys); err != nil {
 		return err
 	}

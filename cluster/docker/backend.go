@@ -613,19 +613,23 @@ func (c *Cluster) Close(ctx context.Context) error {
 }
 
 // sweep removes every container (in any state) and network labelled with
-// the cluster's ID. With settle it lists them again until two listings in
-// a row, sweepSettle apart, find nothing: after a cancelled start, dockerd
-// may still complete a create whose caller has gone.
+// the cluster's ID, listing them again until a listing finds nothing: a
+// network cannot be removed while a container being removed is still
+// attached to it, which a loaded dockerd can take a while to finish. With
+// settle it wants two empty listings in a row, sweepSettle apart: after a
+// cancelled start, dockerd may still complete a create whose caller has
+// gone.
 func (c *Cluster) sweep(ctx context.Context, settle bool) error {
 	f := make(client.Filters).Add("label", LabelRun+"="+c.id)
+	quietNeeded := 1
+	if settle {
+		quietNeeded = 2
+	}
 	quiet := 0
 	for {
 		found, err := removeLabelled(ctx, c.eng.cli, f)
-		if !settle {
-			return err
-		}
 		if found == 0 && err == nil {
-			if quiet++; quiet == 2 {
+			if quiet++; quiet == quietNeeded {
 				return nil
 			}
 		} else {
