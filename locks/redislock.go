@@ -33,7 +33,7 @@ type RedislockLock struct {
 }
 
 // NewRedislock returns the adapter on client.
-func NewRedislock(client *redis.Client, tokenPrefix string) (*RedislockLock, error) {
+func NewRedislock(client redis.UniversalClient, tokenPrefix string) (*RedislockLock, error) {
 	if client == nil {
 		return nil, errors.New("redislock: no client")
 	}

@@ -155,7 +155,7 @@ func (l *Redlock) triesError(last, unknown error) error {
 func (l *Redlock) attempt(ctx context.Context, key string, ttl time.Duration) (Lease, error) {
 	token := l.opts.TokenPrefix + "." + strconv.FormatInt(l.seq.Add(1), 10)
 	start, _ := l.now()
-	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c *redis.Client) (bool, error) {
+	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		return c.SetNX(ctx, key, token, ttl).Result()
 	})
 	end, realEnd := l.now()
@@ -188,7 +188,7 @@ func (l *Redlock) attempt(ctx context.Context, key string, ttl time.Duration) (L
 // even when the caller's context has ended (that is often why the attempt
 // failed), so it has only its per-node timeout.
 func (l *Redlock) releaseAll(ctx context.Context, key, token string, ttl time.Duration) {
-	l.onAll(context.WithoutCancel(ctx), l.nodeTimeout(ttl), func(ctx context.Context, c *redis.Client) (bool, error) {
+	l.onAll(context.WithoutCancel(ctx), l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		n, err := releaseScript.Run(ctx, c, []string{key}, token).Int64()
 		return n == 1, err
 	})
@@ -237,7 +237,7 @@ func (t *tally) summary(nodes []Conn) string {
 	return strings.Join(parts, ", ")
 }
 
-type nodeOp func(ctx context.Context, c *redis.Client) (bool, error)
+type nodeOp func(ctx context.Context, c redis.UniversalClient) (bool, error)
 
 // onAll runs op on every node in parallel, each under its own timeout, and
 // waits at most a little longer than that timeout: a client that does not
@@ -342,7 +342,7 @@ func (le *redlockLease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	l := le.lock
 	start, _ := l.now()
-	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c *redis.Client) (bool, error) {
+	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		n, err := extendScript.Run(ctx, c, []string{le.key}, le.token, ttl.Milliseconds()).Int64()
 		return n == 1, err
 	})
@@ -374,7 +374,7 @@ func (le *redlockLease) Release(ctx context.Context) error {
 	le.mu.Lock()
 	ttl := le.ttl
 	le.mu.Unlock()
-	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c *redis.Client) (bool, error) {
+	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		n, err := releaseScript.Run(ctx, c, []string{le.key}, le.token).Int64()
 		return n == 1, err
 	})

@@ -32,7 +32,7 @@ var EtcdNames = []string{EtcdName, EtcdSessionName}
 type Conn struct {
 	// Name identifies the node in errors and in NodeReporter.GrantedBy.
 	Name   string
-	Client *redis.Client
+	Client redis.UniversalClient
 	// Addr is the node's client address (host:port) for locks that dial
 	// it themselves: the etcd lock makes one etcd client of all the
 	// nodes' Addr, in order. Redis locks use Client.
