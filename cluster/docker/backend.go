@@ -594,6 +594,12 @@ func (c *Cluster) Close(ctx context.Context) error {
 				id := n.c.GetContainerID()
 				// A paused container cannot be stopped cleanly.
 				_, _ = c.eng.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+				// Leave the network first: a loaded dockerd that removes
+				// an attached container can keep a stale endpoint, and
+				// the network can then never be removed (moby#17217).
+				if c.net != nil {
+					_, _ = c.eng.cli.NetworkDisconnect(ctx, c.net.ID, client.NetworkDisconnectOptions{Container: id, Force: true})
+				}
 				_, err := c.eng.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 				if err != nil && !isNotFound(err) {
 					mu.Lock()
