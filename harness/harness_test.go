@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/lockjepsen/lockjepsen/cluster"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
+
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -482,7 +484,12 @@ func TestNextRunStopsOrphanedServers(t *testing.T) {
 	os.MkdirAll(data, 0o755)
 	// An orphan: a server running in the killed run's directory, without
 	// Pdeathsig, whose owner is gone (PID 1 is never ours, use a dead one).
-	cmd := exec.Command(bin, "--port", "0", "--save", "", "--daemonize", "no")
+	// It listens on a unix socket only (relative: a temporary directory's
+	// path can pass the 107 bytes a socket path may have): a
+	// redis-server configured to listen nowhere exits at once by itself,
+	// which would race the reaper.
+	sock := filepath.Join(data, "redis.sock")
+	cmd := exec.Command(bin, "--port", "0", "--unixsocket", "redis.sock", "--save", "", "--daemonize", "no")
 	cmd.Dir = data
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -490,6 +497,17 @@ func TestNextRunStopsOrphanedServers(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer cmd.Process.Kill()
+	testutil.WaitFor(t, "the orphan redis-server listening", time.Minute, func() string {
+		select {
+		case <-exited:
+			t.Fatal("the orphan redis-server exited by itself")
+		default:
+		}
+		if _, err := os.Stat(sock); err != nil {
+			return "its socket " + sock
+		}
+		return ""
+	})
 	os.WriteFile(filepath.Join(dir, "nodes.json"), []byte(fmt.Sprintf(`[{"name":"n1","pid":%d}]`, cmd.Process.Pid)), 0o644)
 	os.WriteFile(filepath.Join(dir, harness.OwnerFile), []byte("999999999\n"), 0o644)
 	// A second "orphan" that is in fact someone else's process: not in a
