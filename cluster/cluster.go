@@ -18,6 +18,9 @@ const (
 	Etcd     = "etcd"     // N etcd members (raft), the consensus baseline
 )
 
+// Systems lists the systems in the order help and reports list them.
+var Systems = []string{Single, Sentinel, Redlock, Etcd}
+
 // DefaultNodes is the number of nodes of a system when none is asked for.
 func DefaultNodes(system string) int {
 	switch system {
@@ -52,6 +55,12 @@ type Spec struct {
 	// FakeClock starts the nodes under test with a clock the nemesis can
 	// move (libfaketime). It costs throughput, so only clock faults ask.
 	FakeClock bool
+	// Processes, when set, is told of every server process a backend that
+	// runs local processes has started, again whenever one is restarted
+	// with a new PID, so that the caller can record them where a later run
+	// finds them if this harness is killed (nodes.json). An error stops
+	// the start.
+	Processes func(nodes []Node) error
 
 	// Mesh, when set, carries every internal link of the sentinel system
 	// (replica→primary, sentinel→node, sentinel↔sentinel): the backend adds

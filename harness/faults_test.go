@@ -13,6 +13,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
 
@@ -73,7 +74,7 @@ func TestServerFaults(t *testing.T) {
 				c.RestartDelay = c.TTL + 200*time.Millisecond
 				// Each kill keeps the node down 0.7 s: the usual 3 s
 				// run, for a few of them.
-				if !*long {
+				if !*harnesstest.Long {
 					c.TimeLimit, c.NemesisInterval = 3*time.Second, 400*time.Millisecond
 				}
 			},
@@ -138,7 +139,7 @@ func TestServerFaults(t *testing.T) {
 			// Holds long enough that a fault usually lands on a holder.
 			cfg.Hold = "100ms..300ms"
 			cfg.FaultDuration = 300 * time.Millisecond
-			if tc.verdict == checker.VerdictSafe && !*long {
+			if tc.verdict == checker.VerdictSafe && !*harnesstest.Long {
 				// A fault every 0.5 s on average (0.1-0.3 s apart,
 				// 0.15-0.45 s long): some four faults in 2 s, as many
 				// as the 3 s runs with a fault every 0.4 s gave.
@@ -201,15 +202,6 @@ func requireFaultsInjected(t *testing.T, dir string, names []string) {
 	for _, n := range names {
 		if started[n] == 0 || started[n] != stopped[n] {
 			t.Fatalf("%s started %d times, stopped %d", n, started[n], stopped[n])
-		}
-	}
-}
-
-func requireNoShm(t *testing.T, dir string) {
-	t.Helper()
-	for _, n := range nodesOf(t, dir) {
-		if m, _ := filepath.Glob(fmt.Sprintf("/dev/shm/*faketime*_%d", n)); len(m) > 0 {
-			t.Fatalf("libfaketime files left: %v", m)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package harness_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,19 +20,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
-
-var long = flag.Bool("long", false, "run the scenarios for 30s each instead of a few seconds")
-
-func shortConfig(t *testing.T) harness.Config {
-	cfg := harness.DefaultConfig()
-	cfg.Store = t.TempDir()
-	cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
-	cfg.NemesisInterval = 400 * time.Millisecond
-	if *long {
-		cfg.TimeLimit, cfg.Recovery = 30*time.Second, 3*time.Second
-	}
-	return cfg
-}
 
 // The scenarios of the foundation issue, each with what the checkers must
 // find. They run in parallel: each is bound by wall-clock time, not CPU.
@@ -258,19 +244,6 @@ func requireReproducible(t *testing.T, out *harness.Outcome) {
 	}
 }
 
-func requireNoServers(t *testing.T, dir string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "nodes.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pid := range pidsIn(string(b)) {
-		if processAlive(pid) {
-			t.Fatalf("redis-server pid %d still running after the run", pid)
-		}
-	}
-}
-
 func TestStoreLayout(t *testing.T) {
 	redistest.RequireBinary(t)
 	cfg := shortConfig(t)
@@ -435,9 +408,10 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis = []string{"meteor"} }, "--nemesis"},
 		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
 		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
-		{func(c *harness.Config) { c.System, c.Lock, c.TTL = "etcd", "etcd", 1500*time.Millisecond }, "whole seconds"},
+		// etcd's own locks live in contrib; a lock of the user's runs there too.
+		{func(c *harness.Config) { c.System, c.CustomLock, c.TTL = "etcd", true, 1500*time.Millisecond }, "whole seconds"},
 		{func(c *harness.Config) {
-			c.System, c.Lock, c.TTL, c.Backend = "etcd", "etcd-session", time.Second, namedBackend("docker")
+			c.System, c.CustomLock, c.TTL, c.Backend = "etcd", true, time.Second, namedBackend("docker")
 		}, "local backend only"},
 		{func(c *harness.Config) { c.Nemesis = []string{"failover"} }, "--nemesis failover"},
 		{func(c *harness.Config) { c.Nemesis = []string{"isolate"} }, "--nemesis isolate"},

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,15 +59,8 @@ func reapOrphans(store string) []string {
 		if pid := readOwner(dir); pid > 0 && running(pid) {
 			continue // a run in progress
 		}
-		b, err := os.ReadFile(list)
+		nodes, err := runfile.ReadNodes(dir)
 		if err != nil {
-			continue
-		}
-		var nodes []struct {
-			Name string `json:"name"`
-			PID  int    `json:"pid"`
-		}
-		if json.Unmarshal(b, &nodes) != nil {
 			continue
 		}
 		absDir, err := filepath.Abs(dir)

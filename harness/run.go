@@ -195,11 +195,21 @@ func describe(cfg Config) *runfile.Description {
 		info := locks.Describe(cfg.Lock)
 		d.Lock, d.BackgroundRenewal = info.Description, info.BackgroundRenewal
 	}
-	for _, n := range cfg.Nemesis {
-		if d.Faults == nil {
-			d.Faults = map[string]string{}
+	// A script's faults are drawn in the report as much as --nemesis's.
+	names := append([]string(nil), cfg.Nemesis...)
+	for _, st := range cfg.steps() {
+		names = append(names, st.Action.Fault)
+	}
+	for _, n := range names {
+		fd, err := nemesis.Lookup(n)
+		if err != nil {
+			continue // refused by Validate already
 		}
-		d.Faults[n] = nemesis.Known[n]
+		if d.Faults == nil {
+			d.Faults = map[string]runfile.FaultDescription{}
+		}
+		d.Faults[n] = runfile.FaultDescription{Description: fd.Description,
+			Class: fd.Draw.Class, Label: fd.Draw.Label, LabelDetail: fd.Draw.LabelDetail}
 	}
 	if sc, ok := nemesis.Scripts[cfg.ScriptName]; ok {
 		d.Script = sc.Description
@@ -369,11 +379,10 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 		backend = local.Backend{}
 	}
 	r.info.Backend = backend.Name()
-	spec := cluster.Spec{
-		System: cfg.System, Nodes: cfg.NodeCount(), Dir: r.dir, Persistence: cfg.Persistence,
-		Resource: cfg.Workload == workloads.Counter, FakeClock: cfg.needsFakeClock(),
-	}
-	if cfg.System == cluster.Etcd || cfg.System == cluster.Sentinel {
+	spec := cfg.spec(r.dir)
+	spec.Resource, spec.FakeClock = cfg.Workload == workloads.Counter, cfg.needsFakeClock()
+	spec.Processes = func(nodes []cluster.Node) error { return runfile.WriteNodes(r.dir, nodes) }
+	if cfg.system().internalLinks {
 		// The local backend routes the cluster's own traffic through these
 		// in-process links. The container backends ignore spec.Mesh (their
 		// processes cannot reach the host's loopback proxies) and carry
@@ -387,10 +396,6 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 			return l.Addr(), nil
 		})
 	}
-	if cfg.System == cluster.Sentinel {
-		spec.Sentinels, spec.DownAfter, spec.FailoverTimeout = cfg.Sentinels, cfg.DownAfter, cfg.FailoverTimeout
-		spec.MinReplicasToWrite, spec.MinReplicasMaxLag = cfg.MinReplicasToWrite, cfg.MinReplicasMaxLag
-	}
 	r.say("starting %s system (%s backend) in %s", cfg.System, backend.Name(), r.dir)
 	cl, err := backend.Start(ctx, spec)
 	if err != nil {
@@ -399,7 +404,7 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 	sys := &system{cl: cl, mesh: mesh, targets: cl.Nodes(), fakeClock: spec.FakeClock}
 	// Only the sentinel system has sentinels, whatever methods the
 	// backend's cluster type has.
-	if cfg.System == cluster.Sentinel {
+	if cfg.system().sentinels {
 		if sys.sc, _ = cl.(cluster.SentinelCluster); sys.sc == nil {
 			cl.Close(context.Background())
 			return nil, fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
@@ -411,11 +416,7 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 		return nil, &UsageError{err}
 	}
 	r.info.Nodes, r.info.Resource = sys.targets, cl.Resource()
-	if node := cl.Nodes()[0]; cfg.System != cluster.Etcd {
-		r.info.RedisVersion = redisVersion(ctx, node.Addr)
-	} else {
-		r.info.EtcdVersion = etcdVersion(ctx, node.Addr)
-	}
+	cfg.system().version(ctx, cl.Nodes()[0].Addr, r.info)
 	return sys, nil
 }
 
@@ -490,7 +491,7 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 		cp.closers = append(cp.closers, resource)
 		cp.env.Resource = &workloads.Resource{Client: resource}
 	}
-	if cfg.System == cluster.Redlock {
+	if cfg.system().askHolder {
 		// For locks that do not say which nodes granted (redsync), ask
 		// the nodes themselves, directly, when the nemesis aims.
 		for _, n := range sys.cl.Nodes() {
@@ -793,8 +794,8 @@ func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads
 			if link := mesh.Find(nemesis.ClientLinkName(process%r.cfg.Clients), n.Name); link != nil {
 				addr = link.Addr()
 			}
-			if r.cfg.System == cluster.Etcd {
-				// The etcd lock makes its own client from the addresses.
+			if r.cfg.system().addressesOnly {
+				// The lock makes its own client from the addresses.
 				conns = append(conns, locks.Conn{Name: n.Name, Addr: addr})
 				continue
 			}
@@ -839,38 +840,6 @@ func (r *runner) progress(ctx context.Context, rec *history.Recorder) {
 	}
 }
 
-func redisVersion(ctx context.Context, addr string) string {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
-	defer c.Close()
-	s, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// etcdVersion asks an etcd member for its server version ("" if it does
-// not answer).
-func etcdVersion(ctx context.Context, addr string) string {
-	cli, err := locks.NewEtcdClient([]string{addr})
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	st, err := cli.Status(ctx, "http://"+addr)
-	if err != nil {
-		return ""
-	}
-	return st.Version
-}
-
 // needsProxies reports whether a fault of the run acts on network links.
 func (c *Config) needsProxies() bool {
 	names := append([]string(nil), c.Nemesis...)
@@ -882,10 +851,10 @@ func (c *Config) needsProxies() bool {
 		case nemesis.Partition, nemesis.Reject, nemesis.Latency, nemesis.Slow:
 			return true
 		case nemesis.ClientPause:
-			// The etcd client renews leases in the background (the
-			// etcd-session lock): a paused client must stop doing so,
-			// which takes links of its own to freeze.
-			if c.System == cluster.Etcd {
+			// A client that renews leases in the background must stop
+			// doing so when paused, which takes links of its own to
+			// freeze.
+			if c.system().clientFaultsNeedLinks {
 				return true
 			}
 		}

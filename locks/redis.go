@@ -3,6 +3,7 @@ package locks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,28 @@ const (
 	Fenced     = "fenced"      // Token plus an INCR fencing counter in the same script
 )
 
-// Names lists the locks that run on a single Redis primary.
-var Names = []string{Token, SetnxDel, SetnxNoTTL, Fenced}
+// Variants lists the locks that RedisLock implements.
+var Variants = []string{Token, SetnxDel, SetnxNoTTL, Fenced}
+
+var (
+	tokenLock = redisVariant(Token, false,
+		"acquire with SET key token NX PX ttl; release with a Lua script that deletes the key only if it still holds our token (the correct single-instance lock)")
+	setnxDelLock = redisVariant(SetnxDel, false,
+		"acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it")
+	setnxNoTTLLock = redisVariant(SetnxNoTTL, false,
+		"acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases")
+	fencedLock = redisVariant(Fenced, true,
+		"acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete")
+)
+
+func redisVariant(name string, fences bool, description string) Descriptor {
+	return Descriptor{
+		Name: name, Description: description, Nodes: SingleNode, Systems: redisSystems, Fences: fences,
+		New: func(nodes []Conn, opts Options) (Locker, error) {
+			return NilOnErr(NewRedisLock(nodes[0].Client, name, opts.TokenPrefix))
+		},
+	}
+}
 
 // Scripts run atomically on the server: the check and the action cannot be
 // separated by another client's command.
@@ -63,9 +84,7 @@ type RedisLock struct {
 
 // NewRedisLock returns the named lock on client.
 func NewRedisLock(client redis.UniversalClient, variant, tokenPrefix string) (*RedisLock, error) {
-	switch variant {
-	case Token, SetnxDel, SetnxNoTTL, Fenced:
-	default:
+	if !slices.Contains(Variants, variant) {
 		return nil, fmt.Errorf("unknown lock %q", variant)
 	}
 	return &RedisLock{Client: client, Variant: variant, TokenPrefix: tokenPrefix}, nil

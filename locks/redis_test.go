@@ -24,7 +24,7 @@ func newLock(t *testing.T, c *redis.Client, variant, prefix string) *locks.Redis
 func TestExclusiveAcquireAndRelease(t *testing.T) {
 	_, c := redistest.Start(t)
 	ctx := context.Background()
-	for _, variant := range locks.Names {
+	for _, variant := range locks.Variants {
 		t.Run(variant, func(t *testing.T) {
 			key := "k-" + variant
 			a, b := newLock(t, c, variant, "a"), newLock(t, c, variant, "b")

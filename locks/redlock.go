@@ -12,7 +12,25 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
 )
+
+// RedlockName is our implementation of the published Redlock algorithm.
+const RedlockName = "redlock"
+
+var redlockLock = Descriptor{
+	Name:        RedlockName,
+	Description: "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
+	Nodes:       Majority,
+	Systems:     []string{cluster.Redlock},
+	New: func(nodes []Conn, opts Options) (Locker, error) {
+		return NilOnErr(NewRedlock(nodes, RedlockOptions{
+			TokenPrefix: opts.TokenPrefix, DriftFactor: opts.DriftFactor, Tries: opts.Tries,
+			NodeTimeout: opts.NodeTimeout, RetryDelay: opts.RetryDelay, Clock: opts.Clock,
+		}))
+	},
+}
 
 // Clock is the client's clock as Redlock reads it to measure how long an
 // acquisition or extension took. Injecting one makes client clock drift (or

@@ -1,32 +1,126 @@
 package locks
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
 )
 
-// Names of the multi-node locks and of the library adapters.
-const (
-	RedlockName   = "redlock"   // our implementation of the published Redlock algorithm
-	RedsyncName   = "redsync"   // github.com/go-redsync/redsync/v4, a Redlock library
-	RedislockName = "redislock" // github.com/bsm/redislock, a single-instance library
-	EtcdName      = "etcd"      // etcd's concurrency.Mutex on a lease, on the etcd system
-	// EtcdSessionName is the same with the session's background
-	// keep-alive, as applications use it: the holder has no deadline.
-	EtcdSessionName = "etcd-session"
+// Descriptor is one lock: what it is, where it runs and how to build it.
+// Each lock declares its descriptor once, next to its implementation; the
+// CLI's help, validation, the matrix grid and reports loop over All, so a
+// new lock is its own file and one list entry.
+type Descriptor struct {
+	Name string
+	// Description is one line for help and reports.
+	Description string
+	// Nodes is how many nodes the lock runs on, as the system presents
+	// them to it: a Sentinel system presents its primary only.
+	Nodes NodeCount
+	// Systems are the systems the lock runs on.
+	Systems []string
+	// DialsAddr: the lock makes its own client of each Conn.Addr (etcd);
+	// the others use Conn.Client.
+	DialsAddr bool
+	// BackgroundRenewal: the lock keeps its lease alive from a background
+	// task, so a holder has no deadline of its own.
+	BackgroundRenewal bool
+	// Fences: every grant carries a fencing token.
+	Fences bool
+	// New builds the lock on nodes; New (the function) has already
+	// checked the node count, the nodes' connections and the options.
+	New func(nodes []Conn, opts Options) (Locker, error)
+}
+
+// Fits reports whether the lock runs on the named system when it presents
+// n nodes to the lock.
+func (d Descriptor) Fits(system string, n int) bool {
+	return slices.Contains(d.Systems, system) && d.Nodes.Allows(n)
+}
+
+// builtin lists the locks of this module, in the order help lists them.
+var builtin = []Descriptor{tokenLock, setnxDelLock, setnxNoTTLLock, fencedLock, waitLock, redlockLock}
+
+var (
+	registryMu sync.RWMutex
+	registered []Descriptor
 )
 
-// AllNames lists every Redis lock New can build, single-instance locks
-// first. New also builds EtcdName, which is not listed here: it runs on
-// etcd members only (Conn.Addr), and callers iterate AllNames to build
-// locks on Redis nodes.
-var AllNames = []string{Token, SetnxDel, SetnxNoTTL, Fenced, WaitName, RedislockName, RedlockName, RedsyncName}
+// redisSystems are the systems whose nodes are Redis servers.
+var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
 
-// EtcdNames lists the locks of the etcd system.
-var EtcdNames = []string{EtcdName, EtcdSessionName}
+// Register adds locks that live outside this module (library adapters,
+// whose dependencies a user of this module must not inherit). A name
+// already known is refused.
+func Register(ds ...Descriptor) error {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	for _, d := range ds {
+		if d.Name == "" || d.New == nil || len(d.Systems) == 0 {
+			return fmt.Errorf("register lock %q: a lock needs a name, systems and a constructor", d.Name)
+		}
+		if _, ok := lookupLocked(d.Name); ok {
+			return fmt.Errorf("register lock %q: the name is taken", d.Name)
+		}
+		registered = append(registered, d)
+	}
+	return nil
+}
+
+// All lists every known lock: this module's, then the registered ones.
+func All() []Descriptor {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return append(slices.Clone(builtin), registered...)
+}
+
+// Names lists the names of All.
+func Names() []string {
+	var names []string
+	for _, d := range All() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// NamesFor lists the locks that run on the named system.
+func NamesFor(system string) []string {
+	var names []string
+	for _, d := range All() {
+		if slices.Contains(d.Systems, system) {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// Lookup returns the named lock's descriptor, or an error naming the known
+// locks.
+func Lookup(name string) (Descriptor, error) {
+	registryMu.RLock()
+	d, ok := lookupLocked(name)
+	registryMu.RUnlock()
+	if !ok {
+		return Descriptor{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(Names(), ", "))
+	}
+	return d, nil
+}
+
+func lookupLocked(name string) (Descriptor, bool) {
+	for _, list := range [][]Descriptor{builtin, registered} {
+		if i := slices.IndexFunc(list, func(d Descriptor) bool { return d.Name == name }); i >= 0 {
+			return list[i], true
+		}
+	}
+	return Descriptor{}, false
+}
 
 // Conn is one node as a lock sees it.
 type Conn struct {
@@ -34,8 +128,7 @@ type Conn struct {
 	Name   string
 	Client redis.UniversalClient
 	// Addr is the node's client address (host:port) for locks that dial
-	// it themselves: the etcd lock makes one etcd client of all the
-	// nodes' Addr, in order. Redis locks use Client.
+	// it themselves (Descriptor.DialsAddr). Redis locks use Client.
 	Addr string
 }
 
@@ -91,59 +184,65 @@ func (c NodeCount) Allows(n int) bool {
 	return n >= c.Min && (c.Max == 0 || n <= c.Max) && (!c.Odd || n%2 == 1)
 }
 
+// Node counts the locks declare.
 var (
-	singleNode = NodeCount{Min: 1, Max: 1}
-	majority   = NodeCount{Min: 3, Odd: true}
-	// raft: an odd number of members; one is a cluster too (no failure
-	// tolerated, but the same API).
-	raftMembers = NodeCount{Min: 1, Odd: true}
+	SingleNode = NodeCount{Min: 1, Max: 1}
+	Majority   = NodeCount{Min: 3, Odd: true}
+	// RaftMembers: an odd number of members; one is a cluster too (no
+	// failure tolerated, but the same API).
+	RaftMembers = NodeCount{Min: 1, Odd: true}
 )
 
 // NodesFor reports how many nodes the named lock runs on, so that a CLI can
 // check --lock against --system before starting anything.
 func NodesFor(name string) (NodeCount, error) {
-	switch name {
-	case Token, SetnxDel, SetnxNoTTL, Fenced, RedislockName, WaitName:
-		return singleNode, nil
-	case RedlockName, RedsyncName:
-		return majority, nil
-	case EtcdName, EtcdSessionName:
-		return raftMembers, nil
-	}
-	return NodeCount{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(append(append([]string{}, AllNames...), EtcdNames...), ", "))
+	d, err := Lookup(name)
+	return d.Nodes, err
 }
 
 // CheckNodes returns a clear error when the named lock cannot run on n
 // nodes.
 func CheckNodes(name string, n int) error {
-	c, err := NodesFor(name)
+	d, err := Lookup(name)
 	if err != nil {
 		return err
 	}
-	if c.Allows(n) {
+	return d.checkNodes(n)
+}
+
+func (d Descriptor) checkNodes(n int) error {
+	if d.Nodes.Allows(n) {
 		return nil
 	}
-	if c == singleNode {
+	if d.Nodes == SingleNode {
+		var multi []string
+		for _, o := range All() {
+			if o.Nodes == Majority && slices.Contains(o.Systems, cluster.Redlock) {
+				multi = append(multi, o.Name)
+			}
+		}
 		return fmt.Errorf("lock %q is a single-instance lock and needs exactly 1 node, but the system has %d; "+
-			"run it on a single-node system, or use a multi-node lock (%s, %s)", name, n, RedlockName, RedsyncName)
+			"run it on a single-node system, or use a multi-node lock (%s)", d.Name, n, strings.Join(multi, ", "))
 	}
-	return fmt.Errorf("lock %q needs %s (a majority quorum), but the system has %d", name, c, n)
+	return fmt.Errorf("lock %q needs %s (a majority quorum), but the system has %d", d.Name, d.Nodes, n)
 }
 
 // New builds the named lock on the system's nodes. It refuses a lock that
-// does not fit the node count (see NodesFor).
+// does not fit the node count (see NodesFor), a node without the
+// connection the lock uses, and options out of range.
 func New(name string, nodes []Conn, opts Options) (Locker, error) {
-	if err := CheckNodes(name, len(nodes)); err != nil {
+	d, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkNodes(len(nodes)); err != nil {
 		return nil, err
 	}
 	for i, n := range nodes {
-		if name == EtcdName || name == EtcdSessionName {
-			if n.Addr == "" {
-				return nil, fmt.Errorf("lock %q: node %d (%q) has no address", name, i+1, n.Name)
-			}
-			continue
-		}
-		if n.Client == nil {
+		switch {
+		case d.DialsAddr && n.Addr == "":
+			return nil, fmt.Errorf("lock %q: node %d (%q) has no address", name, i+1, n.Name)
+		case !d.DialsAddr && n.Client == nil:
 			return nil, fmt.Errorf("lock %q: node %d (%q) has no client", name, i+1, n.Name)
 		}
 	}
@@ -153,41 +252,19 @@ func New(name string, nodes []Conn, opts Options) (Locker, error) {
 	if opts.Tries < 0 || opts.NodeTimeout < 0 || opts.RetryDelay < 0 {
 		return nil, fmt.Errorf("lock %q: tries, node timeout and retry delay must not be negative", name)
 	}
-	var l Locker
-	var err error
-	// Each constructor returns its concrete type; a nil pointer must not
-	// become a non-nil Locker.
-	switch name {
-	case RedislockName:
-		l, err = nilOnErr(NewRedislock(nodes[0].Client, opts.TokenPrefix))
-	case RedlockName:
-		l, err = nilOnErr(NewRedlock(nodes, RedlockOptions{
-			TokenPrefix: opts.TokenPrefix, DriftFactor: opts.DriftFactor, Tries: opts.Tries,
-			NodeTimeout: opts.NodeTimeout, RetryDelay: opts.RetryDelay, Clock: opts.Clock,
-		}))
-	case RedsyncName:
-		l, err = nilOnErr(NewRedsync(nodes, opts))
-	case EtcdName, EtcdSessionName:
-		l, err = nilOnErr(NewEtcdLock(nodes, EtcdOptions{TokenPrefix: opts.TokenPrefix, KeepAlive: name == EtcdSessionName}))
-	case WaitName:
-		replicas, timeout := opts.WaitReplicas, opts.WaitTimeout
-		if replicas == 0 {
-			replicas = 1
-		}
-		if timeout == 0 {
-			timeout = 100 * time.Millisecond
-		}
-		l, err = nilOnErr(NewWaitLock(nodes[0].Client, opts.TokenPrefix, replicas, timeout))
-	default:
-		l, err = nilOnErr(NewRedisLock(nodes[0].Client, name, opts.TokenPrefix))
-	}
+	l, err := d.New(nodes, opts)
 	if err != nil {
 		return nil, fmt.Errorf("lock %q: %w", name, err)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("lock %q: %w", name, errors.New("the constructor returned no lock"))
 	}
 	return l, nil
 }
 
-func nilOnErr[L Locker](l L, err error) (Locker, error) {
+// NilOnErr turns a constructor's concrete result into a Locker, so that a
+// nil pointer with an error does not become a non-nil Locker.
+func NilOnErr[L Locker](l L, err error) (Locker, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -196,27 +273,13 @@ func nilOnErr[L Locker](l L, err error) (Locker, error) {
 
 // Info is what a lock is, in words and properties, for help and reports.
 type Info struct {
-	Description string
-	// BackgroundRenewal: the lock keeps its lease alive from a background
-	// task, so a holder has no deadline of its own.
+	Description       string
 	BackgroundRenewal bool
 }
 
 // Describe tells what the named lock is; an unknown name gets an empty
 // description.
 func Describe(name string) Info {
-	return Info{Description: descriptions[name], BackgroundRenewal: name == EtcdSessionName}
-}
-
-var descriptions = map[string]string{
-	Token:           "acquire with SET key token NX PX ttl; release with a Lua script that deletes the key only if it still holds our token (the correct single-instance lock)",
-	SetnxDel:        "acquire with SET key token NX PX ttl; release with a plain DEL, which deletes the key whoever holds it",
-	SetnxNoTTL:      "acquire with SET key token NX and no expiry; release with a Lua compare-and-delete: a holder that dies never releases",
-	Fenced:          "acquire with a Lua script that does SET NX PX and INCR key:fence, giving every grant a monotonic fencing token; release with compare-and-delete",
-	WaitName:        "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
-	RedislockName:   "the bsm/redislock library: Obtain (SET NX PX), Release and Refresh by token, on a single Redis",
-	RedlockName:     "lockjepsen's implementation of the published Redlock algorithm: SET NX PX on every node, granted with a majority and a positive validity (TTL − elapsed − drift), released everywhere",
-	RedsyncName:     "the go-redsync/redsync library, Redlock over every node",
-	EtcdName:        "etcd's concurrency.Mutex on a lease of the TTL with no keep-alive: the holder acts only until the lease's end by its own clock; the key's create revision is the fencing token",
-	EtcdSessionName: "etcd's concurrency.Session and Mutex as applications use them: the client renews the lease in the background, and the holder believes it holds the lock until it releases; the key's create revision is the fencing token",
+	d, _ := Lookup(name)
+	return Info{Description: d.Description, BackgroundRenewal: d.BackgroundRenewal}
 }

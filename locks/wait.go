@@ -6,10 +6,30 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
 )
 
 // WaitName is the token lock that also waits for replicas.
 const WaitName = "wait"
+
+var waitLock = Descriptor{
+	Name:        WaitName,
+	Description: "acquire with SET NX PX, then WAIT for replicas on the same connection, counting the grant only if enough replicas acknowledged; release with compare-and-delete",
+	Nodes:       SingleNode,
+	// WAIT needs replicas: only Sentinel's primary has them.
+	Systems: []string{cluster.Sentinel},
+	New: func(nodes []Conn, opts Options) (Locker, error) {
+		replicas, timeout := opts.WaitReplicas, opts.WaitTimeout
+		if replicas == 0 {
+			replicas = 1
+		}
+		if timeout == 0 {
+			timeout = 100 * time.Millisecond
+		}
+		return NilOnErr(NewWaitLock(nodes[0].Client, opts.TokenPrefix, replicas, timeout))
+	},
+}
 
 // WaitLock is the token lock on a replicated primary that counts a grant
 // only once enough replicas acknowledged it: SET NX PX, then WAIT on the

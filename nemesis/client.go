@@ -35,9 +35,25 @@ func NewClientFaults(rec *history.Recorder, ttl time.Duration) *ClientFaults {
 	return &ClientFaults{Rec: rec, TTL: ttl, armed: map[int]string{}, stop: make(chan struct{})}
 }
 
+var clientDescriptors = []Descriptor{
+	{Name: ClientPause, Description: "a client stalls inside its critical section, after its last validity check, past its lease's remaining TTL",
+		Draw: Draw{Class: classClient, Label: "paused"}, new: buildClient(ClientPause)},
+	{Name: ClientCrash, Description: "a client holding the lock stops for good without releasing it, as a killed process would",
+		Draw: Draw{Class: classClient, Label: "crashed"}, new: buildClient(ClientCrash)},
+}
+
 type clientFault struct {
 	c    *ClientFaults
 	name string
+}
+
+func buildClient(name string) func(*ClientFaults) (Fault, error) {
+	return func(c *ClientFaults) (Fault, error) {
+		if c == nil {
+			return nil, fmt.Errorf("%s needs client hooks", name)
+		}
+		return clientFault{c, name}, nil
+	}
 }
 
 func (f clientFault) Name() string   { return f.name }

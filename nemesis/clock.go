@@ -2,22 +2,34 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
 )
+
+var clockDescriptors = []Descriptor{
+	clockDescriptor(ClockJump, "the target nodes' wall clocks jump by --clock-jump, and back at the end of the fault"),
+	clockDescriptor(ClockStrobe, "the target nodes' wall clocks flip between real time and --clock-jump every 50ms"),
+	clockDescriptor(ClockDrift, "the target nodes' wall clocks run at --clock-rate times real speed"),
+}
+
+func clockDescriptor(name, description string) Descriptor {
+	return Descriptor{Name: name, Description: description, FakeClock: true,
+		Systems:    []string{cluster.Single, cluster.Sentinel, cluster.Redlock},
+		SystemsWhy: "moves wall clocks, which etcd's leases do not read (they run on monotonic timers)",
+		Draw:       Draw{Class: classClock, Label: "clock", LabelDetail: true},
+		new:        func(*ClientFaults) (Fault, error) { return newClockFault(name), nil }}
+}
 
 // clockFault moves node wall clocks. A jump sets an offset until stopped;
 // a strobe flips between the offset and real time; a drift ramps the offset
 // at (rate-1) seconds per second, computed here rather than with
 // libfaketime's own rate, whose reference point is the process start.
 type clockFault struct {
-	name string
-
-	mu    sync.Mutex
-	moved map[string]bool
-	loops map[string]*clockLoop // strobe and drift loops by node
+	nodeFault
+	name  string
+	loops map[string]*clockLoop // strobe and drift loops by node; under mu
 }
 
 type clockLoop struct {
@@ -35,7 +47,9 @@ func (l *clockLoop) stop() {
 const strobePeriod = 50 * time.Millisecond
 
 func newClockFault(name string) *clockFault {
-	return &clockFault{name: name, moved: map[string]bool{}, loops: map[string]*clockLoop{}}
+	f := &clockFault{name: name, loops: map[string]*clockLoop{}}
+	f.restore = f.reset
+	return f
 }
 
 func (f *clockFault) Name() string { return f.name }
@@ -54,16 +68,12 @@ func (f *clockFault) Available(env *Env, a *Action) error {
 }
 
 func (f *clockFault) Start(ctx context.Context, env *Env, a *Action) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var errs []error
-	for _, n := range a.Nodes {
-		f.moved[n] = true
+	return f.change(a.Nodes, func(n string) (bool, error) {
 		switch f.name {
 		case ClockJump:
-			if err := env.Control.SetClock(n, a.Offset); err != nil {
-				errs = append(errs, fmt.Errorf("clock of %s: %w", n, err))
-			}
+			// Changed even if the write failed: it may have moved the
+			// clock all the same, and a reset costs nothing.
+			return true, nodeErr("clock of", n, env.Control.SetClock(n, a.Offset))
 		case ClockStrobe:
 			f.loop(n, func(i int, _ time.Duration) time.Duration {
 				if i%2 == 0 {
@@ -76,8 +86,8 @@ func (f *clockFault) Start(ctx context.Context, env *Env, a *Action) error {
 				return time.Duration(float64(elapsed) * (a.Rate - 1))
 			}, env)
 		}
-	}
-	return errors.Join(errs...)
+		return true, nil
+	})
 }
 
 // loop sets node's clock to offset(i, elapsed) every strobePeriod until
@@ -105,39 +115,12 @@ func (f *clockFault) loop(node string, offset func(i int, elapsed time.Duration)
 	}()
 }
 
-func (f *clockFault) Stop(ctx context.Context, env *Env, a *Action) error {
-	return f.reset(env, a.Nodes)
-}
-
-func (f *clockFault) Heal(ctx context.Context, env *Env) error {
-	f.mu.Lock()
-	var nodes []string
-	for n := range f.moved {
-		nodes = append(nodes, n)
+// reset stops the node's loop, if any, and sets its clock back to real
+// time. Called with f.mu held.
+func (f *clockFault) reset(_ context.Context, env *Env, n string) error {
+	if l := f.loops[n]; l != nil {
+		l.stop()
+		delete(f.loops, n)
 	}
-	f.mu.Unlock()
-	return f.reset(env, nodes)
-}
-
-func (f *clockFault) reset(env *Env, nodes []string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, n := range nodes {
-		if l := f.loops[n]; l != nil {
-			l.stop()
-			delete(f.loops, n)
-		}
-	}
-	var errs []error
-	for _, n := range nodes {
-		if !f.moved[n] {
-			continue
-		}
-		if err := env.Control.SetClock(n, 0); err != nil {
-			errs = append(errs, fmt.Errorf("reset clock of %s: %w", n, err))
-			continue
-		}
-		delete(f.moved, n)
-	}
-	return errors.Join(errs...)
+	return nodeErr("reset clock of", n, env.Control.SetClock(n, 0))
 }

@@ -8,9 +8,6 @@ package nemesis
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
@@ -38,23 +35,6 @@ const (
 	// Failover asks the sentinels for a manual failover.
 	Failover = "failover"
 )
-
-// Known lists the fault names with a line each, for --help and errors.
-var Known = map[string]string{
-	ClientPause: "a client stalls inside its critical section, after its last validity check, past its lease's remaining TTL",
-	ClientCrash: "a client holding the lock stops for good without releasing it, as a killed process would",
-	Partition:   "the target nodes' links are black holes: requests get no answer and time out",
-	Reject:      "connections to the target nodes are reset at once",
-	Latency:     "replies from the target nodes are delayed (--latency, --jitter)",
-	Slow:        "links to the target nodes are throttled (--bandwidth)",
-	Pause:       "the target nodes' processes are frozen (SIGSTOP) and later continued",
-	Kill:        "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
-	ClockJump:   "the target nodes' wall clocks jump by --clock-jump, and back at the end of the fault",
-	ClockStrobe: "the target nodes' wall clocks flip between real time and --clock-jump every 50ms",
-	ClockDrift:  "the target nodes' wall clocks run at --clock-rate times real speed",
-	Isolate:     "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
-	Failover:    "the sentinels are asked for a manual failover (SENTINEL FAILOVER)",
-}
 
 // Env is what faults act on.
 type Env struct {
@@ -135,69 +115,6 @@ type Fault interface {
 // selfRecording faults record their own events when they take effect (a
 // client fault is armed by the schedule but happens later).
 type selfRecording interface{ recordsItself() }
-
-// New returns the fault of the given name.
-func New(name string, clients *ClientFaults) (Fault, error) {
-	switch name {
-	case ClientPause, ClientCrash:
-		if clients == nil {
-			return nil, fmt.Errorf("%s needs client hooks", name)
-		}
-		return clientFault{clients, name}, nil
-	case Partition, Reject, Latency, Slow, Isolate:
-		return newNetFault(name), nil
-	case Failover:
-		return failoverFault{}, nil
-	case Pause:
-		return newPauseFault(), nil
-	case Kill:
-		return newKillFault(), nil
-	case ClockJump, ClockStrobe, ClockDrift:
-		return newClockFault(name), nil
-	}
-	return nil, fmt.Errorf("unknown nemesis %q (want none or a comma list of: %s)", name, strings.Join(KnownNames(), ", "))
-}
-
-// ParseList reads "--nemesis a,b"; "none" or "" is no fault.
-func ParseList(s string) ([]string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == None {
-		return nil, nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, name := range strings.Split(s, ",") {
-		name = strings.TrimSpace(name)
-		if _, ok := Known[name]; !ok {
-			return nil, fmt.Errorf("unknown nemesis %q (want none or a comma list of: %s)", name, strings.Join(KnownNames(), ", "))
-		}
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
-	}
-	return out, nil
-}
-
-// KnownNames is the sorted list of fault names.
-func KnownNames() []string {
-	var names []string
-	for n := range Known {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// NeedsFakeClock reports whether any of the faults moves node clocks.
-func NeedsFakeClock(names []string) bool {
-	for _, n := range names {
-		if n == ClockJump || n == ClockStrobe || n == ClockDrift {
-			return true
-		}
-	}
-	return false
-}
 
 // record writes a nemesis event.
 // PhaseStarting is OnEvent's phase for a fault about to be applied; the

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 )
 
@@ -34,6 +35,23 @@ type InternalNodes interface {
 	InternalNodes() []string
 }
 
+var netDescriptors = []Descriptor{
+	{Name: Partition, Description: "the target nodes' links are black holes: requests get no answer and time out",
+		Links: true, Draw: Draw{Class: classNet, Label: "cut off"}, new: buildNet(Partition)},
+	{Name: Reject, Description: "connections to the target nodes are reset at once",
+		Links: true, Draw: Draw{Class: classNet, Label: "rejecting"}, new: buildNet(Reject)},
+	{Name: Latency, Description: "replies from the target nodes are delayed (--latency, --jitter)",
+		Links: true, Draw: Draw{Class: classNet, Label: "slow replies"}, new: buildNet(Latency)},
+	{Name: Slow, Description: "links to the target nodes are throttled (--bandwidth)",
+		Links: true, Draw: Draw{Class: classNet, Label: "throttled"}, new: buildNet(Slow)},
+	// Isolate needs no client links: it cuts only the cluster's own links
+	// into a node, and clients must still reach it.
+	{Name: Isolate, Description: "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
+		Systems:    []string{cluster.Sentinel, cluster.Etcd},
+		SystemsWhy: "cuts a node off from the rest of its cluster (single and redlock nodes do not talk to each other)",
+		Draw:       Draw{Class: classOther}, new: buildNet(Isolate)},
+}
+
 // netFault cuts or degrades the proxied links of the target nodes: every
 // link into a target node (from clients and from other nodes) and every
 // link out of it, or only the links of chosen clients. Isolate and actions
@@ -47,6 +65,10 @@ type netFault struct {
 	// cut are the nodes whose internal links this fault cut through
 	// Env.Internal.
 	cut map[string]bool
+}
+
+func buildNet(name string) func(*ClientFaults) (Fault, error) {
+	return func(*ClientFaults) (Fault, error) { return newNetFault(name), nil }
 }
 
 func newNetFault(name string) *netFault {

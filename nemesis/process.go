@@ -4,18 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 )
 
-// pauseFault freezes node processes with SIGSTOP.
-type pauseFault struct {
-	mu     sync.Mutex
-	paused map[string]bool
+var processDescriptors = []Descriptor{
+	{Name: Pause, Description: "the target nodes' processes are frozen (SIGSTOP) and later continued",
+		Draw: Draw{Class: classProcess, Label: "paused"},
+		new:  func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
+	{Name: Kill, Description: "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
+		Draw: Draw{Class: classProcess, Label: "killed"},
+		new:  func(*ClientFaults) (Fault, error) { return newKillFault(), nil }},
 }
 
-func newPauseFault() *pauseFault { return &pauseFault{paused: map[string]bool{}} }
+// pauseFault freezes node processes with SIGSTOP.
+type pauseFault struct{ nodeFault }
+
+func newPauseFault() *pauseFault {
+	return &pauseFault{nodeFault{restore: func(_ context.Context, env *Env, n string) error {
+		return nodeErr("resume", n, env.Control.Resume(n))
+	}}}
+}
 
 func (f *pauseFault) Name() string { return Pause }
 
@@ -27,57 +36,20 @@ func (f *pauseFault) Available(env *Env, a *Action) error {
 }
 
 func (f *pauseFault) Start(ctx context.Context, env *Env, a *Action) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var errs []error
-	for _, n := range a.Nodes {
-		if err := env.Control.Pause(n); err != nil {
-			errs = append(errs, fmt.Errorf("pause %s: %w", n, err))
-			continue
-		}
-		f.paused[n] = true
-	}
-	return errors.Join(errs...)
-}
-
-func (f *pauseFault) Stop(ctx context.Context, env *Env, a *Action) error {
-	return f.resume(env, a.Nodes)
-}
-
-func (f *pauseFault) Heal(ctx context.Context, env *Env) error {
-	f.mu.Lock()
-	var nodes []string
-	for n := range f.paused {
-		nodes = append(nodes, n)
-	}
-	f.mu.Unlock()
-	return f.resume(env, nodes)
-}
-
-func (f *pauseFault) resume(env *Env, nodes []string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var errs []error
-	for _, n := range nodes {
-		if !f.paused[n] {
-			continue
-		}
-		if err := env.Control.Resume(n); err != nil {
-			errs = append(errs, fmt.Errorf("resume %s: %w", n, err))
-			continue
-		}
-		delete(f.paused, n)
-	}
-	return errors.Join(errs...)
+	return f.change(a.Nodes, func(n string) (bool, error) {
+		err := env.Control.Pause(n)
+		return err == nil, nodeErr("pause", n, err)
+	})
 }
 
 // killFault kills node processes and restarts them when stopped.
-type killFault struct {
-	mu     sync.Mutex
-	killed map[string]bool
-}
+type killFault struct{ nodeFault }
 
-func newKillFault() *killFault { return &killFault{killed: map[string]bool{}} }
+func newKillFault() *killFault {
+	return &killFault{nodeFault{restore: func(ctx context.Context, env *Env, n string) error {
+		return nodeErr("restart", n, env.Control.Restart(ctx, n))
+	}}}
+}
 
 func (f *killFault) Name() string { return Kill }
 
@@ -92,81 +64,29 @@ func (f *killFault) Available(env *Env, a *Action) error {
 }
 
 func (f *killFault) Start(ctx context.Context, env *Env, a *Action) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var errs []error
-	for _, n := range a.Nodes {
-		if f.killed[n] {
-			continue
+	return f.change(a.Nodes, func(n string) (bool, error) {
+		if f.isChanged(n) {
+			return true, nil // down already: a kill would find no process
 		}
 		if err := env.Control.Kill(n, a.LoseUnsynced); err != nil {
-			errs = append(errs, fmt.Errorf("kill %s: %w", n, err))
-			continue
+			return false, nodeErr("kill", n, err)
 		}
-		f.killed[n] = true
-		// What the node had sent but the network had not delivered dies
-		// with it, as on a crashed machine: without this the proxies would
-		// deliver a delayed replication stream after the kill.
-		if env.Mesh != nil {
-			for _, l := range env.Mesh.Links() {
-				if l.To == n {
-					if err := l.Drop(); err != nil {
-						errs = append(errs, err)
-					}
-				}
-			}
-		}
+		return true, dropInFlight(env, n)
+	})
+}
+
+// dropInFlight loses what the node had sent but the network had not
+// delivered, as on a crashed machine: without this the proxies would
+// deliver a delayed replication stream after the kill.
+func dropInFlight(env *Env, node string) error {
+	if env.Mesh == nil {
+		return nil
 	}
-	return errors.Join(errs...)
-}
-
-func (f *killFault) Stop(ctx context.Context, env *Env, a *Action) error {
-	return f.restart(ctx, env, a.Nodes)
-}
-
-func (f *killFault) Heal(ctx context.Context, env *Env) error {
-	f.mu.Lock()
-	var nodes []string
-	for n := range f.killed {
-		nodes = append(nodes, n)
-	}
-	f.mu.Unlock()
-	return f.restart(ctx, env, nodes)
-}
-
-func (f *killFault) restart(ctx context.Context, env *Env, nodes []string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var errs []error
-	for _, n := range nodes {
-		if !f.killed[n] {
-			continue
+	for _, l := range env.Mesh.Links() {
+		if l.To == node {
+			errs = append(errs, l.Drop())
 		}
-		if err := env.Control.Restart(ctx, n); err != nil {
-			errs = append(errs, fmt.Errorf("restart %s: %w", n, err))
-			continue
-		}
-		delete(f.killed, n)
 	}
 	return errors.Join(errs...)
 }
-
-// failoverFault asks the sentinels for a manual failover.
-type failoverFault struct{}
-
-func (failoverFault) Name() string { return Failover }
-
-func (failoverFault) Available(env *Env, a *Action) error {
-	if env.ManualFailover == nil {
-		return fmt.Errorf("failover needs the sentinel system")
-	}
-	return nil
-}
-
-func (failoverFault) Start(ctx context.Context, env *Env, a *Action) error {
-	_, err := env.ManualFailover(ctx)
-	return err
-}
-
-func (failoverFault) Stop(ctx context.Context, env *Env, a *Action) error { return nil }
-func (failoverFault) Heal(ctx context.Context, env *Env) error            { return nil }

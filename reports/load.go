@@ -23,40 +23,12 @@ const (
 	ReportFile = "report.html"
 )
 
-// runConfig mirrors the fields of config.json the report shows. Unknown
-// fields are ignored, so that the report keeps working as the
-// configuration grows.
+// runConfig is config.json as the harness wrote it: the settings, and
+// the scripted steps, of which the report only tells whether there are
+// any (their type lives with the faults, which the report does not link).
 type runConfig struct {
-	System          string          `json:"system"`
-	Lock            string          `json:"lock"`
-	Workload        string          `json:"workload"`
-	Nemesis         []string        `json:"nemesis"`
-	NemesisInterval time.Duration   `json:"nemesis_interval"`
-	Clients         int             `json:"clients"`
-	Keys            int             `json:"keys"`
-	TTL             time.Duration   `json:"ttl"`
-	TimeLimit       time.Duration   `json:"time_limit"`
-	Recovery        time.Duration   `json:"recovery"`
-	Targets         string          `json:"targets"`
-	FaultDuration   time.Duration   `json:"fault_duration"`
-	RestartDelay    time.Duration   `json:"restart_delay"`
-	LoseUnsynced    bool            `json:"lose_unsynced"`
-	ClockJump       string          `json:"clock_jump"`
-	ClockRate       float64         `json:"clock_rate"`
-	Latency         time.Duration   `json:"latency"`
-	Jitter          time.Duration   `json:"jitter"`
-	Bandwidth       int64           `json:"bandwidth_kbps"`
-	Script          json.RawMessage `json:"script,omitempty"`
-	ScriptName      string          `json:"script_name,omitempty"`
-	Hold            string          `json:"hold"`
-	LongHoldRate    float64         `json:"long_hold_rate"`
-	RetryBackoff    time.Duration   `json:"retry_backoff"`
-	OpTimeout       time.Duration   `json:"op_timeout"`
-	Persistence     string          `json:"persistence"`
-	Seed            int64           `json:"seed"`
-	Name            string          `json:"name"`
-	Expect          string          `json:"expect"`
-	Command         []string        `json:"command,omitempty"`
+	runfile.Settings
+	Script json.RawMessage `json:"script,omitempty"`
 }
 
 // nemesisLabel is the fault list as a reader names it ("none" when empty).

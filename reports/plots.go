@@ -25,9 +25,9 @@ func (m *model) shadeFaults(s *svg, sc scale, y0, y1 float64) {
 			continue
 		}
 		x0, x1 := sc.clampX(a), sc.clampX(b)
-		cls := "shade " + faultClass(f.Name)
+		cls := "shade " + m.faultClass(f.Name)
 		if f.isClientFault() {
-			cls = "shade light " + faultClass(f.Name)
+			cls = "shade light " + m.faultClass(f.Name)
 		}
 		s.rect(x0, y0, max(x1-x0, 1.5), y1-y0, cls, f.describe())
 	}

@@ -318,8 +318,8 @@ func configRows(c *runConfig, info *runInfo) [][2]string {
 		nem := c.nemesisLabel()
 		d := described(info)
 		for _, n := range c.Nemesis {
-			if text, ok := d.Faults[n]; ok {
-				nem += "\n" + n + ": " + text
+			if fd, ok := d.Faults[n]; ok {
+				nem += "\n" + n + ": " + fd.Description
 			}
 		}
 		if d.Script != "" {
@@ -452,7 +452,7 @@ func (m *model) faultRows() []faultRow {
 	out := make([]faultRow, 0, len(m.faults))
 	for i := range m.faults {
 		f := &m.faults[i]
-		r := faultRow{Name: f.Name, Start: fmtT(f.Start), Detail: f.Detail, Class: faultClass(f.Name)}
+		r := faultRow{Name: f.Name, Start: fmtT(f.Start), Detail: f.Detail, Class: m.faultClass(f.Name)}
 		switch {
 		case len(f.Targets) > 0:
 			r.Targets = strings.Join(f.Targets, ", ")

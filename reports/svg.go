@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // svg builds an inline SVG element by hand: the drawings are simple, and a
@@ -77,17 +80,46 @@ func (s *svg) timeAxis(sc scale, y, gy0, gy1 float64, n int) {
 	}
 }
 
-// faultClass is the CSS class of a fault kind's colour.
-func faultClass(name string) string {
-	switch {
-	case strings.HasPrefix(name, "client-"):
-		return "f-client"
-	case strings.HasPrefix(name, "clock-"):
-		return "f-clock"
-	case name == "pause" || name == "kill":
-		return "f-process"
-	case name == "partition" || name == "reject" || name == "latency" || name == "slow":
-		return "f-net"
+// faultClasses are the fault colours report.css has; a run.json naming
+// another (a newer harness, or a hand-edited file) gets f-other rather
+// than an uncoloured bar or markup of its own in the page.
+var faultClasses = []string{"f-client", "f-clock", "f-process", "f-net", "f-other"}
+
+// faultClass is the CSS class of a fault's colour, as the run recorded it.
+func (m *model) faultClass(name string) string {
+	if c := m.faultDraw(name).Class; slices.Contains(faultClasses, c) {
+		return c
 	}
 	return "f-other"
+}
+
+// faultDraw is how the run said to draw the named fault; a run stored
+// before runs said so is drawn as reports drew it then.
+func (m *model) faultDraw(name string) runfile.FaultDescription {
+	if info := m.rf.info; info != nil && info.Described != nil {
+		if d, ok := info.Described.Faults[name]; ok && d.Class != "" {
+			return d
+		}
+	}
+	return legacyDraw(name)
+}
+
+var legacyLabels = map[string]string{"pause": "paused", "kill": "killed", "partition": "cut off", "reject": "rejecting",
+	"latency": "slow replies", "slow": "throttled", "client-pause": "paused", "client-crash": "crashed"}
+
+// legacyDraw is how reports drew a fault from its name alone, for old
+// stores only: a new fault is drawn from its nemesis.Descriptor.
+func legacyDraw(name string) runfile.FaultDescription {
+	d := runfile.FaultDescription{Class: "f-other", Label: legacyLabels[name]}
+	switch {
+	case strings.HasPrefix(name, "client-"):
+		d.Class = "f-client"
+	case strings.HasPrefix(name, "clock-"):
+		d.Class, d.Label, d.LabelDetail = "f-clock", "clock", true
+	case name == "pause" || name == "kill":
+		d.Class = "f-process"
+	case name == "partition" || name == "reject" || name == "latency" || name == "slow":
+		d.Class = "f-net"
+	}
+	return d
 }

@@ -97,35 +97,25 @@ func (m *model) nodeHit(f *faultSpan, name string) bool {
 }
 
 // faultLabel is the short text drawn inside a node's fault bar.
-func faultLabel(f *faultSpan) string {
-	switch f.Name {
-	case "pause":
-		return "paused"
-	case "kill":
-		return "killed"
-	case "partition":
-		return "cut off"
-	case "reject":
-		return "rejecting"
-	case "latency":
-		return "slow replies"
-	case "slow":
-		return "throttled"
-	case "clock-jump", "clock-strobe", "clock-drift":
-		if f.Detail != "" {
-			d := strings.TrimPrefix(f.Detail, "wall clock ")
-			if i := strings.Index(d, " for "); i > 0 {
-				d = d[:i]
-			}
-			return "clock " + d
-		}
+func (m *model) faultLabel(f *faultSpan) string {
+	d := m.faultDraw(f.Name)
+	switch {
+	case d.Label == "":
 		return f.Name
-	case "client-pause":
-		return "paused"
-	case "client-crash":
-		return "crashed"
+	case !d.LabelDetail:
+		return d.Label
+	case f.Detail == "":
+		return f.Name // a bare "clock" says less than the fault's name
 	}
-	return f.Name
+	// "wall clock +1.500s for 2s" under the label "clock": "clock +1.500s".
+	detail := f.Detail
+	if _, after, ok := strings.Cut(detail, d.Label+" "); ok {
+		detail = after
+	}
+	if i := strings.Index(detail, " for "); i > 0 {
+		detail = detail[:i]
+	}
+	return d.Label + " " + detail
 }
 
 func (f *faultSpan) describe() string {
@@ -223,7 +213,7 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 			continue
 		}
 		x0, x1 := sc.clampX(a), sc.clampX(b)
-		s.rect(x0, lanesTop-4, max(x1-x0, 1.5), lanesBot-lanesTop+4, "shade "+faultClass(f.Name), f.describe())
+		s.rect(x0, lanesTop-4, max(x1-x0, 1.5), lanesBot-lanesTop+4, "shade "+m.faultClass(f.Name), f.describe())
 	}
 	if sp.phase > 0 && sp.phase > sc.t0 && sp.phase < sc.t1 {
 		x := sc.x(sp.phase)
@@ -310,7 +300,7 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 				fmt.Fprintf(&s.b, `<path d="M%s %sl6 6m0 -6l-6 6" class="crash"><title>%s</title></path>`, num(x0-3), num(y+laneH/2-3), esc(f.describe()))
 				continue
 			}
-			s.rect(x0, y, max(x1-x0, 1.5), laneH, "cfault "+faultClass(f.Name), f.describe())
+			s.rect(x0, y, max(x1-x0, 1.5), laneH, "cfault "+m.faultClass(f.Name), f.describe())
 		}
 		idx := m.byProc[ln.Process]
 		var starts, ends []int64
@@ -380,8 +370,8 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 				}
 				x0, x1 := sc.clampX(a), sc.clampX(b)
 				w := max(x1-x0, 1.5)
-				s.rect(x0, y+1, w, laneH-2, "nfault "+faultClass(f.Name), f.describe())
-				lbl := faultLabel(f)
+				s.rect(x0, y+1, w, laneH-2, "nfault "+m.faultClass(f.Name), f.describe())
+				lbl := m.faultLabel(f)
 				if w > float64(len(lbl))*6+6 {
 					s.text(x0+3, y+laneH-5, "nfault-label", "start", lbl)
 				}

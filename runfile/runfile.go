@@ -85,10 +85,39 @@ type Description struct {
 	CustomLock bool `json:"custom_lock,omitempty"`
 	// BackgroundRenewal: the lock keeps its lease alive from a background
 	// task, so its holds have no deadline of their own.
-	BackgroundRenewal bool              `json:"background_renewal,omitempty"`
-	Workload          string            `json:"workload"`
-	Faults            map[string]string `json:"faults,omitempty"`
-	Script            string            `json:"script,omitempty"`
+	BackgroundRenewal bool   `json:"background_renewal,omitempty"`
+	Workload          string `json:"workload"`
+	// Faults are the faults the run could inject, by name: those of
+	// --nemesis and those of the script's steps.
+	Faults map[string]FaultDescription `json:"faults,omitempty"`
+	Script string                      `json:"script,omitempty"`
+}
+
+// FaultDescription is a fault in words and how reports draw it, as the
+// harness that ran it declared it (nemesis.Descriptor): reports draw from
+// this rather than keep their own list of faults.
+type FaultDescription struct {
+	Description string `json:"description"`
+	// Class is the report's CSS colour class; empty in run.json files
+	// written before faults said how to draw them.
+	Class string `json:"class,omitempty"`
+	// Label is the short text in a node's fault bar; empty is the name.
+	Label string `json:"label,omitempty"`
+	// LabelDetail adds to Label what the recorded action did: its detail
+	// after Label's word, up to " for ".
+	LabelDetail bool `json:"label_detail,omitempty"`
+}
+
+// UnmarshalJSON also reads the bare string that older run.json files
+// hold for a fault, its description alone.
+func (f *FaultDescription) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*f = FaultDescription{Description: s}
+		return nil
+	}
+	type plain FaultDescription // without this method, or it would recurse
+	return json.Unmarshal(b, (*plain)(f))
 }
 
 // Failover is a change of primary the sentinels reported.

@@ -58,7 +58,7 @@ func TestTheDesignScenariosAreThere(t *testing.T) {
 		"clock-jump": "unsafe", "crash-no-fsync": "unsafe", "crash-fsync-always": "safe", "crash-delayed-restart": "safe",
 		"sentinel-split-brain": "unsafe", "sentinel-kill-after-acquire": "unsafe", "redlock-clock-jump": "unsafe",
 		"redlock-restart": "unsafe", "redlock-delayed-restart": "safe", "redlock-minority": "safe",
-		"kleppmann-clock-jump": "unsafe", "redsync-restart": "unsafe", "redsync-delayed-restart": "safe", "redsync-minority": "safe",
+		"kleppmann-clock-jump": "unsafe",
 	}
 	for n, v := range want {
 		s, ok := scenario.Get(n)
@@ -69,7 +69,7 @@ func TestTheDesignScenariosAreThere(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
-	got, err := scenario.Select("del-release, tag:redsync,del-release")
+	got, err := scenario.Select("del-release, tag:clock,del-release")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestSelect(t *testing.T) {
 	for _, s := range got {
 		names = append(names, s.Name)
 	}
-	if strings.Join(names, ",") != "del-release,redsync-baseline,redsync-minority,redsync-restart,redsync-delayed-restart" {
+	if strings.Join(names, ",") != "del-release,clock-jump,clock-strobe,clock-drift,redlock-clock-jump,kleppmann-clock-jump" {
 		t.Fatalf("got %v", names)
 	}
 	for _, bad := range []string{"nope", "tag:nope", ""} {
@@ -95,7 +95,7 @@ func TestFind(t *testing.T) {
 	}{
 		{"single", "setnx-del", "mutex", []string{"client-pause"}, "del-release"},
 		{"single", "token", "mutex", []string{"kill"}, "crash-no-fsync"},
-		{"redlock", "redsync", "mutex", []string{"pause", "partition"}, "redsync-minority"},
+		{"redlock", "redlock", "mutex", []string{"pause", "partition"}, "redlock-minority"},
 		{"single", "token", "mutex", nil, "baseline"},
 		{"sentinel", "wait", "mutex", []string{"kill"}, ""},
 	}

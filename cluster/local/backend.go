@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
-	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // Host is the loopback address nodes bind to.
@@ -30,6 +28,7 @@ type Cluster struct {
 	servers   []*Server
 	resource  *Server
 	dir       string
+	spec      cluster.Spec
 	fakeClock bool
 	aof       *aofSampler // nil without persistence
 	sentinels []*Server   // the sentinel system's redis-sentinel processes
@@ -95,7 +94,7 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{dir: spec.Dir, fakeClock: spec.FakeClock}
+	c := &Cluster{dir: spec.Dir, spec: spec, fakeClock: spec.FakeClock}
 	var kit *fakeclock.Kit
 	if spec.FakeClock {
 		if kit, err = prepareFakeClock(ctx); err != nil {
@@ -264,19 +263,15 @@ func (c *Cluster) Close(ctx context.Context) error {
 	return nil
 }
 
-// writeProcesses records the PIDs in the store so that a later run can find
-// servers orphaned by a harness that was killed.
+// writeProcesses tells the spec's recorder every process, so that a later
+// run can find servers orphaned by a harness that was killed.
 func (c *Cluster) writeProcesses() error {
+	if c.spec.Processes == nil {
+		return nil
+	}
 	var nodes []cluster.Node
 	for _, s := range c.all() {
 		nodes = append(nodes, nodeOf(s))
 	}
-	b, err := json.MarshalIndent(nodes, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, runfile.NodesFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("record node processes: %w", err)
-	}
-	return nil
+	return c.spec.Processes(nodes)
 }

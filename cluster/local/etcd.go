@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,11 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // The etcd system: N etcd members (Debian's etcd-server, the real binary,
@@ -206,11 +201,11 @@ type EtcdCluster struct {
 	nodes    []*EtcdNode
 	resource *Server
 	dir      string
+	spec     cluster.Spec
 	routers  []*peerRouter // with a mesh: one per member
 
-	adminMu sync.Mutex
-	admins  map[string]*clientv3.Client // the backend's own clients, one per member
-	ids     map[uint64]string           // member ID -> name, learnt from Status
+	idsMu sync.Mutex
+	ids   map[uint64]string // member ID -> name, learnt from Status
 
 	closeOnce sync.Once
 	closeErr  error
@@ -253,7 +248,7 @@ func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 		return nil, err
 	}
 	spec.Dir = dir
-	c := &EtcdCluster{dir: dir, admins: map[string]*clientv3.Client{}, ids: map[uint64]string{}}
+	c := &EtcdCluster{dir: dir, spec: spec, ids: map[uint64]string{}}
 	if spec.Resource {
 		redisBinary, err := FindRedisServer()
 		if err != nil {
@@ -411,12 +406,6 @@ func (c *EtcdCluster) Resource() *cluster.Node {
 // written; the logs and the data the members wrote stay.
 func (c *EtcdCluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
-		c.adminMu.Lock()
-		for _, a := range c.admins {
-			a.Close()
-		}
-		c.admins = map[string]*clientv3.Client{}
-		c.adminMu.Unlock()
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {
 			wg.Go(n.Stop)
@@ -443,18 +432,14 @@ func (c *EtcdCluster) Close(ctx context.Context) error {
 }
 
 func (c *EtcdCluster) writeProcesses() error {
+	if c.spec.Processes == nil {
+		return nil
+	}
 	nodes := c.Nodes()
 	if r := c.Resource(); r != nil {
 		nodes = append(nodes, *r)
 	}
-	b, err := json.MarshalIndent(nodes, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, runfile.NodesFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("record node processes: %w", err)
-	}
-	return nil
+	return c.spec.Processes(nodes)
 }
 
 func (c *EtcdCluster) member(name string) (*EtcdNode, error) {
@@ -466,31 +451,23 @@ func (c *EtcdCluster) member(name string) (*EtcdNode, error) {
 	return nil, fmt.Errorf("no node %q", name)
 }
 
-// EtcdClientConfig is the configuration of every etcd client lockjepsen
-// makes (the backend's and the lock's): no logging, no endpoint
-// auto-sync (the client must keep to the addresses it was given, which
-// may be proxies), and non-blocking dials (each call's context bounds it).
-func EtcdClientConfig(endpoints []string) clientv3.Config {
-	return clientv3.Config{
-		Endpoints:        endpoints,
-		Logger:           zap.NewNop(),
-		AutoSyncInterval: 0,
-	}
-}
+// etcdVersionTimeout bounds EtcdVersion: the version is informational, and
+// a member that is paused or gone must not hold up its caller.
+const etcdVersionTimeout = 2 * time.Second
 
-// admin is the backend's own client of one member, dialling it directly.
-func (c *EtcdCluster) admin(n *EtcdNode) (*clientv3.Client, error) {
-	c.adminMu.Lock()
-	defer c.adminMu.Unlock()
-	if a, ok := c.admins[n.Name]; ok {
-		return a, nil
+// EtcdVersion is the server version of the etcd member whose client URL is
+// at addr (host:port), as its /version answers, or "" if it does not answer
+// within 2 s.
+func EtcdVersion(ctx context.Context, addr string) string {
+	ctx, cancel := context.WithTimeout(ctx, etcdVersionTimeout)
+	defer cancel()
+	var v struct {
+		Server string `json:"etcdserver"`
 	}
-	a, err := clientv3.New(EtcdClientConfig([]string{n.Addr()}))
-	if err != nil {
-		return nil, fmt.Errorf("%s: client: %w", n.Name, err)
+	if err := etcdCall(ctx, addr, "/version", nil, &v); err != nil {
+		return ""
 	}
-	c.admins[n.Name] = a
-	return a, nil
+	return v.Server
 }
 
 // MemberStatus is one member's view, as its Status call answers.
@@ -514,24 +491,24 @@ func (c *EtcdCluster) Status(ctx context.Context, node string) (MemberStatus, er
 }
 
 func (c *EtcdCluster) status(ctx context.Context, n *EtcdNode) (MemberStatus, error) {
-	a, err := c.admin(n)
-	if err != nil {
-		return MemberStatus{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	r, err := a.Status(ctx, n.Addr())
-	if err != nil {
+	var r etcdStatus
+	if err := etcdCall(ctx, n.Addr(), "/v3/maintenance/status", struct{}{}, &r); err != nil {
 		return MemberStatus{}, fmt.Errorf("%s: status: %w", n.Name, err)
 	}
-	c.adminMu.Lock()
-	c.ids[r.Header.MemberId] = n.Name
-	leader := c.ids[r.Leader]
-	c.adminMu.Unlock()
-	if r.Leader != 0 && leader == "" {
-		leader = fmt.Sprintf("%x", r.Leader)
+	id, leaderID := uint64(r.Header.MemberID), uint64(r.Leader)
+	if id == 0 {
+		return MemberStatus{}, fmt.Errorf("%s: status: the answer names no member ID", n.Name)
 	}
-	return MemberStatus{Name: n.Name, ID: r.Header.MemberId, Leader: leader, LeaderID: r.Leader, Term: r.RaftTerm, Errors: r.Errors}, nil
+	c.idsMu.Lock()
+	c.ids[id] = n.Name
+	leader := c.ids[leaderID]
+	c.idsMu.Unlock()
+	if leaderID != 0 && leader == "" {
+		leader = fmt.Sprintf("%x", leaderID)
+	}
+	return MemberStatus{Name: n.Name, ID: id, Leader: leader, LeaderID: leaderID, Term: uint64(r.RaftTerm), Errors: r.Errors}, nil
 }
 
 // Leader asks every member which member leads and returns the answer of a
@@ -626,13 +603,10 @@ func (c *EtcdCluster) checkHealthy(ctx context.Context) error {
 
 // linearizableRead reads a key through one member, linearizably.
 func (c *EtcdCluster) linearizableRead(ctx context.Context, n *EtcdNode) error {
-	a, err := c.admin(n)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	if _, err := a.Get(ctx, "lockjepsen/health"); err != nil {
+	req := etcdRangeRequest{Key: []byte("lockjepsen/health")}
+	if err := etcdCall(ctx, n.Addr(), "/v3/kv/range", req, nil); err != nil {
 		return fmt.Errorf("%s: linearizable read: %w", n.Name, err)
 	}
 	return nil

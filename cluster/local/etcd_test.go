@@ -1,19 +1,22 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
@@ -36,6 +39,7 @@ func startEtcd(t *testing.T, mesh *proxy.Mesh) *local.EtcdCluster {
 	t.Helper()
 	requireEtcd(t)
 	spec := cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: t.TempDir(), Persistence: cluster.PersistNone}
+	spec.Processes = recordIn(spec.Dir)
 	if mesh != nil {
 		spec.Mesh = meshOf(mesh)
 	}
@@ -49,15 +53,103 @@ func startEtcd(t *testing.T, mesh *proxy.Mesh) *local.EtcdCluster {
 	return cl
 }
 
-// etcdClient dials the given client addresses.
-func etcdClient(t *testing.T, addrs ...string) *clientv3.Client {
+// gateway is a test's client of etcd's JSON gateway on the members'
+// client URLs: the module does not depend on etcd's Go client. Each call
+// goes to the next member in turn, as the Go client's balancer spreads its
+// calls, so that a poll reaches every member it was given.
+type gateway struct {
+	addrs []string
+	next  atomic.Uint32
+	hc    *http.Client
+}
+
+// etcdClient is a gateway to the given client addresses.
+func etcdClient(t *testing.T, addrs ...string) *gateway {
 	t.Helper()
-	c, err := clientv3.New(local.EtcdClientConfig(addrs))
-	if err != nil {
-		t.Fatal(err)
+	if len(addrs) == 0 {
+		t.Fatal("an etcd client without addresses")
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	tr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &gateway{addrs: addrs, hc: &http.Client{Transport: tr}}
+}
+
+// call POSTs req as JSON to path on the next member and decodes a 200
+// answer into resp (unless nil); any other answer is an error that carries
+// the gateway's message.
+func (g *gateway) call(ctx context.Context, path string, req, resp any) error {
+	addr := g.addrs[int(g.next.Add(1))%len(g.addrs)]
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	r, err := g.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("%s%s: %w", addr, path, err)
+	}
+	defer r.Body.Close()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("%s%s: %w", addr, path, err)
+	}
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s%s: %s: %s", addr, path, r.Status, bytes.TrimSpace(body))
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, resp); err != nil {
+		return fmt.Errorf("%s%s: %w", addr, path, err)
+	}
+	return nil
+}
+
+// kv is a key and value of the gateway; []byte goes as base64, as the
+// gateway expects for proto bytes.
+type kv struct {
+	Key   []byte `json:"key"`
+	Value []byte `json:"value,omitempty"`
+}
+
+func (g *gateway) put(ctx context.Context, key, val string) error {
+	return g.call(ctx, "/v3/kv/put", kv{Key: []byte(key), Value: []byte(val)}, nil)
+}
+
+// get reads key, linearizably unless serializable (which a member answers
+// from its own data, without its leader).
+func (g *gateway) get(ctx context.Context, key string, serializable bool) (found bool, err error) {
+	req := struct {
+		Key          []byte `json:"key"`
+		Serializable bool   `json:"serializable,omitempty"`
+	}{[]byte(key), serializable}
+	var r struct {
+		Kvs []kv `json:"kvs"`
+	}
+	if err := g.call(ctx, "/v3/kv/range", req, &r); err != nil {
+		return false, err
+	}
+	return len(r.Kvs) == 1, nil
+}
+
+// hasKeys reads keys serializably: whether this member holds them.
+func (g *gateway) hasKeys(ctx context.Context, keys ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, k := range keys {
+		found, err := g.get(ctx, k, true)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%v has no %s", g.addrs, k)
+		}
+	}
+	return nil
 }
 
 func addrsOf(cl *local.EtcdCluster, except ...string) []string {
@@ -78,11 +170,10 @@ outer:
 // put is polled): a write to a member that has lost its leader waits for
 // etcd's own request timeout (about 6 s here), and a shorter attempt lets
 // the poll see the new leader sooner.
-func put(c *clientv3.Client, key, val string) error {
+func put(c *gateway, key, val string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := c.Put(ctx, key, val)
-	return err
+	return c.put(ctx, key, val)
 }
 
 // leaderNow is the member a majority of the members names leader, polled
@@ -161,9 +252,30 @@ func TestEtcdStartsAndStops(t *testing.T) {
 		t.Errorf("nodes.json: %v %+v", err, recorded)
 	}
 	ctx := context.Background()
-	t.Logf("leader %s", leaderNow(t, cl))
+	leader := leaderNow(t, cl)
+	t.Logf("leader %s", leader)
 	c := etcdClient(t, addrsOf(cl)...)
 	eventually(t, waitDeadline, "a write", func() error { return put(c, "k", "v") })
+	ids := map[uint64]string{}
+	for _, n := range nodes {
+		st, err := cl.Status(ctx, n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Name != n.Name || st.ID == 0 || st.LeaderID == 0 || st.Term == 0 || len(st.Errors) != 0 {
+			t.Errorf("status of %s: %+v", n.Name, st)
+		}
+		ids[st.ID] = n.Name
+		if v := local.EtcdVersion(ctx, n.Addr); !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(v) {
+			t.Errorf("version of %s: %q", n.Name, v)
+		}
+	}
+	if len(ids) != 3 {
+		t.Errorf("member IDs %v, want three", ids)
+	}
+	if st, _ := cl.Status(ctx, leader); ids[st.LeaderID] != leader || st.Leader != leader {
+		t.Errorf("the leader %s names leader %s (%x), IDs %v", leader, st.Leader, st.LeaderID, ids)
+	}
 
 	err = cl.SetClock("n1", time.Second)
 	if !errors.Is(err, local.ErrEtcdClock) || !strings.Contains(err.Error(), "clock faults are not supported on etcd: its leases run on monotonic timers") {
@@ -182,6 +294,12 @@ func TestEtcdStartsAndStops(t *testing.T) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("pid %d still there after Close: %v", pid, err)
 		}
+	}
+	if v := local.EtcdVersion(ctx, nodes[0].Addr); v != "" {
+		t.Errorf("a closed member answers version %q", v)
+	}
+	if _, err := cl.Status(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "n1: status") {
+		t.Errorf("status of a closed member: %v", err)
 	}
 }
 
@@ -232,18 +350,7 @@ func TestEtcdNodeFaults(t *testing.T) {
 	}
 	only := etcdClient(t, addr)
 	eventually(t, waitDeadline, "the restarted member catches up", func() error {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		for _, k := range []string{"paused", "killed"} {
-			r, err := only.Get(ctx, k, clientv3.WithSerializable())
-			if err != nil {
-				return err
-			}
-			if len(r.Kvs) != 1 {
-				return fmt.Errorf("%s has no %s", victim, k)
-			}
-		}
-		return nil
+		return only.hasKeys(ctx, "paused", "killed")
 	})
 }
 
@@ -297,7 +404,7 @@ func TestEtcdIsolateThroughMesh(t *testing.T) {
 	var err error
 	for time.Since(cutAt) < 7*time.Second {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = only.Get(rctx, "after-cut")
+		_, err = only.get(rctx, "after-cut", false)
 		cancel()
 		if err == nil {
 			t.Fatalf("the isolated member %s served a linearizable read %v after the cut", victim, time.Since(cutAt).Round(time.Millisecond))
@@ -330,14 +437,14 @@ func TestEtcdIsolateThroughMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("healthy %v after the heal", time.Since(start).Round(time.Millisecond))
-	var r *clientv3.GetResponse
+	var found bool
 	eventually(t, waitDeadline, "a linearizable read on "+victim+" after the heal", func() (err error) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		r, err = only.Get(rctx, "after-cut")
+		found, err = only.get(rctx, "after-cut", false)
 		return err
 	})
-	if len(r.Kvs) != 1 {
-		t.Fatalf("after the heal %s reads %v", victim, r)
+	if !found {
+		t.Fatalf("after the heal %s does not read after-cut", victim)
 	}
 }

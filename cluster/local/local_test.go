@@ -16,6 +16,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -25,6 +26,7 @@ func TestSingleWithResourceStartsAndStops(t *testing.T) {
 	dir := t.TempDir()
 	cl, err := local.Backend{}.Start(context.Background(), cluster.Spec{
 		System: cluster.Single, Nodes: 1, Dir: dir, Persistence: cluster.PersistNone, Resource: true,
+		Processes: recordIn(dir),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -249,4 +251,10 @@ func TestFakeClockExpiresKeysEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, waitDeadline, "the restarted fake-clock node answering PING", func() error { return c.Ping(ctx).Err() })
+}
+
+// recordIn records a cluster's processes in dir/nodes.json, as the harness
+// does, for the tests that check what a backend reports.
+func recordIn(dir string) func([]cluster.Node) error {
+	return func(nodes []cluster.Node) error { return runfile.WriteNodes(dir, nodes) }
 }

@@ -70,6 +70,7 @@ func startSentinel(t *testing.T, withMesh bool, tweak func(*cluster.Spec)) (*loc
 	t.Helper()
 	requireSentinel(t)
 	spec := cluster.Spec{System: cluster.Sentinel, Nodes: 3, Dir: t.TempDir(), Persistence: cluster.PersistNone}
+	spec.Processes = recordIn(spec.Dir)
 	var mesh *proxy.Mesh
 	if withMesh {
 		mesh = proxy.NewMesh()

@@ -22,8 +22,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -55,6 +57,12 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// The library locks and their scenarios must be known before the help
+	// lists them and before a flag names one.
+	if err := liblocks.Register(); err != nil {
+		fmt.Fprintf(stderr, "lockjepsen: harness failure: cannot register the library locks: %v\n", err)
+		return exitHarness
+	}
 	root := newRoot(args, stdout, stderr)
 	root.SetArgs(args)
 	ctx, interrupted, stop := interruptContext(stderr)
@@ -189,48 +197,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
 	o.flags(f)
 	be.flags(f)
-	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), or etcd (3 members: the consensus baseline, with --lock etcd or etcd-session)")
-	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
-	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
-	f.DurationVar(&cfg.FailoverTimeout, "failover-timeout", 0, "sentinel: failover-timeout (0: 3s)")
-	f.IntVar(&cfg.MinReplicasToWrite, "min-replicas-to-write", 0, "sentinel: the nodes' min-replicas-to-write")
-	f.DurationVar(&cfg.MinReplicasMaxLag, "min-replicas-max-lag", 0, "sentinel: the nodes' min-replicas-max-lag, whole seconds (0: Redis's 10s)")
-	f.IntVar(&cfg.WaitReplicas, "wait-replicas", 0, "wait lock: replicas that must acknowledge a grant (0: 1)")
-	f.DurationVar(&cfg.WaitTimeout, "wait-timeout", 0, "wait lock: WAIT timeout (0: 100ms)")
-	f.BoolVar(&cfg.AfterAcquire, "after-acquire", false, "start each server fault right after a lease is granted (with --targets primary: kill the primary before replication catches up)")
-	f.StringVar(&cfg.Lock, "lock", cfg.Lock, "lock under test: "+strings.Join(locks.AllNames, ", ")+" (redlock and redsync need --system redlock); on --system etcd: "+strings.Join(locks.EtcdNames, ", "))
-	f.Float64Var(&cfg.DriftFactor, "drift-factor", 0, "redlock, redsync: clock drift factor in the validity (0: the lock's default, 0.01)")
-	f.IntVar(&cfg.LockTries, "lock-tries", 0, "redlock, redsync: the lock's own tries per acquire (0: 1; the workload retries anyway)")
-	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")
-	f.StringVar(&nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
-	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
-	f.StringVar(&cfg.ScriptName, "script", "", "a named fault script instead of --nemesis: "+strings.Join(nemesis.ScriptNames(), ", "))
-	f.IntVar(&cfg.Nodes, "nodes", 0, "nodes of the system (0: single 1, sentinel 3, redlock 5)")
-	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all, holder (a node that granted the latest lease) or primary (sentinel: the node the sentinels name primary)")
-	f.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "mean time a fault lasts before it is healed")
-	f.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "kill: how long a killed node stays down before its restart")
-	f.BoolVar(&cfg.LoseUnsynced, "lose-unsynced", cfg.LoseUnsynced, "kill: also drop the last second of the node's append-only file, as a crash before fsync would")
-	f.StringVar(&cfg.ClockJump, "clock-jump", cfg.ClockJump, "clock-jump/clock-strobe: how far a node's wall clock moves: a duration (750ms, -2s) or a multiple of the TTL (1.5ttl)")
-	f.Float64Var(&cfg.ClockRate, "clock-rate", cfg.ClockRate, "clock-drift: speed of a node's wall clock relative to real time")
-	f.DurationVar(&cfg.Latency, "latency", cfg.Latency, "latency: delay added to replies")
-	f.DurationVar(&cfg.Jitter, "jitter", cfg.Jitter, "latency: random variation of the delay")
-	f.Int64Var(&cfg.Bandwidth, "bandwidth", cfg.Bandwidth, "slow: bandwidth limit in KB/s")
-	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
-	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; on etcd whole seconds, and 1s unless given)")
-	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "duration of the fault phase")
-	f.DurationVar(&cfg.Recovery, "recovery", cfg.Recovery, "fault-free phase after healing, to judge liveness")
-	f.StringVar(&cfg.Hold, "hold", cfg.Hold, "how long a client holds the lock: 10ms (fixed), 5ms..50ms (uniform) or exp:20ms")
-	f.Float64Var(&cfg.LongHoldRate, "long-hold-rate", cfg.LongHoldRate, "fraction of holds that outlast the TTL (0..1)")
-	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", cfg.RetryBackoff, "longest random wait after a failed acquire")
-	f.DurationVar(&cfg.OpTimeout, "op-timeout", cfg.OpTimeout, "timeout of each Redis operation; past it the outcome is unknown")
-	f.StringVar(&cfg.Persistence, "persistence", cfg.Persistence, "Redis persistence: none, everysec or always (AOF)")
-	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of clients and nemesis")
-	f.StringVar(&cfg.Store, "store", cfg.Store, "directory where runs are stored")
-	f.StringVar(&cfg.Name, "name", "", "test name in the store (default system-lock-workload-nemesis)")
-	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
-	f.BoolVar(&cfg.StopOnFirstViolation, "stop-on-first-violation", false, stopOnFirstHelp)
-	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on this long after the first violation, so that what the holders do next (a fenced resource refusing the stale write) is recorded")
+	systemFlags(f, &cfg)
+	faultFlags(f, &cfg, &nem)
+	runFlags(f, &cfg)
 	return cmd
 }
 
@@ -348,6 +317,64 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&store, "store", store, "the store directory to browse")
 	cmd.Flags().IntVar(&port, "port", port, "port on 127.0.0.1 (0: any free port)")
 	return cmd
+}
+
+// redlockAlgorithm names the locks that implement the Redlock algorithm,
+// the ones --drift-factor and --lock-tries are for.
+const redlockAlgorithm = locks.RedlockName + ", " + liblocks.RedsyncName
+
+// systemFlags are the test's system and lock.
+func systemFlags(f *pflag.FlagSet, cfg *harness.Config) {
+	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), or etcd (3 members: the consensus baseline, with --lock "+orList(fittingLocks(cluster.Etcd))+")")
+	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
+	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
+	f.DurationVar(&cfg.FailoverTimeout, "failover-timeout", 0, "sentinel: failover-timeout (0: 3s)")
+	f.IntVar(&cfg.MinReplicasToWrite, "min-replicas-to-write", 0, "sentinel: the nodes' min-replicas-to-write")
+	f.DurationVar(&cfg.MinReplicasMaxLag, "min-replicas-max-lag", 0, "sentinel: the nodes' min-replicas-max-lag, whole seconds (0: Redis's 10s)")
+	f.IntVar(&cfg.WaitReplicas, "wait-replicas", 0, locks.WaitName+" lock: replicas that must acknowledge a grant (0: 1)")
+	f.DurationVar(&cfg.WaitTimeout, "wait-timeout", 0, locks.WaitName+" lock: WAIT timeout (0: 100ms)")
+	f.StringVar(&cfg.Lock, "lock", cfg.Lock, lockHelp())
+	f.Float64Var(&cfg.DriftFactor, "drift-factor", 0, redlockAlgorithm+": clock drift factor in the validity (0: the lock's default, 0.01)")
+	f.IntVar(&cfg.LockTries, "lock-tries", 0, redlockAlgorithm+": the lock's own tries per acquire (0: 1; the workload retries anyway)")
+	f.IntVar(&cfg.Nodes, "nodes", 0, "nodes of the system (0: single 1, sentinel 3, redlock 5)")
+	f.StringVar(&cfg.Persistence, "persistence", cfg.Persistence, "Redis persistence: none, everysec or always (AOF)")
+}
+
+// faultFlags are the test's faults and their parameters.
+func faultFlags(f *pflag.FlagSet, cfg *harness.Config, nem *string) {
+	f.BoolVar(&cfg.AfterAcquire, "after-acquire", false, "start each server fault right after a lease is granted (with --targets primary: kill the primary before replication catches up)")
+	f.StringVar(nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
+	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
+	f.StringVar(&cfg.ScriptName, "script", "", "a named fault script instead of --nemesis: "+strings.Join(nemesis.ScriptNames(), ", "))
+	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all, holder (a node that granted the latest lease) or primary (sentinel: the node the sentinels name primary)")
+	f.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "mean time a fault lasts before it is healed")
+	f.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "kill: how long a killed node stays down before its restart")
+	f.BoolVar(&cfg.LoseUnsynced, "lose-unsynced", cfg.LoseUnsynced, "kill: also drop the last second of the node's append-only file, as a crash before fsync would")
+	f.StringVar(&cfg.ClockJump, "clock-jump", cfg.ClockJump, "clock-jump/clock-strobe: how far a node's wall clock moves: a duration (750ms, -2s) or a multiple of the TTL (1.5ttl)")
+	f.Float64Var(&cfg.ClockRate, "clock-rate", cfg.ClockRate, "clock-drift: speed of a node's wall clock relative to real time")
+	f.DurationVar(&cfg.Latency, "latency", cfg.Latency, "latency: delay added to replies")
+	f.DurationVar(&cfg.Jitter, "jitter", cfg.Jitter, "latency: random variation of the delay")
+	f.Int64Var(&cfg.Bandwidth, "bandwidth", cfg.Bandwidth, "slow: bandwidth limit in KB/s")
+}
+
+// runFlags are the test's workload, timings, store and expectation.
+func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
+	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release) or counter (read-modify-write a protected resource under the lock)")
+	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
+	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; on etcd whole seconds, and 1s unless given)")
+	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "duration of the fault phase")
+	f.DurationVar(&cfg.Recovery, "recovery", cfg.Recovery, "fault-free phase after healing, to judge liveness")
+	f.StringVar(&cfg.Hold, "hold", cfg.Hold, "how long a client holds the lock: 10ms (fixed), 5ms..50ms (uniform) or exp:20ms")
+	f.Float64Var(&cfg.LongHoldRate, "long-hold-rate", cfg.LongHoldRate, "fraction of holds that outlast the TTL (0..1)")
+	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", cfg.RetryBackoff, "longest random wait after a failed acquire")
+	f.DurationVar(&cfg.OpTimeout, "op-timeout", cfg.OpTimeout, "timeout of each Redis operation; past it the outcome is unknown")
+	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of clients and nemesis")
+	f.StringVar(&cfg.Store, "store", cfg.Store, "directory where runs are stored")
+	f.StringVar(&cfg.Name, "name", "", "test name in the store (default system-lock-workload-nemesis)")
+	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
+	f.BoolVar(&cfg.StopOnFirstViolation, "stop-on-first-violation", false, stopOnFirstHelp)
+	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on this long after the first violation, so that what the holders do next (a fenced resource refusing the stale write) is recorded")
 }
 
 const stopOnFirstHelp = "end the run at the first overlap of two believed holds (faults healed, no recovery phase); the history is checked as usual. Give a generous --time-limit: it costs nothing when the lock breaks early"

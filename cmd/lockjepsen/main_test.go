@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
 
@@ -19,6 +21,12 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("LOCKJEPSEN_BE_CLI") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	// run registers the library locks; tests that call the grid directly
+	// need them too, whichever test runs first.
+	if err := liblocks.Register(); err != nil {
+		fmt.Fprintf(os.Stderr, "register the library locks: %v\n", err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
@@ -79,26 +80,22 @@ type matrixCount struct {
 	Skipped int `json:"skipped"`
 }
 
-// Default grid: each system with its locks, and these faults.
-var (
-	gridLocks = map[string][]string{
-		cluster.Single:   {locks.Token, locks.SetnxDel, locks.SetnxNoTTL, locks.Fenced},
-		cluster.Sentinel: {locks.Token, locks.WaitName},
-		cluster.Redlock:  {locks.RedlockName, locks.RedsyncName},
-		cluster.Etcd:     locks.EtcdNames,
-	}
-	gridFaults = "none,client-pause,kill,partition,clock-jump"
-)
+// gridFaults are the fault sets of the default grid; its locks are each
+// system's own (fittingLocks).
+const gridFaults = "none,client-pause,kill,partition,clock-jump"
+
+// matrixFlags are the matrix command's flags.
+type matrixFlags struct {
+	names, systems, lockList, faults, workload string
+	all, stopOnFirst                           bool
+	budget, timeLimit, recovery                time.Duration
+	seed                                       int64
+	store, outDir, junit, title, configFile    string
+	o                                          output
+}
 
 func newMatrixCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
-	var (
-		names, systems, lockList, faults, workload string
-		all, stopOnFirst                           bool
-		budget, timeLimit, recovery                time.Duration
-		seed                                       int64
-		store, outDir, junit, title, configFile    string
-		o                                          output
-	)
+	var mf matrixFlags
 	cmd := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run many tests in a row and write a matrix report, results.json and JUnit XML",
@@ -127,94 +124,120 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
   lockjepsen matrix --systems single,sentinel,redlock --faults none,client-pause,kill,partition,clock-jump`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.check(stderr); err != nil {
+			if err := mf.o.check(stderr); err != nil {
 				return err
 			}
-			fl := cmd.Flags()
-			if configFile != "" {
-				if err := applyConfigFile(configFile, fl); err != nil {
-					return usageErr(stderr, err)
-				}
+			runs, err := mf.runs(cmd.Flags())
+			if err != nil {
+				return usageErr(stderr, err)
 			}
-			grid := fl.Changed("systems") || fl.Changed("locks") || fl.Changed("faults") || fl.Changed("workload")
-			modes := 0
-			for _, b := range []bool{names != "", all, grid} {
-				if b {
-					modes++
-				}
+			if mf.outDir == "" {
+				mf.outDir = filepath.Join(mf.store, runfile.MatrixDir, time.Now().UTC().Format("20060102T150405Z"))
 			}
-			if modes != 1 {
-				return usageErr(stderr, errors.New("choose the runs with one of --scenarios, --all, or --systems/--locks/--faults"))
-			}
-			if budget <= 0 {
-				return usageErr(stderr, errors.New("--budget must be positive"))
-			}
-			var runs []matrixRun
-			switch {
-			case all:
-				for _, s := range scenario.All() {
-					runs = append(runs, scenarioRun(s))
-				}
-			case names != "":
-				list, err := scenario.Select(names)
-				if err != nil {
-					return usageErr(stderr, fmt.Errorf("--scenarios: %v", err))
-				}
-				for _, s := range list {
-					runs = append(runs, scenarioRun(s))
-				}
-			default:
-				var err error
-				if runs, err = gridRuns(systems, lockList, faults, workload, fl.Changed("locks")); err != nil {
-					return usageErr(stderr, err)
-				}
-			}
-			for i := range runs {
-				c := &runs[i].cfg
-				if fl.Changed("time-limit") {
-					c.TimeLimit = timeLimit
-				}
-				if fl.Changed("recovery") {
-					c.Recovery = recovery
-				}
-				if fl.Changed("seed") {
-					c.Seed = seed
-				}
-				c.Store = store
-				c.StopOnFirstViolation = c.StopOnFirstViolation || stopOnFirst
-				// What reproduces this one run, not the whole matrix.
-				c.Command = runCommand(runs[i], fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed"))
-				if err := c.Validate(); err != nil {
-					return usageErr(stderr, fmt.Errorf("%s: %v", runs[i].Scenario, err))
-				}
-			}
-			if outDir == "" {
-				outDir = filepath.Join(store, runfile.MatrixDir, time.Now().UTC().Format("20060102T150405Z"))
-			}
-			m := &matrixRunner{runs: runs, budget: budget, outDir: outDir, junit: junit, title: title,
-				stdout: stdout, stderr: stderr, o: o}
+			m := &matrixRunner{runs: runs, budget: mf.budget, outDir: mf.outDir, junit: mf.junit, title: mf.title,
+				stdout: stdout, stderr: stderr, o: mf.o}
 			return m.run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&names, "scenarios", "", "comma list of scenario names and tags (tag:quick, tag:redlock, ...)")
-	f.BoolVar(&all, "all", false, "run every named scenario")
-	f.StringVar(&systems, "systems", "single,sentinel,redlock", "grid: systems")
-	f.StringVar(&lockList, "locks", "", "grid: locks (default: each system's own: single token,setnx-del,setnx-nottl,fenced; sentinel token,wait; redlock redlock,redsync)")
-	f.StringVar(&faults, "faults", gridFaults, "grid: fault sets, comma separated; none for no faults, a+b for two faults together")
-	f.StringVar(&workload, "workload", "mutex", "grid: workload")
-	f.DurationVar(&budget, "budget", 15*time.Minute, "time for the whole matrix; runs that would not fit are skipped")
-	f.DurationVar(&timeLimit, "time-limit", 0, "fault phase of every run (default: each scenario's own; grid cells 4s)")
-	f.DurationVar(&recovery, "recovery", 0, "recovery phase of every run (default: each scenario's own; grid cells 1.5s)")
-	f.Int64Var(&seed, "seed", 1, "seed of every run (default: each scenario's own)")
-	f.StringVar(&store, "store", "store", "directory where runs are stored")
-	f.BoolVar(&stopOnFirst, "stop-on-first-violation", false, stopOnFirstHelp)
-	f.StringVar(&outDir, "out", "", "directory for matrix.html and results.json (default STORE/matrix/TIMESTAMP)")
-	f.StringVar(&junit, "junit", "", "also write JUnit XML to this file")
-	f.StringVar(&title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
-	f.StringVar(&configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
-	o.flags(f)
+	mf.flags(cmd.Flags())
 	return cmd
+}
+
+func (mf *matrixFlags) flags(f *pflag.FlagSet) {
+	f.StringVar(&mf.names, "scenarios", "", "comma list of scenario names and tags (tag:quick, tag:redlock, ...)")
+	f.BoolVar(&mf.all, "all", false, "run every named scenario")
+	f.StringVar(&mf.systems, "systems", "single,sentinel,redlock", "grid: systems")
+	f.StringVar(&mf.lockList, "locks", "", gridLocksHelp())
+	f.StringVar(&mf.faults, "faults", gridFaults, "grid: fault sets, comma separated; none for no faults, a+b for two faults together")
+	f.StringVar(&mf.workload, "workload", "mutex", "grid: workload")
+	f.DurationVar(&mf.budget, "budget", 15*time.Minute, "time for the whole matrix; runs that would not fit are skipped")
+	f.DurationVar(&mf.timeLimit, "time-limit", 0, "fault phase of every run (default: each scenario's own; grid cells 4s)")
+	f.DurationVar(&mf.recovery, "recovery", 0, "recovery phase of every run (default: each scenario's own; grid cells 1.5s)")
+	f.Int64Var(&mf.seed, "seed", 1, "seed of every run (default: each scenario's own)")
+	f.StringVar(&mf.store, "store", "store", "directory where runs are stored")
+	f.BoolVar(&mf.stopOnFirst, "stop-on-first-violation", false, stopOnFirstHelp)
+	f.StringVar(&mf.outDir, "out", "", "directory for matrix.html and results.json (default STORE/matrix/TIMESTAMP)")
+	f.StringVar(&mf.junit, "junit", "", "also write JUnit XML to this file")
+	f.StringVar(&mf.title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
+	f.StringVar(&mf.configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
+	mf.o.flags(f)
+}
+
+// runs are the runs the flags choose, with the overrides applied and each
+// validated, so that a bad one is refused before any run starts.
+func (mf *matrixFlags) runs(fl *pflag.FlagSet) ([]matrixRun, error) {
+	if mf.configFile != "" {
+		if err := applyConfigFile(mf.configFile, fl); err != nil {
+			return nil, err
+		}
+	}
+	grid, err := mf.mode(fl)
+	if err != nil {
+		return nil, err
+	}
+	if mf.budget <= 0 {
+		return nil, errors.New("--budget must be positive")
+	}
+	runs, err := mf.choose(grid, fl.Changed("locks"))
+	if err != nil {
+		return nil, err
+	}
+	overridden := fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed")
+	for i := range runs {
+		c := &runs[i].cfg
+		if fl.Changed("time-limit") {
+			c.TimeLimit = mf.timeLimit
+		}
+		if fl.Changed("recovery") {
+			c.Recovery = mf.recovery
+		}
+		if fl.Changed("seed") {
+			c.Seed = mf.seed
+		}
+		c.Store = mf.store
+		c.StopOnFirstViolation = c.StopOnFirstViolation || mf.stopOnFirst
+		// What reproduces this one run, not the whole matrix.
+		c.Command = runCommand(runs[i], overridden)
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %v", runs[i].Scenario, err)
+		}
+	}
+	return runs, nil
+}
+
+// mode checks that exactly one of --scenarios, --all and the grid flags
+// chooses the runs, and reports whether it is the grid.
+func (mf *matrixFlags) mode(fl *pflag.FlagSet) (grid bool, err error) {
+	grid = fl.Changed("systems") || fl.Changed("locks") || fl.Changed("faults") || fl.Changed("workload")
+	modes := 0
+	for _, b := range []bool{mf.names != "", mf.all, grid} {
+		if b {
+			modes++
+		}
+	}
+	if modes != 1 {
+		return false, errors.New("choose the runs with one of --scenarios, --all, or --systems/--locks/--faults")
+	}
+	return grid, nil
+}
+
+// choose lists the runs of the chosen mode.
+func (mf *matrixFlags) choose(grid, locksGiven bool) ([]matrixRun, error) {
+	if grid {
+		return gridRuns(mf.systems, mf.lockList, mf.faults, mf.workload, locksGiven)
+	}
+	list := scenario.All()
+	if !mf.all {
+		var err error
+		if list, err = scenario.Select(mf.names); err != nil {
+			return nil, fmt.Errorf("--scenarios: %v", err)
+		}
+	}
+	var runs []matrixRun
+	for _, s := range list {
+		runs = append(runs, scenarioRun(s))
+	}
+	return runs, nil
 }
 
 // runCommand is the command line that reruns one run of a matrix: the
@@ -267,55 +290,38 @@ func newMatrixRun(name string, cfg harness.Config) matrixRun {
 		Expected: cfg.Expect, cfg: cfg}
 }
 
-// gridRuns is systems × locks × faults. A cell with a named scenario runs
-// that scenario; others run with generic parameters and expect "any".
+// gridRuns is systems × locks × faults, each system with the locks that
+// run on it: all of them by default, else those of lockList. A cell with a
+// named scenario runs that scenario; others run with generic parameters and
+// expect "any".
 func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]matrixRun, error) {
-	var runs []matrixRun
-	var faultSets [][]string
-	for _, fs := range strings.Split(faults, ",") {
-		list, err := nemesis.ParseList(strings.ReplaceAll(strings.TrimSpace(fs), "+", ","))
-		if err != nil {
-			return nil, fmt.Errorf("--faults: %v", err)
-		}
-		faultSets = append(faultSets, list)
+	faultSets, err := parseFaultSets(faults)
+	if err != nil {
+		return nil, err
 	}
-	for _, sys := range strings.Split(systems, ",") {
-		sys = strings.TrimSpace(sys)
-		own, ok := gridLocks[sys]
-		if !ok {
-			return nil, fmt.Errorf("--systems: unknown system %q; want single, sentinel, redlock or etcd", sys)
+	sysList := splitList(systems)
+	for _, sys := range sysList {
+		if !slices.Contains(cluster.Systems, sys) {
+			return nil, fmt.Errorf("--systems: unknown system %q; want %s", sys, orList(cluster.Systems))
 		}
-		lockNames := own
-		if locksGiven {
-			lockNames = nil
-			nodes := cluster.DefaultNodes(sys)
-			if sys == cluster.Sentinel {
-				nodes = 1
-			}
-			for _, l := range strings.Split(lockList, ",") {
-				l = strings.TrimSpace(l)
-				known := append(append([]string{}, locks.AllNames...), locks.EtcdNames...)
-				if !slices.Contains(known, l) {
-					return nil, fmt.Errorf("--locks: unknown lock %q; want one of %s", l, strings.Join(known, ", "))
-				}
-				if slices.Contains(locks.EtcdNames, l) != (sys == cluster.Etcd) {
-					continue // etcd's locks run on etcd only, and only they do
-				}
-				if locks.CheckNodes(l, nodes) == nil && (l != locks.WaitName || sys == cluster.Sentinel) {
-					lockNames = append(lockNames, l)
-				}
-			}
+	}
+	candidates := locks.All()
+	if locksGiven {
+		if candidates, err = lookupLocks(lockList); err != nil {
+			return nil, err
 		}
-		for _, lock := range lockNames {
+	}
+	var runs []matrixRun
+	for _, sys := range sysList {
+		for _, d := range candidates {
+			if !d.Fits(sys, lockNodes(sys)) {
+				continue
+			}
 			for _, fs := range faultSets {
 				if sys == cluster.Etcd && nemesis.NeedsFakeClock(fs) {
 					continue // etcd's leases run on monotonic timers: no clock faults
 				}
-				if s, ok := scenario.Find(sys, lock, workload, fs); ok {
-					runs = append(runs, scenarioRun(s))
-					continue
-				}
-				runs = append(runs, newMatrixRun(gridName(sys, lock, workload, fs), gridConfig(sys, lock, workload, fs)))
+				runs = append(runs, gridRun(sys, d.Name, workload, fs))
 			}
 		}
 	}
@@ -323,6 +329,50 @@ func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]ma
 		return nil, errors.New("the grid is empty: no lock given runs on the systems given")
 	}
 	return runs, nil
+}
+
+// gridRun is one cell: its named scenario if it has one.
+func gridRun(sys, lock, workload string, faults []string) matrixRun {
+	if s, ok := scenario.Find(sys, lock, workload, faults); ok {
+		return scenarioRun(s)
+	}
+	return newMatrixRun(gridName(sys, lock, workload, faults), gridConfig(sys, lock, workload, faults))
+}
+
+// parseFaultSets reads --faults: fault sets separated by commas, the
+// faults of a set joined by "+".
+func parseFaultSets(faults string) ([][]string, error) {
+	var sets [][]string
+	for _, fs := range strings.Split(faults, ",") {
+		list, err := nemesis.ParseList(strings.ReplaceAll(strings.TrimSpace(fs), "+", ","))
+		if err != nil {
+			return nil, fmt.Errorf("--faults: %v", err)
+		}
+		sets = append(sets, list)
+	}
+	return sets, nil
+}
+
+// lookupLocks reads --locks, in the order given.
+func lookupLocks(lockList string) ([]locks.Descriptor, error) {
+	var ds []locks.Descriptor
+	for _, name := range splitList(lockList) {
+		d, err := locks.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("--locks: %v", err)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// splitList splits a comma list and trims its items.
+func splitList(list string) []string {
+	items := strings.Split(list, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items
 }
 
 func gridName(sys, lock, workload string, faults []string) string {
@@ -391,53 +441,76 @@ func (m *matrixRunner) run(ctx context.Context) error {
 	deadline := res.Started.Add(m.budget)
 	harnessFailed := false
 	for i := range m.runs {
-		r := &m.runs[i]
-		if ctx.Err() != nil {
-			r.Verdict, r.Why = stateSkipped, "the matrix was interrupted before this run"
-			continue
-		}
-		if time.Now().Add(scenario.Estimate(r.cfg)).After(deadline) {
-			r.Verdict, r.Why = stateSkipped, fmt.Sprintf("the budget of %s would run out before this run finished", m.budget)
-			m.say("[%d/%d %s] skipped: %s", i+1, len(m.runs), r.Scenario, r.Why)
-			continue
-		}
-		prefix := fmt.Sprintf("[%d/%d %s] ", i+1, len(m.runs), r.Scenario)
-		m.say("%sstarting (%s/%s/%s, faults %s, expect %s)", prefix, r.System, r.Lock, r.Workload, r.Faults, r.Expected)
-		start := time.Now()
-		out, err := runWithProgress(ctx, r.cfg, m.stderr, output{quiet: m.o.quiet}, prefix)
-		r.Duration = time.Since(start).Round(10 * time.Millisecond).Seconds()
-		if err != nil && ctx.Err() != nil && !harness.IsUsage(err) {
-			// Ctrl-C while the run was being checked: an interruption,
-			// not a failure of the harness.
-			r.Verdict, r.Why, r.Interrupted = stateSkipped, "the matrix was interrupted while this run was being checked", true
-			m.say("%sinterrupted while checking", prefix)
-			continue
-		}
-		if err != nil {
-			r.Verdict, r.Error = stateError, err.Error()
-			var he *harness.HarnessError
-			if errors.As(err, &he) && he.Dir != "" {
-				r.Dir = absDir(he.Dir)
-			}
-			harnessFailed = true
-			m.say("%sHARNESS FAILURE: %v", prefix, err)
-			continue
-		}
-		r.fill(out)
-		if len(out.Results.Errors) > 0 {
+		if m.runOne(ctx, i, deadline) {
 			harnessFailed = true
 		}
-		met := "met"
-		if !r.Met {
-			met = "NOT met"
-		}
-		m.say("%s%s (expected %s: %s) in %.1fs", prefix, r.Summary, r.Expected, met, r.Duration)
 	}
 	res.Ended = time.Now()
 	res.Interrupted = ctx.Err() != nil
 	res.Runs = m.runs
+	res.tally()
+	if err := m.writeFiles(res); err != nil {
+		fmt.Fprintf(m.stderr, "lockjepsen: harness failure: write the matrix files: %v\n", err)
+		return exitError{exitHarness}
+	}
+	m.print(res)
+	switch {
+	case harnessFailed:
+		return exitError{exitHarness}
+	case !res.Met:
+		return exitError{exitNotMet}
+	}
+	return nil
+}
+
+// runOne runs the i-th run unless the matrix was interrupted or the run
+// would end past the deadline, and reports whether the harness failed.
+func (m *matrixRunner) runOne(ctx context.Context, i int, deadline time.Time) (harnessFailed bool) {
+	r := &m.runs[i]
+	if ctx.Err() != nil {
+		r.Verdict, r.Why = stateSkipped, "the matrix was interrupted before this run"
+		return false
+	}
+	if time.Now().Add(scenario.Estimate(r.cfg)).After(deadline) {
+		r.Verdict, r.Why = stateSkipped, fmt.Sprintf("the budget of %s would run out before this run finished", m.budget)
+		m.say("[%d/%d %s] skipped: %s", i+1, len(m.runs), r.Scenario, r.Why)
+		return false
+	}
+	prefix := fmt.Sprintf("[%d/%d %s] ", i+1, len(m.runs), r.Scenario)
+	m.say("%sstarting (%s/%s/%s, faults %s, expect %s)", prefix, r.System, r.Lock, r.Workload, r.Faults, r.Expected)
+	start := time.Now()
+	out, err := runWithProgress(ctx, r.cfg, m.stderr, output{quiet: m.o.quiet}, prefix)
+	r.Duration = time.Since(start).Round(10 * time.Millisecond).Seconds()
+	if err != nil && ctx.Err() != nil && !harness.IsUsage(err) {
+		// Ctrl-C while the run was being checked: an interruption,
+		// not a failure of the harness.
+		r.Verdict, r.Why, r.Interrupted = stateSkipped, "the matrix was interrupted while this run was being checked", true
+		m.say("%sinterrupted while checking", prefix)
+		return false
+	}
+	if err != nil {
+		r.Verdict, r.Error = stateError, err.Error()
+		var he *harness.HarnessError
+		if errors.As(err, &he) && he.Dir != "" {
+			r.Dir = absDir(he.Dir)
+		}
+		m.say("%sHARNESS FAILURE: %v", prefix, err)
+		return true
+	}
+	r.fill(out)
+	met := "met"
+	if !r.Met {
+		met = "NOT met"
+	}
+	m.say("%s%s (expected %s: %s) in %.1fs", prefix, r.Summary, r.Expected, met, r.Duration)
+	return len(out.Results.Errors) > 0
+}
+
+// tally counts the runs by outcome; the matrix is met when every run ran
+// and met its expectation.
+func (res *matrixResults) tally() {
 	res.Met = true
-	for _, r := range m.runs {
+	for _, r := range res.Runs {
 		res.Counts.Runs++
 		switch {
 		case r.Verdict == stateSkipped:
@@ -453,18 +526,6 @@ func (m *matrixRunner) run(ctx context.Context) error {
 			res.Met = false
 		}
 	}
-	if err := m.writeFiles(res); err != nil {
-		fmt.Fprintf(m.stderr, "lockjepsen: harness failure: write the matrix files: %v\n", err)
-		return exitError{exitHarness}
-	}
-	m.print(res)
-	switch {
-	case harnessFailed:
-		return exitError{exitHarness}
-	case !res.Met:
-		return exitError{exitNotMet}
-	}
-	return nil
 }
 
 // fill records a finished run.

@@ -47,15 +47,22 @@ func (s *SyncBuffer) Len() int {
 	return s.b.Len()
 }
 
-// ModuleRoot is the directory of the module's go.mod.
+// ModuleRoot is the project's root: the directory of go.work, which ties
+// the core, contrib and CLI modules together, or of go.mod outside the
+// workspace.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	path := strings.TrimSpace(string(gomod))
-	if err != nil || path == "" || path == os.DevNull {
-		t.Fatalf("go env GOMOD: %q, %v", gomod, err)
+	for _, v := range []string{"GOWORK", "GOMOD"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", v, err)
+		}
+		if path := strings.TrimSpace(string(out)); path != "" && path != "off" && path != os.DevNull {
+			return filepath.Dir(path)
+		}
 	}
-	return filepath.Dir(path)
+	t.Fatal("go env: neither GOWORK nor GOMOD names a file")
+	return ""
 }
 
 // BuildCLI builds cmd/lockjepsen into the test's temporary directory.

@@ -1,4 +1,4 @@
-package locks_test
+package liblocks_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/bsm/redislock"
 
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
@@ -45,7 +46,7 @@ func TestQuorum(t *testing.T) {
 		{name: "2 held elsewhere 1 paused", heldElsewhere: []int{0, 1}, paused: []int{2}, want: unknown,
 			wantEmptyAfterwds: []int{3, 4}},
 	}
-	for _, lockName := range []string{locks.RedlockName, locks.RedsyncName} {
+	for _, lockName := range []string{locks.RedlockName, liblocks.RedsyncName} {
 		t.Run(lockName, func(t *testing.T) {
 			t.Parallel()
 			c := startCluster(t, 5)
@@ -76,7 +77,7 @@ func TestQuorum(t *testing.T) {
 						break
 					}
 					nr, reports := lease.(locks.NodeReporter)
-					if lockName == locks.RedsyncName && reports {
+					if lockName == liblocks.RedsyncName && reports {
 						t.Errorf("%s: redsync cannot tell which nodes granted, yet its lease reports %v", tc.name, nr.GrantedBy())
 					}
 					if lockName == locks.RedlockName {
@@ -150,7 +151,7 @@ func (c *stepClock) Now() time.Time {
 	return c.t
 }
 
-func newRedlock(t *testing.T, c *cluster, opts locks.RedlockOptions) *locks.Redlock {
+func newRedlock(t *testing.T, c *nodeSet, opts locks.RedlockOptions) *locks.Redlock {
 	t.Helper()
 	if opts.NodeTimeout == 0 {
 		opts.NodeTimeout = 50 * time.Millisecond
@@ -344,11 +345,11 @@ func TestRedislockTokenCaveat(t *testing.T) {
 
 	// The adapter: two clients with the same prefix still get distinct
 	// tokens and exclusion.
-	a, err := locks.NewRedislock(rdb, "p1")
+	a, err := liblocks.NewRedislock(rdb, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := locks.NewRedislock(rdb, "p1")
+	b, err := liblocks.NewRedislock(rdb, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package locks_test
+package liblocks_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	jcluster "github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -40,14 +41,14 @@ func startEtcd(t *testing.T) []locks.Conn {
 	return conns
 }
 
-func etcdLock(t *testing.T, conns []locks.Conn, prefix string) *locks.EtcdLock {
+func etcdLock(t *testing.T, conns []locks.Conn, prefix string) *liblocks.EtcdLock {
 	t.Helper()
-	l, err := locks.New(locks.EtcdName, conns, locks.Options{TokenPrefix: prefix})
+	l, err := locks.New(liblocks.EtcdName, conns, locks.Options{TokenPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.(*locks.EtcdLock).Close() })
-	return l.(*locks.EtcdLock)
+	t.Cleanup(func() { l.(*liblocks.EtcdLock).Close() })
+	return l.(*liblocks.EtcdLock)
 }
 
 func opCtx(t *testing.T) context.Context {
@@ -58,7 +59,7 @@ func opCtx(t *testing.T) context.Context {
 
 func TestEtcdLockRegistry(t *testing.T) {
 	t.Parallel()
-	nc, err := locks.NodesFor(locks.EtcdName)
+	nc, err := locks.NodesFor(liblocks.EtcdName)
 	if err != nil || !nc.Allows(1) || !nc.Allows(3) || nc.Allows(2) {
 		t.Errorf("NodesFor(etcd) = %v, %v; want odd counts from 1", nc, err)
 	}
@@ -69,34 +70,34 @@ func TestEtcdLockRegistry(t *testing.T) {
 		}
 		return out
 	}
-	l, err := locks.New(locks.EtcdName, conns(3), locks.Options{TokenPrefix: "p1"})
+	l, err := locks.New(liblocks.EtcdName, conns(3), locks.Options{TokenPrefix: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.(*locks.EtcdLock).Close()
-	if _, err := locks.New(locks.EtcdName, conns(2), locks.Options{}); err == nil || !strings.Contains(err.Error(), "odd number") {
+	l.(*liblocks.EtcdLock).Close()
+	if _, err := locks.New(liblocks.EtcdName, conns(2), locks.Options{}); err == nil || !strings.Contains(err.Error(), "odd number") {
 		t.Errorf("2 members: %v", err)
 	}
-	if _, err := locks.New(locks.EtcdName, []locks.Conn{{Name: "n1"}}, locks.Options{}); err == nil || !strings.Contains(err.Error(), "no address") {
+	if _, err := locks.New(liblocks.EtcdName, []locks.Conn{{Name: "n1"}}, locks.Options{}); err == nil || !strings.Contains(err.Error(), "no address") {
 		t.Errorf("no address: %v", err)
 	}
-	s, err := locks.New(locks.EtcdSessionName, conns(3), locks.Options{TokenPrefix: "p1"})
+	s, err := locks.New(liblocks.EtcdSessionName, conns(3), locks.Options{TokenPrefix: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.(*locks.EtcdLock).Close()
-	if _, err := locks.New(locks.EtcdSessionName, []locks.Conn{{Name: "n1"}}, locks.Options{}); err == nil || !strings.Contains(err.Error(), "no address") {
+	s.(*liblocks.EtcdLock).Close()
+	if _, err := locks.New(liblocks.EtcdSessionName, []locks.Conn{{Name: "n1"}}, locks.Options{}); err == nil || !strings.Contains(err.Error(), "no address") {
 		t.Errorf("etcd-session, no address: %v", err)
 	}
 	if _, err := locks.NodesFor("zookeeper"); err == nil || !strings.Contains(err.Error(), "etcd-session") {
 		t.Errorf("the unknown-lock error should list etcd: %v", err)
 	}
 	for ttl, want := range map[time.Duration]int64{time.Millisecond: 1, 500 * time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2, 3 * time.Second: 3} {
-		if got := locks.EtcdLeaseTTL(ttl); got != want {
+		if got := liblocks.EtcdLeaseTTL(ttl); got != want {
 			t.Errorf("EtcdLeaseTTL(%v) = %d, want %d", ttl, got, want)
 		}
 	}
-	if !locks.Definite(locks.ErrGuardFailed) || !errors.Is(locks.ErrGuardFailed, locks.ErrNotHeld) {
+	if !locks.Definite(liblocks.ErrGuardFailed) || !errors.Is(liblocks.ErrGuardFailed, locks.ErrNotHeld) {
 		t.Error("ErrGuardFailed must be a definite ErrNotHeld")
 	}
 }
@@ -148,13 +149,13 @@ func TestEtcdLock(t *testing.T) {
 	// belief has no deadline until the session ends.
 	t.Run("session-keep-alive", func(t *testing.T) {
 		t.Parallel()
-		sessionLock := func(prefix string) *locks.EtcdLock {
-			l, err := locks.New(locks.EtcdSessionName, conns, locks.Options{TokenPrefix: prefix})
+		sessionLock := func(prefix string) *liblocks.EtcdLock {
+			l, err := locks.New(liblocks.EtcdSessionName, conns, locks.Options{TokenPrefix: prefix})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { l.(*locks.EtcdLock).Close() })
-			return l.(*locks.EtcdLock)
+			t.Cleanup(func() { l.(*liblocks.EtcdLock).Close() })
+			return l.(*liblocks.EtcdLock)
 		}
 		a, b := sessionLock("a"), sessionLock("b")
 		la, err := a.TryAcquire(opCtx(t), "session", time.Second)
@@ -175,7 +176,7 @@ func TestEtcdLock(t *testing.T) {
 		}
 		// The lease ends under a (as when a stalls past the TTL): the
 		// session sees it and the belief is over; b gets the lock.
-		if _, err := a.Client().Revoke(opCtx(t), la.(*locks.EtcdLease).LeaseID()); err != nil {
+		if _, err := a.Client().Revoke(opCtx(t), la.(*liblocks.EtcdLease).LeaseID()); err != nil {
 			t.Fatal(err)
 		}
 		var lb locks.Lease
@@ -223,7 +224,7 @@ func TestEtcdLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := locks.GuardedPut(opCtx(t), a.Client(), la.(*locks.EtcdLease), "resource/expiry", "a1"); err != nil {
+		if err := liblocks.GuardedPut(opCtx(t), a.Client(), la.(*liblocks.EtcdLease), "resource/expiry", "a1"); err != nil {
 			t.Fatalf("the holder's guarded put: %v", err)
 		}
 		// a stalls: no keep-alive, so its lease runs out and b gets in.
@@ -249,11 +250,11 @@ func TestEtcdLock(t *testing.T) {
 		}
 
 		// a wakes up and writes. Guarded: refused, definitely.
-		err = locks.GuardedPut(opCtx(t), a.Client(), la.(*locks.EtcdLease), "resource/expiry", "a2")
-		if !errors.Is(err, locks.ErrGuardFailed) || !locks.Definite(err) {
+		err = liblocks.GuardedPut(opCtx(t), a.Client(), la.(*liblocks.EtcdLease), "resource/expiry", "a2")
+		if !errors.Is(err, liblocks.ErrGuardFailed) || !locks.Definite(err) {
 			t.Fatalf("stale guarded put: %v, want a definite ErrGuardFailed", err)
 		}
-		if err := locks.GuardedPut(opCtx(t), b.Client(), lb.(*locks.EtcdLease), "resource/expiry", "b1"); err != nil {
+		if err := liblocks.GuardedPut(opCtx(t), b.Client(), lb.(*liblocks.EtcdLease), "resource/expiry", "b1"); err != nil {
 			t.Fatalf("the new holder's guarded put: %v", err)
 		}
 		// Unguarded, the same stale write goes through over b's.
@@ -308,7 +309,7 @@ func TestEtcdLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := l.(*locks.EtcdLease)
+		e := l.(*liblocks.EtcdLease)
 		if e.GrantedTTL() != time.Second {
 			t.Errorf("granted %v, want 1s", e.GrantedTTL())
 		}

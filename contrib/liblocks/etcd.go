@@ -1,4 +1,4 @@
-package locks
+package liblocks
 
 import (
 	"context"
@@ -13,6 +13,37 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+// Names of etcd's lock: concurrency.Mutex on a lease, on the etcd system.
+const (
+	EtcdName = "etcd"
+	// EtcdSessionName is the same with the session's background
+	// keep-alive, as applications use it: the holder has no deadline.
+	EtcdSessionName = "etcd-session"
+)
+
+// Etcd and EtcdSession are the etcd locks' descriptors.
+var (
+	Etcd = locks.Descriptor{
+		Name:        EtcdName,
+		Description: "etcd's concurrency.Mutex on a lease of the TTL with no keep-alive: the holder acts only until the lease's end by its own clock; the key's create revision is the fencing token",
+		Nodes:       locks.RaftMembers, Systems: []string{cluster.Etcd}, DialsAddr: true, Fences: true,
+		New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
+			return locks.NilOnErr(NewEtcdLock(nodes, EtcdOptions{TokenPrefix: opts.TokenPrefix}))
+		},
+	}
+	EtcdSession = locks.Descriptor{
+		Name:        EtcdSessionName,
+		Description: "etcd's concurrency.Session and Mutex as applications use them: the client renews the lease in the background, and the holder believes it holds the lock until it releases; the key's create revision is the fencing token",
+		Nodes:       locks.RaftMembers, Systems: []string{cluster.Etcd}, DialsAddr: true, Fences: true, BackgroundRenewal: true,
+		New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
+			return locks.NilOnErr(NewEtcdLock(nodes, EtcdOptions{TokenPrefix: opts.TokenPrefix, KeepAlive: true}))
+		},
+	}
 )
 
 // The etcd lock: etcd's own recipe, go.etcd.io/etcd/client/v3/concurrency,
@@ -25,7 +56,7 @@ import (
 // key <prefix><name>/<lease id> with the lease and reads the key of the
 // prefix with the lowest create revision; the lock is ours if that is our
 // key. Otherwise TryLock deletes our key and says concurrency.ErrLocked,
-// which is ErrNotAcquired here; the attempt's lease is revoked.
+// which is locks.ErrNotAcquired here; the attempt's lease is revoked.
 //
 // No keep-alive. The session's keep-alive is stopped at once (the session
 // is orphaned before TryLock): a lease lives exactly its TTL from its grant
@@ -61,7 +92,7 @@ import (
 // lease and the key, and wakes up believing it still holds the lock. Its
 // fence (the create revision) is what keeps a resource safe then.
 //
-// Answers. ErrNotAcquired is also returned when no lease was granted
+// Answers. locks.ErrNotAcquired is also returned when no lease was granted
 // (nothing was written) and when TryLock's outcome was unknown but the
 // lease, and with it any key it might have created, was then revoked.
 // Errors without one of the package's sentinels (timeouts, no leader,
@@ -72,9 +103,9 @@ import (
 const EtcdKeyPrefix = "lockjepsen/lock/"
 
 // ErrGuardFailed is GuardedPut's definite answer that the write was not
-// applied because the lock was no longer held. It wraps ErrNotHeld, so
-// Definite reports it as definite.
-var ErrGuardFailed = fmt.Errorf("guarded write refused: %w", ErrNotHeld)
+// applied because the lock was no longer held. It wraps locks.ErrNotHeld, so
+// locks.Definite reports it as definite.
+var ErrGuardFailed = fmt.Errorf("guarded write refused: %w", locks.ErrNotHeld)
 
 // EtcdOptions configures an etcd lock; zero values mean the defaults.
 type EtcdOptions struct {
@@ -118,7 +149,7 @@ func NewEtcdClient(addrs []string) (*clientv3.Client, error) {
 }
 
 // NewEtcdLock makes an etcd lock with its own client of the nodes' Addr.
-func NewEtcdLock(nodes []Conn, opts EtcdOptions) (*EtcdLock, error) {
+func NewEtcdLock(nodes []locks.Conn, opts EtcdOptions) (*EtcdLock, error) {
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
 		if n.Addr == "" {
@@ -174,14 +205,14 @@ var stopped = func() context.Context {
 }()
 
 // TryAcquire makes one attempt (see the comment at the top of the file).
-func (l *EtcdLock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lease, error) {
+func (l *EtcdLock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("etcd acquire %s: needs a positive TTL, got %v", key, ttl)
 	}
 	start := time.Now()
 	g, err := l.cli.Grant(ctx, EtcdLeaseTTL(ttl))
 	if err != nil {
-		return nil, fmt.Errorf("%w: etcd %s: no lease granted, so nothing was written: %w", ErrNotAcquired, key, err)
+		return nil, fmt.Errorf("%w: etcd %s: no lease granted, so nothing was written: %w", locks.ErrNotAcquired, key, err)
 	}
 	// The session's keep-alive runs until sessionCtx ends: at once for the
 	// plain lock, at release (or a failed attempt) for the session lock.
@@ -190,14 +221,14 @@ func (l *EtcdLock) TryAcquire(ctx context.Context, key string, ttl time.Duration
 	if l.keepAlive {
 		sessionCtx, stopKeepAlive = context.WithCancel(context.Background())
 	}
-	fail := func(err error) (Lease, error) {
+	fail := func(err error) (locks.Lease, error) {
 		stopKeepAlive()
 		return nil, err
 	}
 	s, err := concurrency.NewSession(l.cli, concurrency.WithLease(g.ID), concurrency.WithContext(sessionCtx))
 	if err != nil {
 		l.revoke(ctx, g.ID)
-		return fail(fmt.Errorf("%w: etcd %s: session: %w", ErrNotAcquired, key, err))
+		return fail(fmt.Errorf("%w: etcd %s: session: %w", locks.ErrNotAcquired, key, err))
 	}
 	if !l.keepAlive {
 		s.Orphan() // no keep-alive: the lease lives its TTL unless extended
@@ -208,12 +239,12 @@ func (l *EtcdLock) TryAcquire(ctx context.Context, key string, ttl time.Duration
 	case err == nil:
 	case errors.Is(err, concurrency.ErrLocked):
 		l.revoke(ctx, g.ID)
-		return fail(fmt.Errorf("%w: etcd %s is held", ErrNotAcquired, key))
+		return fail(fmt.Errorf("%w: etcd %s is held", locks.ErrNotAcquired, key))
 	default:
 		// TryLock may have created our key. Revoking the lease deletes
 		// it if so; if the revoke is answered, nothing of ours remains.
 		if rerr := l.revoke(ctx, g.ID); rerr == nil || errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
-			return fail(fmt.Errorf("%w: etcd %s: lock outcome unknown (%w), lease revoked", ErrNotAcquired, key, err))
+			return fail(fmt.Errorf("%w: etcd %s: lock outcome unknown (%w), lease revoked", locks.ErrNotAcquired, key, err))
 		}
 		return fail(fmt.Errorf("etcd acquire %s: outcome unknown: %w", key, err))
 	}
@@ -305,7 +336,7 @@ func (e *EtcdLease) IsOwner() clientv3.Cmp { return e.mutex.IsOwner() }
 
 // Extend renews the lease once (KeepAliveOnce). etcd renews a lease to its
 // granted TTL, not to ttl: the belief becomes start + min(ttl, granted TTL)
-// − margin, start taken before the renewal is sent. ErrNotHeld if the lease
+// − margin, start taken before the renewal is sent. locks.ErrNotHeld if the lease
 // is gone (expired, revoked or released).
 func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
@@ -315,7 +346,7 @@ func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 	r, err := e.lock.cli.KeepAliveOnce(ctx, e.id)
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return fmt.Errorf("%w: etcd %s: lease %x is gone", ErrNotHeld, e.name, int64(e.id))
+		return fmt.Errorf("%w: etcd %s: lease %x is gone", locks.ErrNotHeld, e.name, int64(e.id))
 	case err != nil:
 		return fmt.Errorf("etcd extend %s: %w", e.name, err)
 	}
@@ -331,7 +362,7 @@ func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 
 // Release deletes the key if it is still this grant's (as Mutex.Unlock
 // does, but guarded, so that it can tell), then revokes the lease.
-// ErrNotHeld if the key was gone. The lease is given back (and the session
+// locks.ErrNotHeld if the key was gone. The lease is given back (and the session
 // lock's keep-alive stopped) whatever the answer: a release that timed out
 // must not leave a lease that is renewed for ever, and revoking it deletes
 // the key if the delete did not.
@@ -347,7 +378,7 @@ func (e *EtcdLease) Release(ctx context.Context) error {
 		return fmt.Errorf("etcd release %s: %w", e.name, err)
 	}
 	if !r.Succeeded {
-		return fmt.Errorf("%w: etcd %s: key %s is gone", ErrNotHeld, e.name, e.Key())
+		return fmt.Errorf("%w: etcd %s: key %s is gone", locks.ErrNotHeld, e.name, e.Key())
 	}
 	return nil
 }

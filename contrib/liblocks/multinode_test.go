@@ -1,4 +1,4 @@
-package locks_test
+package liblocks_test
 
 import (
 	"context"
@@ -13,19 +13,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
-// cluster is n independent redis-server nodes named n1..nN.
-type cluster struct {
+// nodeSet is n independent redis-server nodes named n1..nN.
+type nodeSet struct {
 	servers []*local.Server
 	conns   []locks.Conn
 }
 
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t *testing.T, n int) *nodeSet {
 	t.Helper()
-	c := &cluster{}
+	c := &nodeSet{}
 	for i := 0; i < n; i++ {
 		s, rdb := redistest.Start(t)
 		c.servers = append(c.servers, s)
@@ -36,7 +37,7 @@ func startCluster(t *testing.T, n int) *cluster {
 
 // pause stops the given nodes until the returned function (also run at
 // cleanup) continues them.
-func (c *cluster) pause(t *testing.T, idx ...int) func() {
+func (c *nodeSet) pause(t *testing.T, idx ...int) func() {
 	t.Helper()
 	for _, i := range idx {
 		if err := c.servers[i].Pause(); err != nil {
@@ -56,7 +57,7 @@ func (c *cluster) pause(t *testing.T, idx ...int) func() {
 }
 
 // values returns each node's value of key ("" when absent), in node order.
-func (c *cluster) values(t *testing.T, key string, idx ...int) []string {
+func (c *nodeSet) values(t *testing.T, key string, idx ...int) []string {
 	t.Helper()
 	if idx == nil {
 		for i := range c.conns {
@@ -111,9 +112,13 @@ func TestEveryLock(t *testing.T) {
 	t.Parallel()
 	single, five := startCluster(t, 1), startCluster(t, 5)
 	ctx := context.Background()
-	for _, name := range locks.AllNames {
+	for _, d := range locks.All() {
+		name := d.Name
 		if name == locks.WaitName {
 			continue // needs replicas: wait_test.go and the Sentinel tests in harness
+		}
+		if d.DialsAddr {
+			continue // dials etcd members, not Redis nodes: etcd_test.go
 		}
 		c := single
 		if testNodes(t, name) == 5 {
@@ -305,16 +310,16 @@ func TestNewChecksNodeCount(t *testing.T) {
 		{locks.Fenced, 1, ""},
 		{locks.SetnxDel, 1, ""},
 		{locks.SetnxNoTTL, 1, ""},
-		{locks.RedislockName, 1, ""},
+		{liblocks.RedislockName, 1, ""},
 		{locks.RedlockName, 3, ""},
 		{locks.RedlockName, 5, ""},
-		{locks.RedsyncName, 7, ""},
+		{liblocks.RedsyncName, 7, ""},
 		{locks.Token, 5, `lock "token" is a single-instance lock and needs exactly 1 node, but the system has 5`},
-		{locks.RedislockName, 3, "needs exactly 1 node, but the system has 3"},
+		{liblocks.RedislockName, 3, "needs exactly 1 node, but the system has 3"},
 		{locks.Fenced, 0, "needs exactly 1 node, but the system has 0"},
 		{locks.RedlockName, 1, `lock "redlock" needs an odd number of nodes ≥ 3 (a majority quorum), but the system has 1`},
 		{locks.RedlockName, 4, "needs an odd number of nodes ≥ 3 (a majority quorum), but the system has 4"},
-		{locks.RedsyncName, 2, "needs an odd number of nodes ≥ 3"},
+		{liblocks.RedsyncName, 2, "needs an odd number of nodes ≥ 3"},
 		{"zookeeper", 1, `unknown lock "zookeeper"; want one of token, setnx-del`},
 	}
 	for _, tc := range cases {
@@ -332,7 +337,7 @@ func TestNewChecksNodeCount(t *testing.T) {
 			t.Errorf("New(%s, %d nodes) returned a lock with its error", tc.lock, tc.nodes)
 		}
 	}
-	for _, name := range locks.AllNames {
+	for _, name := range locks.Names() {
 		if _, err := locks.NodesFor(name); err != nil {
 			t.Errorf("NodesFor(%s): %v", name, err)
 		}
@@ -340,11 +345,11 @@ func TestNewChecksNodeCount(t *testing.T) {
 	if _, err := locks.New(locks.RedlockName, conns(3), locks.Options{DriftFactor: 1.5}); err == nil {
 		t.Error("a drift factor ≥ 1 must be refused")
 	}
-	if _, err := locks.New(locks.RedislockName, conns(1), locks.Options{TokenPrefix: "run.1"}); err == nil {
+	if _, err := locks.New(liblocks.RedislockName, conns(1), locks.Options{TokenPrefix: "run.1"}); err == nil {
 		t.Error("redislock must refuse a token prefix with '.'")
 	}
 	// The harness still builds single-instance locks this way.
-	for _, name := range locks.Names {
+	for _, name := range locks.Variants {
 		if _, err := locks.NewRedisLock(rdb, name, "p1"); err != nil {
 			t.Errorf("NewRedisLock(%s): %v", name, err)
 		}

@@ -1,4 +1,4 @@
-package harness_test
+package liblocks_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/locks"
 )
 
 // The consensus baseline: etcd's lock under the same faults. Its lease is
@@ -57,7 +57,7 @@ func TestEtcdScenarios(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := shortConfig(t)
-			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, locks.EtcdName, time.Second
+			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, liblocks.EtcdName, time.Second
 			// Faults of 0.5-1.5 s, 0.2-0.6 s apart: three in 4 s.
 			cfg.TimeLimit, cfg.Recovery = 4*time.Second, 2*time.Second
 			tc.edit(&cfg)
@@ -125,7 +125,7 @@ func TestEtcdSessionClientPause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := shortConfig(t)
-			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, locks.EtcdSessionName, time.Second
+			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, liblocks.EtcdSessionName, time.Second
 			cfg.Workload, cfg.Nemesis = tc.workload, tc.nemesis
 			cfg.TimeLimit, cfg.Recovery = 6*time.Second, 2*time.Second
 			switch {

@@ -1,4 +1,4 @@
-package harness_test
+package liblocks_test
 
 import (
 	"strings"
@@ -7,7 +7,9 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -24,7 +26,7 @@ func TestRedlockScenarios(t *testing.T) {
 		verdict string
 	}
 	var cases []tc
-	for _, lock := range []string{locks.RedlockName, locks.RedsyncName} {
+	for _, lock := range []string{locks.RedlockName, liblocks.RedsyncName} {
 		cases = append(cases,
 			tc{lock + ": no faults is safe", func(c *harness.Config) {}, checker.VerdictSafe},
 			tc{lock + ": partitions and pauses of a minority are safe", func(c *harness.Config) {
@@ -73,8 +75,8 @@ func TestRedlockScenarios(t *testing.T) {
 	)
 	for i, c := range cases {
 		lock := locks.RedlockName
-		if strings.HasPrefix(c.name, locks.RedsyncName) {
-			lock = locks.RedsyncName
+		if strings.HasPrefix(c.name, liblocks.RedsyncName) {
+			lock = liblocks.RedsyncName
 		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -90,7 +92,7 @@ func TestRedlockScenarios(t *testing.T) {
 			// 0.3 s), three or four for the delayed restarts (each node
 			// stays down 0.7 s).
 			cfg.TimeLimit = 3 * time.Second
-			if *long {
+			if *harnesstest.Long {
 				cfg.TimeLimit = 30 * time.Second
 			}
 			c.edit(&cfg)
@@ -170,7 +172,7 @@ func TestRedislockMatchesToken(t *testing.T) {
 			untilViolation(c)
 		}, checker.VerdictUnsafe},
 	} {
-		for _, lock := range []string{locks.Token, locks.RedislockName} {
+		for _, lock := range []string{locks.Token, liblocks.RedislockName} {
 			t.Run(lock+"/"+strings.Join(f.nemesis, ","), func(t *testing.T) {
 				t.Parallel()
 				cfg := shortConfig(t)

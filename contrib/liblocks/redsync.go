@@ -1,4 +1,4 @@
-package locks
+package liblocks
 
 import (
 	"context"
@@ -14,10 +14,27 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/locks"
 )
 
+// RedsyncName is github.com/go-redsync/redsync/v4, a Redlock library.
+const RedsyncName = "redsync"
+
+// Redsync is the redsync lock's descriptor.
+var Redsync = locks.Descriptor{
+	Name:        RedsyncName,
+	Description: "the go-redsync/redsync library, Redlock over every node",
+	Nodes:       locks.Majority,
+	Systems:     []string{cluster.Redlock},
+	New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
+		return locks.NilOnErr(NewRedsync(nodes, opts))
+	},
+}
+
 // RedsyncLock adapts github.com/go-redsync/redsync/v4 (Redlock on its
-// goredis v9 pool) to Locker.
+// goredis v9 pool) to locks.Locker.
 //
 // Its leases do not implement NodeReporter: redsync counts the nodes that
 // granted but does not say which, and drops the per-node errors on success.
@@ -25,13 +42,13 @@ import (
 type RedsyncLock struct {
 	rs    *redsync.Redsync
 	nodes int
-	opts  Options
+	opts  locks.Options
 	seq   atomic.Int64
 }
 
-// NewRedsync returns the adapter on nodes. Options used: TokenPrefix,
+// NewRedsync returns the adapter on nodes. locks.Options used: TokenPrefix,
 // DriftFactor, Tries, NodeTimeout (as redsync's timeout factor), RetryDelay.
-func NewRedsync(nodes []Conn, opts Options) (*RedsyncLock, error) {
+func NewRedsync(nodes []locks.Conn, opts locks.Options) (*RedsyncLock, error) {
 	if len(nodes) == 0 {
 		return nil, errors.New("redsync needs at least one node")
 	}
@@ -60,7 +77,7 @@ func (l *RedsyncLock) quorum() int { return l.nodes/2 + 1 }
 // TryAcquire builds a mutex with expiry = ttl and locks it. Tokens are
 // prefix.counter instead of redsync's random value, so that the history
 // shows whose key is on a node.
-func (l *RedsyncLock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (Lease, error) {
+func (l *RedsyncLock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("redsync acquire %s: needs a positive TTL, got %v", key, ttl)
 	}
@@ -89,7 +106,7 @@ func (l *RedsyncLock) TryAcquire(ctx context.Context, key string, ttl time.Durat
 		if l.opts.Tries > 1 && ctx.Err() != nil {
 			return nil, fmt.Errorf("redsync acquire %s: %v: %w", key, err, ctx.Err())
 		}
-		return nil, fmt.Errorf("%w: redsync %s: %v", ErrNotAcquired, key, oneLine(err))
+		return nil, fmt.Errorf("%w: redsync %s: %v", locks.ErrNotAcquired, key, oneLine(err))
 	}
 	t := tallyRedsync(err)
 	granted := l.nodes - t.no - t.unknown
@@ -97,7 +114,7 @@ func (l *RedsyncLock) TryAcquire(ctx context.Context, key string, ttl time.Durat
 	// when a quorum granted too late and redsync gave the lease up itself.
 	// With Tries > 1 only the last try's errors are visible.
 	if granted+t.unknown < l.quorum() || granted >= l.quorum() {
-		return nil, fmt.Errorf("%w: redsync %s: %v", ErrNotAcquired, key, oneLine(err))
+		return nil, fmt.Errorf("%w: redsync %s: %v", locks.ErrNotAcquired, key, oneLine(err))
 	}
 	return nil, fmt.Errorf("redsync acquire %s: outcome unknown (%v): %w", key, oneLine(err), t.firstUnknown)
 }
@@ -111,7 +128,7 @@ type redsyncTally struct {
 // error: a tree of errors.Join of *ErrNodeTaken, *RedisError and
 // ErrLockAlreadyExpired, or a lone *ErrTaken when a quorum refused (which
 // hides what the other nodes said). The whole error is never wrapped with
-// %w: a Redis error reply inside it would make an unknown outcome Definite.
+// %w: a Redis error reply inside it would make an unknown outcome locks.Definite.
 func tallyRedsync(err error) redsyncTally {
 	var t redsyncTally
 	var walk func(error)
@@ -122,7 +139,7 @@ func tallyRedsync(err error) redsyncTally {
 		case *redsync.ErrNodeTaken:
 			t.no++
 		case *redsync.RedisError:
-			if Definite(x.Err) {
+			if locks.Definite(x.Err) {
 				t.no++
 			} else {
 				t.unknown++
@@ -190,12 +207,12 @@ func (le *redsyncLease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	if err == nil || errors.Is(err, redsync.ErrExtendFailed) {
 		// A quorum extended but too late: the holder must stop.
-		return fmt.Errorf("%w: redsync extend %s: %v", ErrNotHeld, le.key, oneLine(err))
+		return fmt.Errorf("%w: redsync extend %s: %v", locks.ErrNotHeld, le.key, oneLine(err))
 	}
 	t := tallyRedsync(err)
 	extended := le.lock.nodes - t.no - t.unknown
 	if extended+t.unknown < le.lock.quorum() {
-		return fmt.Errorf("%w: redsync extend %s: %v", ErrNotHeld, le.key, oneLine(err))
+		return fmt.Errorf("%w: redsync extend %s: %v", locks.ErrNotHeld, le.key, oneLine(err))
 	}
 	return fmt.Errorf("redsync extend %s: outcome unknown (%v): %w", le.key, oneLine(err), t.firstUnknown)
 }
@@ -203,21 +220,21 @@ func (le *redsyncLease) Extend(ctx context.Context, ttl time.Duration) error {
 // Release unlocks on all nodes, bounded only by ctx like Extend. redsync
 // calls an unlock on fewer than a quorum a failure; here, as for Redlock,
 // it is nil if any node deleted our key (the release took effect), and
-// ErrNotHeld when none did and the answers settle it.
+// locks.ErrNotHeld when none did and the answers settle it.
 func (le *redsyncLease) Release(ctx context.Context) error {
 	ok, err := le.m.UnlockContext(ctx)
 	if ok {
 		return nil
 	}
 	if err == nil {
-		return fmt.Errorf("%w: redsync release %s", ErrNotHeld, le.key)
+		return fmt.Errorf("%w: redsync release %s", locks.ErrNotHeld, le.key)
 	}
 	t := tallyRedsync(err)
 	if _, taken := err.(*redsync.ErrTaken); !taken && le.lock.nodes-t.no-t.unknown > 0 {
 		return nil
 	}
 	if t.unknown == 0 || t.no >= le.lock.quorum() {
-		return fmt.Errorf("%w: redsync release %s: %v", ErrNotHeld, le.key, oneLine(err))
+		return fmt.Errorf("%w: redsync release %s: %v", locks.ErrNotHeld, le.key, oneLine(err))
 	}
 	return fmt.Errorf("redsync release %s: outcome unknown (%v): %w", le.key, oneLine(err), t.firstUnknown)
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/lockjepsen/lockjepsen/cluster/docker"
+	"github.com/lockjepsen/lockjepsen/contrib/docker"
 )
 
 // TestMain checks, after every test, that this test process left no

@@ -1,0 +1,28 @@
+package liblocks_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
+)
+
+// The tests build every lock, this package's and the core's, by name.
+func TestMain(m *testing.M) {
+	if err := liblocks.Register(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+// The helpers of whole-run tests, shared with the core's.
+var (
+	shortConfig      = harnesstest.ShortConfig
+	run              = harnesstest.Run
+	untilViolation   = harnesstest.UntilViolation
+	requireNoServers = harnesstest.RequireNoServers
+	requireNoShm     = harnesstest.RequireNoShm
+)

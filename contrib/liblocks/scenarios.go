@@ -1,0 +1,83 @@
+package liblocks
+
+import (
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/scenario"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+// Scenarios are the named scenarios of this package's locks, with the
+// verdicts they are known to give; Register adds them to the scenario
+// registry.
+var Scenarios = []scenario.Scenario{
+	{Name: "redislock-restart", Expect: checker.VerdictUnsafe, Tags: []string{"single", "quick", "library"},
+		Shows: "github.com/bsm/redislock, a single-instance library, under the same crash: it is exactly as unsafe as the token lock",
+		Edit: scenario.Then(scenario.Single, func(c *harness.Config) {
+			c.Lock = RedislockName
+			scenario.ServerFault(c, "kill")
+		})},
+
+	{Name: "redsync-baseline", Expect: checker.VerdictSafe, Tags: []string{"redlock", RedsyncName, "library"},
+		Shows: "github.com/go-redsync/redsync, a Redlock library, with no faults: safe",
+		Edit:  scenario.Seeded(5, scenario.Redlock(RedsyncName))},
+	{Name: "redsync-minority", Expect: checker.VerdictSafe, Tags: []string{"redlock", RedsyncName, "library"},
+		Shows: "redsync with partitions and pauses of a minority: safe",
+		Edit: scenario.Then(scenario.Seeded(6, scenario.Redlock(RedsyncName)), func(c *harness.Config) {
+			c.Nemesis = []string{"partition", "pause"}
+			c.Targets = "minority"
+		})},
+	{Name: "redsync-restart", Expect: checker.VerdictUnsafe, Tags: []string{"redlock", RedsyncName, "library"},
+		Shows: "redsync when a node of the holder's majority restarts at once without persistence: unsafe, like our Redlock",
+		Edit: scenario.Then(scenario.Seeded(7, scenario.Redlock(RedsyncName)), func(c *harness.Config) {
+			c.Nemesis = []string{"kill"}
+			c.Targets = "holder"
+			c.Hold = "150ms..400ms"
+		})},
+	{Name: "redsync-delayed-restart", Expect: checker.VerdictSafe, Tags: []string{"redlock", RedsyncName, "library"},
+		Shows: "redsync with the restart delayed past the TTL: safe",
+		Edit: scenario.Then(scenario.Seeded(8, scenario.Redlock(RedsyncName)), func(c *harness.Config) {
+			c.Nemesis = []string{"kill"}
+			c.Targets = "holder"
+			c.RestartDelay = c.TTL + 200*time.Millisecond
+			c.Hold = "100ms..300ms"
+		})},
+
+	// The consensus baseline: etcd 3 members, the same workloads.
+	{Name: "etcd-baseline", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
+		Shows: "etcd's lock (concurrency.Mutex on a lease) on three members with no faults: safe",
+		Edit:  scenario.Etcd(EtcdName)},
+	{Name: "etcd-member-faults", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
+		Shows: "pauses and kills of one member at a time: raft keeps a majority, the lock stays safe",
+		Edit: scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
+			c.Nemesis = []string{"pause", "kill"}
+			c.Targets = "one"
+			c.NemesisInterval, c.FaultDuration = time.Second, time.Second
+		})},
+	{Name: "etcd-partition", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
+		Shows: "a member cut off from clients and peers: requests to it time out, the majority goes on, safe",
+		Edit: scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
+			c.Nemesis = []string{"partition"}
+			c.Targets = "one"
+			c.NemesisInterval, c.FaultDuration = time.Second, time.Second
+		})},
+	{Name: "etcd-session-client-pause", Expect: checker.VerdictUnsafe, Tags: []string{"etcd"},
+		Shows: "Jepsen's etcd 3.4.3 finding: with the session's keep-alive, a client paused past the TTL loses its lease and wakes up still holding the lock",
+		Edit: scenario.Then(scenario.Etcd(EtcdSessionName), func(c *harness.Config) {
+			c.Nemesis = []string{"client-pause"}
+		})},
+	{Name: "etcd-session-fenced-counter", Expect: checker.VerdictUnsafe, Tags: []string{"etcd"},
+		Shows: "the same pauses on the counter: the lock is not exclusive, but the create revision fences the resource and no update is lost",
+		Edit: scenario.Then(scenario.Etcd(EtcdSessionName), func(c *harness.Config) {
+			c.Workload = workloads.Counter
+			c.Nemesis = []string{"client-pause"}
+		})},
+	{Name: "etcd-gc-pause-fenced", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
+		Shows: "etcd's lock without keep-alive under the same pauses on the counter: the holder's belief ends with its lease, and the fence refuses the late write",
+		Edit: scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
+			c.Workload = workloads.Counter
+			c.Nemesis = []string{"client-pause"}
+		})},
+}

@@ -1,0 +1,186 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/local"
+)
+
+// systemDriver is what the harness knows of one system under test: how a
+// lock and its clients see the nodes, which options it takes, and what
+// the run must add around it. The phases of a run ask the driver instead
+// of testing the system's name, so a new system is its file and one entry
+// in systems.
+type systemDriver struct {
+	name string
+	// lockNodes is how many nodes a lock sees when the system has n.
+	lockNodes func(n int) int
+	// internalLinks: the nodes talk to each other (replication, sentinels,
+	// raft); those links run through the mesh so that faults can cut them.
+	internalLinks bool
+	// sentinels: Sentinel names the primary; clients follow failovers.
+	sentinels bool
+	// addressesOnly: the locks dial the nodes themselves (etcd); clients
+	// get addresses, not Redis connections.
+	addressesOnly bool
+	// clientFaultsNeedLinks: a paused client must also stop its
+	// background traffic (etcd's keep-alives), which takes links of its
+	// own to freeze.
+	clientFaultsNeedLinks bool
+	// askHolder: for locks that do not say which nodes granted (redsync),
+	// the nemesis's holder target asks the nodes directly.
+	askHolder bool
+	// validate refuses options the system cannot take.
+	validate func(c *Config) error
+	// version records the servers' version in run.json.
+	version func(ctx context.Context, addr string, info *RunInfo)
+}
+
+// systems lists every system, in the order of cluster.Systems. It is set
+// in init because a driver's validation reaches back to the configuration,
+// which looks its driver up here.
+var systems []systemDriver
+
+func init() { systems = []systemDriver{singleSystem, sentinelSystem, redlockSystem, etcdSystem} }
+
+func lookupSystem(name string) (systemDriver, error) {
+	if i := slices.IndexFunc(systems, func(d systemDriver) bool { return d.name == name }); i >= 0 {
+		return systems[i], nil
+	}
+	var names []string
+	for _, d := range systems {
+		names = append(names, d.name)
+	}
+	return systemDriver{}, usage("--system %q is unknown; want %s", name, strings.Join(names, ", "))
+}
+
+// system returns the configuration's driver; Validate has checked it.
+func (c *Config) system() systemDriver {
+	d, _ := lookupSystem(c.System)
+	return d
+}
+
+func everyNode(n int) int { return n }
+
+// noOptions is the validation of a system with no options of its own.
+func noOptions(*Config) error { return nil }
+
+var singleSystem = systemDriver{
+	name: cluster.Single, lockNodes: everyNode, validate: noOptions, version: recordRedisVersion,
+}
+
+var redlockSystem = systemDriver{
+	name: cluster.Redlock, lockNodes: everyNode, askHolder: true, validate: noOptions, version: recordRedisVersion,
+}
+
+var sentinelSystem = systemDriver{
+	name: cluster.Sentinel,
+	// A lock sees one node: whichever is primary.
+	lockNodes:     func(int) int { return 1 },
+	internalLinks: true,
+	sentinels:     true,
+	validate:      noOptions,
+	version:       recordRedisVersion,
+}
+
+var etcdSystem = systemDriver{
+	name: cluster.Etcd, lockNodes: everyNode, internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
+	validate: func(c *Config) error {
+		switch {
+		case c.Persistence != cluster.PersistNone:
+			return usage("--persistence is for Redis: etcd always fsyncs its log")
+		case c.needsFakeClock():
+			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
+		case c.TTL < time.Second || c.TTL%time.Second != 0:
+			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s, 2s, ...", c.TTL)
+		case c.Backend != nil && c.Backend.Name() != "local":
+			return usage("--system etcd runs on the local backend only, not --backend %s", c.Backend.Name())
+		}
+		return nil
+	},
+	version: func(ctx context.Context, addr string, info *RunInfo) { info.EtcdVersion = local.EtcdVersion(ctx, addr) },
+}
+
+// spec is what the backend is asked to start for the configuration.
+func (c *Config) spec(dir string) cluster.Spec {
+	s := cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: dir, Persistence: c.Persistence}
+	if c.system().sentinels {
+		s.Sentinels, s.DownAfter, s.FailoverTimeout = c.Sentinels, c.DownAfter, c.FailoverTimeout
+		s.MinReplicasToWrite, s.MinReplicasMaxLag = c.MinReplicasToWrite, c.MinReplicasMaxLag
+	}
+	return s
+}
+
+func (c *Config) hasSentinelOptions() bool {
+	return c.Sentinels != 0 || c.DownAfter != 0 || c.FailoverTimeout != 0 || c.MinReplicasToWrite != 0 || c.MinReplicasMaxLag != 0
+}
+
+// validateSystem checks the system, the lock on it, and the options that
+// depend on it.
+func (c *Config) validateSystem() error {
+	d, err := lookupSystem(c.System)
+	if err != nil {
+		return err
+	}
+	if err := c.validateLock(); err != nil {
+		return err
+	}
+	if err := d.validate(c); err != nil {
+		return err
+	}
+	if c.Nodes < 0 || c.Nodes > 15 {
+		return usage("--nodes must be between 1 and 15 (0: the system's default)")
+	}
+	if !d.sentinels && c.hasSentinelOptions() {
+		return usage("--sentinels, --down-after, --failover-timeout and --min-replicas-* are for --system sentinel")
+	}
+	spec := c.spec(".")
+	spec.Persistence = cluster.PersistNone // checked on its own
+	if err := spec.WithDefaults().Validate(); err != nil {
+		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
+	}
+	return nil
+}
+
+func recordRedisVersion(ctx context.Context, addr string, info *RunInfo) {
+	info.RedisVersion = redisVersion(ctx, addr)
+}
+
+func redisVersion(ctx context.Context, addr string) string {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	s, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// sentinelNames are the sentinels a configuration starts, for scripts
+// written before the run.
+func (c *Config) sentinelNames() []string {
+	if !c.system().sentinels {
+		return nil
+	}
+	k := c.Sentinels
+	if k == 0 {
+		k = cluster.DefaultSentinels
+	}
+	var names []string
+	for i := 1; i <= k; i++ {
+		names = append(names, fmt.Sprintf("s%d", i))
+	}
+	return names
+}

@@ -1,0 +1,134 @@
+// Package harnesstest holds what the tests of whole runs share, in this
+// module and in contrib: short configurations, running a case once with
+// its expectation, and checking that a run left no process or file behind.
+package harnesstest
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/runfile"
+)
+
+// Long runs the scenarios for 30s each instead of a few seconds.
+var Long = flag.Bool("long", false, "run the scenarios for 30s each instead of a few seconds")
+
+// ShortConfig is the default configuration with a run of a few seconds, in
+// a store of the test's own.
+func ShortConfig(t *testing.T) harness.Config {
+	cfg := harness.DefaultConfig()
+	cfg.Store = t.TempDir()
+	cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
+	cfg.NemesisInterval = 400 * time.Millisecond
+	if *Long {
+		cfg.TimeLimit, cfg.Recovery = 30*time.Second, 3*time.Second
+	}
+	return cfg
+}
+
+// UnsafeTimeLimit is the fault phase of a case that expects a violation
+// and stops at the first one (UntilViolation). Each such case is built so
+// that a violation follows from its mechanism, which every case names in a
+// comment; this limit only leaves a loaded machine room to be slow. A
+// working harness stops within seconds, and a broken one fails the test
+// after at most this long.
+const UnsafeTimeLimit = 60 * time.Second
+
+// UntilViolation makes a run that expects a violation end at its first one
+// (harness.Config.StopOnFirstViolation), with UnsafeTimeLimit to find it.
+func UntilViolation(c *harness.Config) {
+	c.StopOnFirstViolation = true
+	c.TimeLimit = UnsafeTimeLimit
+}
+
+// Run runs cfg once. Nothing is retried: a case that expects a violation
+// (or a stuck lock) gets it from its mechanism, and a case that expects
+// safety fails at its first violation. A run that expected a violation and
+// found none fails here, saying that it ran its whole time limit.
+func Run(t *testing.T, cfg harness.Config) *harness.Outcome {
+	t.Helper()
+	start := time.Now()
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results
+	took := time.Since(start).Round(100 * time.Millisecond)
+	switch {
+	case cfg.Expect == harness.ExpectUnsafe && r.Verdict != checker.VerdictUnsafe:
+		t.Fatalf("verdict %s after %s, want unsafe: no violation in the whole %s fault phase, although this case's mechanism makes one certain: the harness is broken\n%s",
+			r.Verdict, took, cfg.TimeLimit, strings.Join(r.Summary(), "\n"))
+	case cfg.Expect == harness.ExpectStuck && r.Verdict != checker.VerdictStuck:
+		t.Fatalf("verdict %s after %s, want stuck: the lock was not stuck at the end of the run, although this case's mechanism makes it so: the harness is broken\n%s",
+			r.Verdict, took, strings.Join(r.Summary(), "\n"))
+	}
+	if cfg.StopOnFirstViolation && r.Verdict == checker.VerdictUnsafe {
+		// The watcher that stops the run and the exclusion checker must
+		// agree: a violation the checker finds stops the run.
+		if r.StoppedEarly == "" && r.Violations > 0 {
+			t.Errorf("the checkers found %d violations but the run did not stop at the first", r.Violations)
+		}
+		t.Logf("stopped after %s: %s", took, r.StoppedEarly)
+	}
+	return out
+}
+
+// NodePIDs are the process ids of a run's nodes, from its nodes.json.
+func NodePIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	nodes, err := runfile.ReadNodes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, n := range nodes {
+		pids = append(pids, n.PID)
+	}
+	return pids
+}
+
+// PIDsIn reads the process ids of a nodes.json.
+func PIDsIn(nodesJSON string) []int {
+	var nodes []struct {
+		PID int `json:"pid"`
+	}
+	json.Unmarshal([]byte(nodesJSON), &nodes)
+	var out []int
+	for _, n := range nodes {
+		out = append(out, n.PID)
+	}
+	return out
+}
+
+// ProcessAlive is true for a live, non-zombie process.
+func ProcessAlive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+// RequireNoServers fails the test if a node of the run in dir still runs.
+func RequireNoServers(t *testing.T, dir string) {
+	t.Helper()
+	for _, pid := range NodePIDs(t, dir) {
+		if ProcessAlive(pid) {
+			t.Fatalf("server pid %d still running after the run", pid)
+		}
+	}
+}
+
+// RequireNoShm fails the test if a node of the run in dir left libfaketime
+// files in /dev/shm.
+func RequireNoShm(t *testing.T, dir string) {
+	t.Helper()
+	for _, n := range NodePIDs(t, dir) {
+		if m, _ := filepath.Glob(fmt.Sprintf("/dev/shm/*faketime*_%d", n)); len(m) > 0 {
+			t.Fatalf("libfaketime files left: %v", m)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package nemesis
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Descriptor is everything the rest of lockjepsen knows about a fault
+// before it runs: help, validation, the cluster it needs and how reports
+// draw it. Each is declared next to its fault's implementation, so that a
+// new fault is one entry there and nothing else to keep in step.
+type Descriptor struct {
+	Name        string
+	Description string
+	// FakeClock: the fault moves node clocks, so the nodes must start
+	// under libfaketime (which costs throughput, so only these ask).
+	FakeClock bool
+	// Links: the fault acts on network links, so clients must dial
+	// through proxies rather than directly.
+	Links bool
+	// Systems are the systems the fault runs on (cluster.Single, ...);
+	// nil is every system.
+	Systems []string
+	// SystemsWhy says why the fault needs those systems, for the error
+	// given when it does not fit.
+	SystemsWhy string
+	Draw       Draw
+
+	new func(clients *ClientFaults) (Fault, error)
+}
+
+// Draw is how reports draw a fault. The harness records it in run.json,
+// so that a report draws what the run that made it knew, and reports
+// need not import the faults.
+type Draw struct {
+	// Class is the report's CSS colour class.
+	Class string
+	// Label is the short text inside a node's fault bar; empty draws the
+	// fault's name.
+	Label string
+	// LabelDetail adds to Label what the recorded action did (its detail
+	// after Label's word, up to " for "): a clock bar says by how much.
+	LabelDetail bool
+}
+
+// The report's colour classes (reports/assets/report.css).
+const (
+	classClient  = "f-client"
+	classClock   = "f-clock"
+	classProcess = "f-process"
+	classNet     = "f-net"
+	classOther   = "f-other"
+)
+
+// All returns every fault's descriptor, by kind: client, network,
+// process, clock, then sentinel faults.
+func All() []Descriptor {
+	return slices.Concat(clientDescriptors, netDescriptors, processDescriptors, clockDescriptors, failoverDescriptors)
+}
+
+// Lookup returns the named fault's descriptor.
+func Lookup(name string) (Descriptor, error) {
+	for _, d := range All() {
+		if d.Name == name {
+			return d, nil
+		}
+	}
+	return Descriptor{}, fmt.Errorf("unknown nemesis %q (want none or a comma list of: %s)", name, strings.Join(KnownNames(), ", "))
+}
+
+// Fits reports whether the fault runs on system.
+func (d Descriptor) Fits(system string) bool {
+	return d.Systems == nil || slices.Contains(d.Systems, system)
+}
+
+// CheckSystem refuses a system the fault does not run on, saying why.
+func (d Descriptor) CheckSystem(system string) error {
+	if d.Fits(system) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: it needs --system %s", d.Name, d.SystemsWhy, strings.Join(d.Systems, " or "))
+}
+
+// New returns the fault of the given name.
+func New(name string, clients *ClientFaults) (Fault, error) {
+	d, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return d.new(clients)
+}
+
+// ParseList reads "--nemesis a,b"; "none" or "" is no fault.
+func ParseList(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == None {
+		return nil, nil
+	}
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if _, err := Lookup(name); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// KnownNames is the sorted list of fault names.
+func KnownNames() []string {
+	var names []string
+	for _, d := range All() {
+		names = append(names, d.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// NeedsFakeClock reports whether any of the faults moves node clocks.
+func NeedsFakeClock(names []string) bool {
+	return anyOf(names, func(d Descriptor) bool { return d.FakeClock })
+}
+
+// NeedsLinks reports whether any of the faults acts on network links.
+func NeedsLinks(names []string) bool {
+	return anyOf(names, func(d Descriptor) bool { return d.Links })
+}
+
+// anyOf reports whether a known fault of names has the property; unknown
+// names are Lookup's to refuse.
+func anyOf(names []string, has func(Descriptor) bool) bool {
+	for _, n := range names {
+		if d, err := Lookup(n); err == nil && has(d) {
+			return true
+		}
+	}
+	return false
+}
+
+// Known lists the fault names with a line each.
+//
+// Deprecated: use All or Lookup. It stays only while harness/config.go
+// still reads it, and goes once that switches to Lookup.
+var Known = map[string]string{}
+
+func init() {
+	for _, d := range All() {
+		Known[d.Name] = d.Description
+	}
+}

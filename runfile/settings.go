@@ -1,0 +1,87 @@
+package runfile
+
+import "time"
+
+// Settings is what config.json holds: every option of a run that a file
+// can hold. harness.Config embeds it, with the run's scripted steps and
+// what only a live process can hold (a user's lock, a backend, writers).
+// Reports read it from here, so that no package mirrors the file.
+type Settings struct {
+	System          string        `json:"system"`
+	Lock            string        `json:"lock"`
+	Workload        string        `json:"workload"`
+	Nemesis         []string      `json:"nemesis"`
+	NemesisInterval time.Duration `json:"nemesis_interval"`
+	// Nodes is the number of nodes under test; 0 is the system's default
+	// (single 1, redlock 5).
+	Nodes     int           `json:"nodes"`
+	Clients   int           `json:"clients"`
+	Keys      int           `json:"keys"`
+	TTL       time.Duration `json:"ttl"`
+	TimeLimit time.Duration `json:"time_limit"`
+	// Recovery is a fault-free phase after the faults are healed, so that
+	// liveness after faults can be judged.
+	Recovery time.Duration `json:"recovery"`
+	// Fault parameters (see nemesis.Options).
+	Targets       string        `json:"targets"`
+	FaultDuration time.Duration `json:"fault_duration"`
+	RestartDelay  time.Duration `json:"restart_delay"`
+	LoseUnsynced  bool          `json:"lose_unsynced"`
+	// ClockJump is a duration ("750ms", "-2s") or a multiple of the TTL
+	// ("1.5ttl").
+	ClockJump string        `json:"clock_jump"`
+	ClockRate float64       `json:"clock_rate"`
+	Latency   time.Duration `json:"latency"`
+	Jitter    time.Duration `json:"jitter"`
+	Bandwidth int64         `json:"bandwidth_kbps"`
+	// ScriptName picks a named script (nemesis.Scripts) instead; it is
+	// built from the run's parameters when the run starts.
+	ScriptName string `json:"script_name,omitempty"`
+
+	// Sentinel system options (0: the default).
+	Sentinels          int           `json:"sentinels,omitempty"`
+	DownAfter          time.Duration `json:"down_after,omitempty"`
+	FailoverTimeout    time.Duration `json:"failover_timeout,omitempty"`
+	MinReplicasToWrite int           `json:"min_replicas_to_write,omitempty"`
+	MinReplicasMaxLag  time.Duration `json:"min_replicas_max_lag,omitempty"`
+	// The wait lock's WAIT arguments (0: 1 replica, 100ms).
+	WaitReplicas int           `json:"wait_replicas,omitempty"`
+	WaitTimeout  time.Duration `json:"wait_timeout,omitempty"`
+	// AfterAcquire starts each server fault right after a lease is granted.
+	AfterAcquire bool `json:"after_acquire,omitempty"`
+
+	// Multi-node lock options (0: the lock's default).
+	DriftFactor float64 `json:"drift_factor,omitempty"`
+	LockTries   int     `json:"lock_tries,omitempty"`
+
+	Hold         string        `json:"hold"`
+	LongHoldRate float64       `json:"long_hold_rate"`
+	RetryBackoff time.Duration `json:"retry_backoff"`
+	OpTimeout    time.Duration `json:"op_timeout"`
+	Persistence  string        `json:"persistence"`
+	Seed         int64         `json:"seed"`
+	Store        string        `json:"store"`
+	// Name of the test in the store; derived from the options when empty.
+	Name   string `json:"name"`
+	Expect string `json:"expect"`
+	// StopOnFirstViolation ends the fault phase as soon as two believed
+	// holds of one key overlap: the faults are healed, the clients stop
+	// (no recovery phase) and the history is checked as usual. A test or
+	// CI gate that expects a violation can then give the run a generous
+	// time limit without paying for it when the lock breaks early.
+	StopOnFirstViolation bool `json:"stop_on_first_violation,omitempty"`
+	// StopGrace, with StopOnFirstViolation, lets the run go on this long
+	// after the first violation before it stops, so that what the
+	// overlapping holders do next is recorded too: a fenced resource
+	// refusing the stale holder's write, once it wakes.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
+	// Command is the command line that reproduces the run, for the record.
+	Command []string `json:"command,omitempty"`
+	// CustomLock records in config.json that the run tested a Locker of
+	// the user's, which the file cannot hold.
+	CustomLock bool `json:"custom_lock,omitempty"`
+	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
+	// whose nodes live elsewhere). Off, such a node is refused before any
+	// traffic is sent.
+	AllowRemote bool `json:"allow_remote,omitempty"`
+}
