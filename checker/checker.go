@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
@@ -36,9 +37,20 @@ type Options struct {
 	// Check first removes the linearizability-*.html files already there, so
 	// that the directory holds only those its results list.
 	OutDir string
+	// ServerRenewsLeases, when set, says why the servers may keep a key
+	// past its TTL by themselves (etcd's leader renews leases when
+	// leadership changes): the lease model then judges no release or
+	// extend for honesty.
+	ServerRenewsLeases string
+	// ClockFaults names the faults that move a server's clock; while one
+	// is active, a key may honestly outlive its TTL, and the lease model
+	// judges no release or extend whose window it overlaps.
+	ClockFaults []string
 
 	ctx context.Context // CheckContext's; nil is never done
 }
+
+func (o Options) isClockFault(name string) bool { return slices.Contains(o.ClockFaults, name) }
 
 func (o Options) withDefaults() Options {
 	if o.StuckAfter <= 0 {
@@ -137,6 +149,23 @@ type Results struct {
 	// Failover is about leases across Sentinel failovers and fences that
 	// went backwards.
 	Failover *FailoverResult `json:"failover,omitempty"`
+	// Lease is the lease model: over-claimed validity and dishonest
+	// releases and extends, which need no overlap to show.
+	Lease *LeaseResult `json:"lease"`
+	// First is when each kind of violation first showed.
+	First Firsts `json:"first"`
+}
+
+// Firsts are the run times (ns) at which each kind of violation first
+// showed; nil when it never did. Time to detect is what makes a CI gate
+// cheap, so it is recorded with the verdict.
+type Firsts struct {
+	// Violation is the start of the first overlap of two believed holds.
+	Violation *int64 `json:"violation_ns,omitempty"`
+	// OverClaim is the completion of the first over-claimed grant or extend.
+	OverClaim *int64 `json:"over_claim_ns,omitempty"`
+	// Dishonest is the invocation of the first dishonest release or extend.
+	Dishonest *int64 `json:"dishonest_ns,omitempty"`
 }
 
 // Check runs every checker on a validated history.
@@ -160,12 +189,14 @@ func CheckContext(ctx context.Context, ops []history.Op, opts Options) (*Results
 		return nil, ctx.Err()
 	}
 	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
+	r.Lease = a.leaseModel(opts)
+	r.First = firsts(r.Exclusion, r.Lease)
 	r.Violations = r.Exclusion.Count
 	r.Incidents = r.Exclusion.Incidents
 	r.Ops = r.Stats.Ops
 	lin := r.Linearizability.Valid
 	switch {
-	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse:
+	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid:
 		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
 	case r.Liveness.Stuck:
 		r.Verdict, r.Valid = VerdictStuck, ValidFalse
@@ -235,6 +266,8 @@ func (r *Results) Summary() []string {
 			lines = append(lines, s)
 		case res != nil && res.Checked && !res.Valid:
 			lines = append(lines, "UNSAFE: the lock looked fine but the protected resource was corrupted: "+res.Explanation)
+		case r.Lease != nil && !r.Lease.Valid:
+			lines = append(lines, "UNSAFE: "+r.Lease.headline())
 		default:
 			lines = append(lines, fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal))
 		}
@@ -270,6 +303,7 @@ func (r *Results) Summary() []string {
 	if line := LockVersusResource(ex, res); line != "" {
 		lines = append(lines, line)
 	}
+	lines = append(lines, r.leaseLines()...)
 	if res != nil && res.Checked {
 		s := fmt.Sprintf("resource: %d writes, %d accepted, %d rejected as stale, %d unknown", res.Writes, res.Accepted, res.RejectedStale, res.UnknownWrites)
 		if res.Final != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -101,7 +102,8 @@ func CheckContext(ctx context.Context, dir, out string) (*Results, error) {
 	if err := probeWritable(out); err != nil {
 		notWritten = fmt.Sprintf("could not write %s or porcupine's pictures into %s (%v); give another directory with --out", ResultsFile, out, err)
 	}
-	opts := checker.Options{TTL: cfg.TTL, OutDir: out}
+	opts := checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
+		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 	if notWritten != "" {
 		opts.OutDir = ""
 	}

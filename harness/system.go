@@ -37,6 +37,10 @@ type systemDriver struct {
 	// askHolder: for locks that do not say which nodes granted (redsync),
 	// the nemesis's holder target asks the nodes directly.
 	askHolder bool
+	// serverRenewsLeases says why the servers may keep a key past its TTL
+	// by themselves, so that the lease model does not judge releases for
+	// honesty there; "" where a key lives exactly its TTL.
+	serverRenewsLeases string
 	// validate refuses options the system cannot take.
 	validate func(c *Config) error
 	// version records the servers' version in run.json.
@@ -92,6 +96,7 @@ var sentinelSystem = systemDriver{
 
 var etcdSystem = systemDriver{
 	name: cluster.Etcd, lockNodes: everyNode, internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
+	serverRenewsLeases: "etcd's leader renews every lease when leadership changes, so a key may outlive its TTL",
 	validate: func(c *Config) error {
 		switch {
 		case c.Persistence != cluster.PersistNone:

@@ -384,9 +384,12 @@ func (le *redlockLease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release deletes the key on every node where it still holds our token.
-// nil if at least one node deleted it (the release took effect); ErrNotHeld
-// if none did and the answers settle it (every node answered, or a quorum
-// definitely did not have our token); otherwise the outcome is unknown.
+// nil only if a quorum deleted it: the lease was still held when it was
+// released. A node that never answered the grant may have set its key
+// late and keep it past the lease, so a minority's delete says nothing
+// about the lock (the lease model would rightly call success on it
+// dishonest). ErrNotHeld when the refusals alone deny a quorum; otherwise
+// the outcome is unknown.
 func (le *redlockLease) Release(ctx context.Context) error {
 	l := le.lock
 	le.mu.Lock()
@@ -397,10 +400,10 @@ func (le *redlockLease) Release(ctx context.Context) error {
 		return n == 1, err
 	})
 	switch {
-	case t.yes > 0:
+	case t.yes >= l.quorum:
 		return nil
-	case t.unknown == 0 || t.no >= l.quorum:
-		return fmt.Errorf("%w: redlock release %s: %s", ErrNotHeld, le.key, t.summary(l.nodes))
+	case t.yes+t.unknown < l.quorum:
+		return fmt.Errorf("%w: redlock release %s: %d of %d nodes needed: %s", ErrNotHeld, le.key, l.quorum, len(l.nodes), t.summary(l.nodes))
 	default:
 		return fmt.Errorf("redlock release %s: outcome unknown: %s: %w", le.key, t.summary(l.nodes), t.firstUnknown)
 	}

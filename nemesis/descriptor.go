@@ -125,6 +125,18 @@ func NeedsFakeClock(names []string) bool {
 	return anyOf(names, func(d Descriptor) bool { return d.FakeClock })
 }
 
+// ClockFaults names the faults that move node clocks: while one is
+// active, a node may keep a key past its TTL.
+func ClockFaults() []string {
+	var names []string
+	for _, d := range All() {
+		if d.FakeClock {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
 // NeedsLinks reports whether any of the faults acts on network links.
 func NeedsLinks(names []string) bool {
 	return anyOf(names, func(d Descriptor) bool { return d.Links })

@@ -279,8 +279,10 @@ func TestRedlockLeaseWithNodesDown(t *testing.T) {
 	if !lease.ValidUntil().Equal(vu) {
 		t.Fatal("a failed extend moved ValidUntil")
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatalf("release with 3 of 5 paused: %v (2 nodes deleted the key)", err)
+	// Two deletes are no quorum: whether the lock was still held when it
+	// was released depends on the paused nodes, so the outcome is unknown.
+	if err := lease.Release(ctx); err == nil || locks.Definite(err) {
+		t.Fatalf("release with 3 of 5 paused (2 nodes deleted the key): got %v, want an unknown outcome", err)
 	}
 	if vals := c.values(t, "down", 3, 4); count(vals, "") != 2 {
 		t.Fatalf("keys left on the live nodes: %q", vals)

@@ -1,0 +1,321 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// The lease model judges what a lock told its client against what any
+// server could have kept, with no fault needed to show it:
+//
+//   - Over-claim. The server cannot start a key's TTL before the request
+//     that set it was sent, and the harness stamps the invocation before
+//     the lock sends anything. A grant or extend whose valid_until lies
+//     beyond invoke + TTL + tolerance promised what no server could keep.
+//   - Dishonesty. A correct compare-and-delete or compare-and-extend
+//     cannot succeed once its key has expired. The key set by a grant or
+//     extend expires at the latest at that operation's completion + TTL. A
+//     release or extend that reports success although it was invoked later
+//     than that (plus the tolerance) did not check what it claims to.
+//
+// The tolerance absorbs the few microseconds between the harness's stamp
+// and the lock's own, and Redis's millisecond expiry: an over-claim
+// smaller than it cannot be told from honest rounding and is not judged.
+
+// LeaseTolerance is the slack of the lease model for a TTL: the larger of
+// 1 ms and 1% of the TTL.
+func LeaseTolerance(ttl time.Duration) time.Duration {
+	return max(time.Millisecond, ttl/100)
+}
+
+// OverClaim is a grant or extend whose validity outlasts anything the
+// server could have kept.
+type OverClaim struct {
+	Key     string `json:"key"`
+	Process int    `json:"process"`
+	F       string `json:"f"` // acquire or extend
+	Token   string `json:"token,omitempty"`
+	Index   int64  `json:"index"` // the ok completion
+	Invoke  int64  `json:"invoke"`
+	At      int64  `json:"at"` // the ok completion's time
+	TTL     int64  `json:"ttl_ns"`
+	// ValidUntil is what the lock claimed; Limit is invoke + TTL, the
+	// latest any server could keep the key; Margin is by how much the
+	// claim passed the limit.
+	ValidUntil int64  `json:"valid_until"`
+	Limit      int64  `json:"limit"`
+	Margin     int64  `json:"margin_ns"`
+	Story      string `json:"story"`
+}
+
+// Dishonest is a release or extend that reported success on a lease whose
+// key had certainly expired before it was invoked.
+type Dishonest struct {
+	Key     string `json:"key"`
+	Process int    `json:"process"`
+	F       string `json:"f"` // release or extend
+	Token   string `json:"token,omitempty"`
+	Index   int64  `json:"index"` // the ok completion
+	Invoke  int64  `json:"invoke"`
+	// Expiry is the latest the lease's key could have lived: the last
+	// successful grant or extend's completion plus its TTL; Late is how
+	// long after it (beyond the tolerance) the operation was invoked.
+	Expiry int64  `json:"expiry"`
+	Late   int64  `json:"late_ns"`
+	Story  string `json:"story"`
+}
+
+// LeaseResult is the lease model's verdict.
+type LeaseResult struct {
+	Valid bool `json:"valid"`
+	// Claims counts the grants and extends with a validity that were
+	// judged; Judged the successful releases and extends judged for
+	// honesty.
+	Claims int `json:"claims"`
+	Judged int `json:"judged"`
+	// OverClaims and DishonestOps count every finding; the lists keep the
+	// first MaxViolations of each.
+	OverClaims   int         `json:"over_claims"`
+	DishonestOps int         `json:"dishonest"`
+	OverClaimed  []OverClaim `json:"over_claimed,omitempty"`
+	Dishonesty   []Dishonest `json:"dishonesty,omitempty"`
+	// Suspended counts successful releases and extends that were not
+	// judged because the server may honestly have kept the key past its
+	// TTL; SuspendedWhy says why.
+	Suspended    int    `json:"suspended,omitempty"`
+	SuspendedWhy string `json:"suspended_why,omitempty"`
+	// ToleranceNs is the tolerance of the run's TTL (0 when the TTL is
+	// unknown; each operation uses its own TTL's).
+	ToleranceNs int64 `json:"tolerance_ns"`
+}
+
+// leaseKey is a lease's key on the server: the lock key and the token
+// stored in it. Two grants with one token (a shared or reused token) are
+// one key on the server, so they renew each other.
+type leaseKey struct{ key, token string }
+
+// expiry is the latest time a lease's server key could still exist.
+type expiry struct {
+	at      int64 // 0: no grant or extend seen
+	ttl     int64 // the TTL of the grant or extend that set at
+	since   int64 // the first grant's invoke: the key may have lived from then
+	unknown bool  // an unknown grant or extend may have set it at any time
+}
+
+// leaseModel runs the over-claim and honesty checks over a.calls.
+func (a *analysis) leaseModel(opts Options) *LeaseResult {
+	r := &LeaseResult{Valid: true}
+	if opts.TTL > 0 {
+		r.ToleranceNs = int64(LeaseTolerance(opts.TTL))
+	}
+	latest := map[leaseKey]expiry{}
+	tokens := map[int]leaseKey{} // a process's latest lease, for release invokes without a token
+	for _, c := range a.calls {
+		inv := &a.ops[c.inv]
+		if inv.F != history.Acquire && inv.F != history.Extend && inv.F != history.Release {
+			continue
+		}
+		lk := a.leaseKeyOf(c, tokens)
+		if lk.token == "" {
+			continue
+		}
+		ttl := int64(0)
+		if inv.Value != nil {
+			ttl = inv.Value.TTL
+		}
+		outcome := a.outcome(c)
+		if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
+			a.judgeHonesty(r, c, lk, latest[lk], opts)
+		}
+		if inv.F == history.Release || outcome == history.Fail {
+			continue
+		}
+		// A grant or an extend that happened, or may have.
+		switch {
+		case outcome != history.OK:
+			latest[lk] = expiry{unknown: true}
+		case ttl <= 0:
+			latest[lk] = expiry{unknown: true} // the TTL asked for is not recorded
+		default:
+			e, end := latest[lk], a.ops[c.comp].Time+ttl
+			if e.at == 0 {
+				e.since = inv.Time
+			}
+			if !e.unknown && end > e.at {
+				latest[lk] = expiry{at: end, ttl: ttl, since: e.since}
+			}
+			a.judgeClaim(r, c, ttl)
+		}
+	}
+	r.Valid = r.OverClaims == 0 && r.DishonestOps == 0
+	return r
+}
+
+// leaseKeyOf is the lease a call refers to: its own token, or for an
+// acquire the one it was granted.
+func (a *analysis) leaseKeyOf(c call, tokens map[int]leaseKey) leaseKey {
+	inv := &a.ops[c.inv]
+	lk := leaseKey{key: inv.Key}
+	if inv.Value != nil {
+		lk.token = inv.Value.Token
+	}
+	if inv.F == history.Acquire {
+		lk.token = ""
+		if c.comp >= 0 {
+			if v := a.ops[c.comp].Value; v != nil {
+				lk.token = v.Token
+			}
+		}
+		if lk.token != "" && a.outcome(c) == history.OK {
+			tokens[inv.Process] = lk
+		}
+		return lk
+	}
+	if lk.token == "" {
+		if prev, ok := tokens[inv.Process]; ok && prev.key == lk.key {
+			lk.token = prev.token
+		}
+	}
+	return lk
+}
+
+// judgeClaim checks an ok grant or extend's validity against invoke + TTL.
+func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
+	inv, comp := &a.ops[c.inv], &a.ops[c.comp]
+	if comp.Value == nil || comp.Value.ValidUntil == nil {
+		return // no limit claimed: nothing to over-claim
+	}
+	r.Claims++
+	vu, limit := *comp.Value.ValidUntil, inv.Time+ttl
+	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
+		return
+	}
+	r.OverClaims++
+	if len(r.OverClaimed) >= MaxViolations {
+		return
+	}
+	token := comp.Value.Token
+	if inv.Value != nil && inv.Value.Token != "" {
+		token = inv.Value.Token
+	}
+	o := OverClaim{Key: inv.Key, Process: inv.Process, F: inv.F, Token: token, Index: comp.Index,
+		Invoke: inv.Time, At: comp.Time, TTL: ttl, ValidUntil: vu, Limit: limit, Margin: vu - limit}
+	o.Story = fmt.Sprintf("process %d's %s of %s was invoked at %s with a TTL of %s, so no server could keep the key past %s; "+
+		"the lock told its client the lease was valid until %s, %s too long (over-claimed validity: the lock counts its lease from after it was sent, or forgets the time spent acquiring)",
+		o.Process, o.F, o.Key, fmtT(o.Invoke), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
+	r.OverClaimed = append(r.OverClaimed, o)
+}
+
+// judgeHonesty checks an ok release or extend against the latest expiry of
+// its lease's key.
+func (a *analysis) judgeHonesty(r *LeaseResult, c call, lk leaseKey, e expiry, opts Options) {
+	inv, comp := &a.ops[c.inv], &a.ops[c.comp]
+	if e.unknown || e.at == 0 {
+		return // the key's life is not bounded by what the history knows
+	}
+	if inv.Time <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
+		r.Judged++
+		return
+	}
+	if why := a.serverMayKeep(e.since, inv.Time, opts); why != "" {
+		r.Suspended++
+		r.SuspendedWhy = why
+		return
+	}
+	r.Judged++
+	r.DishonestOps++
+	if len(r.Dishonesty) >= MaxViolations {
+		return
+	}
+	d := Dishonest{Key: lk.key, Process: inv.Process, F: inv.F, Token: lk.token, Index: comp.Index,
+		Invoke: inv.Time, Expiry: e.at, Late: inv.Time - e.at}
+	meaning := "a release that does not compare its token (a plain DEL) deleted a key that was not its own, or the lock reported success for a lock it had lost"
+	if inv.F == history.Extend {
+		meaning = "an extend that does not compare its token revived or extended a key that was not its own, or the lock reported success for a lock it had lost"
+	}
+	d.Story = fmt.Sprintf("process %d's %s of %s (token %s) was invoked at %s and reported success, but the lease's key had expired on the server by %s at the latest, %s earlier: %s (dishonest %s)",
+		d.Process, d.F, d.Key, d.Token, fmtT(d.Invoke), fmtT(d.Expiry), fmtD(d.Late), meaning, d.F)
+	r.Dishonesty = append(r.Dishonesty, d)
+}
+
+// serverMayKeep says why the server may honestly have kept a key past its
+// TTL between from and to, or "" when nothing could have.
+func (a *analysis) serverMayKeep(from, to int64, opts Options) string {
+	if opts.ServerRenewsLeases != "" {
+		return opts.ServerRenewsLeases
+	}
+	for _, f := range a.faults {
+		if f.Start <= to && f.End >= from && opts.isClockFault(f.Name) {
+			return fmt.Sprintf("a %s on %v may have slowed or moved back a node's clock, and a key lives by its node's clock", f.Name, f.Targets)
+		}
+	}
+	return ""
+}
+
+// headline names the lease model's findings in one sentence.
+func (r *LeaseResult) headline() string {
+	var parts []string
+	if r.OverClaims > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s claimed validity that no server could keep", r.OverClaims, plural(r.OverClaims, "grant or extend", "grants or extends")))
+	}
+	if r.DishonestOps > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s reported success on a lease that had already expired", r.DishonestOps, plural(r.DishonestOps, "release or extend", "releases or extends")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// leaseLines are the summary's lines on the lease model and on when each
+// violation first showed.
+func (r *Results) leaseLines() []string {
+	var lines []string
+	if l := r.Lease; l != nil && !l.Valid {
+		var worst OverClaim
+		for _, o := range l.OverClaimed {
+			if o.Margin > worst.Margin {
+				worst = o
+			}
+		}
+		s := "lease model: " + l.headline()
+		if worst.Margin > 0 {
+			s += fmt.Sprintf(" (the largest over-claim: %s past invoke + TTL)", fmtD(worst.Margin))
+		}
+		lines = append(lines, s)
+	}
+	if l := r.Lease; l != nil && l.Suspended > 0 {
+		lines = append(lines, fmt.Sprintf("lease model: %d successful %s not judged for honesty: %s", l.Suspended, plural(l.Suspended, "release or extend", "releases or extends"), l.SuspendedWhy))
+	}
+	var first []string
+	for _, f := range []struct {
+		what string
+		at   *int64
+	}{{"overlap", r.First.Violation}, {"over-claim", r.First.OverClaim}, {"dishonest release or extend", r.First.Dishonest}} {
+		if f.at != nil {
+			first = append(first, fmt.Sprintf("%s at %s", f.what, fmtT(*f.at)))
+		}
+	}
+	if len(first) > 0 {
+		lines = append(lines, "first violation: "+strings.Join(first, ", "))
+	}
+	return lines
+}
+
+// firsts finds when each kind of violation first showed.
+func firsts(ex *ExclusionResult, l *LeaseResult) Firsts {
+	var f Firsts
+	for _, v := range ex.Violations {
+		if f.Violation == nil || v.OverlapStart < *f.Violation {
+			f.Violation = history.I64(v.OverlapStart)
+		}
+	}
+	if len(l.OverClaimed) > 0 {
+		// Kept in history order, so the first is the earliest.
+		f.OverClaim = history.I64(l.OverClaimed[0].At)
+	}
+	if len(l.Dishonesty) > 0 {
+		f.Dishonest = history.I64(l.Dishonesty[0].Invoke)
+	}
+	return f
+}

@@ -1,0 +1,141 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+)
+
+// Locks with bugs modelled on real ones, each wrapping a correct lock and
+// changing only what the bug changed.
+
+// lateStart counts its validity from after the grant's reply instead of
+// from before the request, as pottery once did and node-redlock's beta did
+// (and a naive Redlock that forgets the time spent acquiring).
+type lateStart struct{ locks.Locker }
+
+func (l lateStart) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return lateLease{lease, time.Now().Add(ttl - locks.Drift(ttl, 0.01))}, nil
+}
+
+type lateLease struct {
+	locks.Lease
+	validUntil time.Time
+}
+
+func (l lateLease) ValidUntil() time.Time { return l.validUntil }
+
+// lyingRelease reports every release as successful, as redsync v4.0.3's
+// Unlock did for a lock it no longer held.
+type lyingRelease struct{ locks.Locker }
+
+func (l lyingRelease) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return lyingLease{lease}, nil
+}
+
+type lyingLease struct{ locks.Lease }
+
+func (l lyingLease) Release(ctx context.Context) error {
+	l.Lease.Release(ctx)
+	return nil
+}
+
+// builtLock wraps the named built-in lock for each client.
+func builtLock(name string, wrap func(locks.Locker) locks.Locker) harness.LockerFactory {
+	return func(nodes []locks.Conn, process int) (locks.Locker, error) {
+		l, err := locks.New(name, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})
+		if err != nil || wrap == nil {
+			return l, err
+		}
+		return wrap(l), nil
+	}
+}
+
+// TestLeaseModelOnRealServers runs the lease model's checks on real
+// servers. Each faulty case's mechanism makes its finding certain, with
+// no overlap needed: the fault starts within 150 ms and lasts the whole
+// run, so every grant after it is over-claimed (latency on every link,
+// or a paused node the Redlock acquire waits out); every hold outlasts the
+// TTL, so every release is invoked after the key expired. The correct
+// locks run under the same faults and must never be flagged.
+func TestLeaseModelOnRealServers(t *testing.T) {
+	redistest.RequireBinary(t)
+	type want struct{ overClaims, dishonest bool }
+	cases := []struct {
+		name   string
+		system string
+		lock   string
+		wrap   func(locks.Locker) locks.Locker
+		faults []string
+		long   bool
+		want   want
+	}{
+		{name: "validity from the reply, client-link latency", system: cluster.Single, lock: locks.Token,
+			wrap: func(l locks.Locker) locks.Locker { return lateStart{l} }, faults: []string{nemesis.Latency}, want: want{overClaims: true}},
+		{name: "correct token lock, client-link latency", system: cluster.Single, lock: locks.Token, faults: []string{nemesis.Latency}},
+		{name: "redlock ignoring the elapsed time, a node paused", system: cluster.Redlock, lock: locks.RedlockName,
+			wrap: func(l locks.Locker) locks.Locker { return lateStart{l} }, faults: []string{nemesis.Pause}, want: want{overClaims: true}},
+		{name: "correct redlock, a node paused", system: cluster.Redlock, lock: locks.RedlockName, faults: []string{nemesis.Pause}},
+		{name: "release that reports success without checking, long holds", system: cluster.Single, lock: locks.Token,
+			wrap: func(l locks.Locker) locks.Locker { return lyingRelease{l} }, long: true, want: want{dishonest: true}},
+		{name: "redlock wrapper whose Unlock always succeeds, long holds", system: cluster.Redlock, lock: locks.RedlockName,
+			wrap: func(l locks.Locker) locks.Locker { return lyingRelease{l} }, long: true, want: want{dishonest: true}},
+		{name: "correct token lock, long holds", system: cluster.Single, lock: locks.Token, long: true},
+		{name: "correct redlock, long holds", system: cluster.Redlock, lock: locks.RedlockName, long: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := harnesstest.ShortConfig(t)
+			cfg.System, cfg.Lock, cfg.Nemesis = c.system, c.lock, c.faults
+			cfg.Locker = builtLock(c.lock, c.wrap)
+			cfg.TimeLimit, cfg.Recovery = 3*time.Second, 0
+			// One fault, from ~0.1 s to the end of the fault phase.
+			cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, time.Minute
+			cfg.Latency, cfg.Jitter = 100*time.Millisecond, 0
+			if c.long {
+				cfg.LongHoldRate = 1
+			}
+			cfg.Expect = harness.ExpectAny
+			out, err := harness.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Results
+			l := r.Lease
+			summary := strings.Join(r.Summary(), "\n")
+			if got := l.OverClaims > 0; got != c.want.overClaims {
+				t.Errorf("over-claims %d of %d claims, want any: %v\n%s", l.OverClaims, l.Claims, c.want.overClaims, summary)
+			}
+			if got := l.DishonestOps > 0; got != c.want.dishonest {
+				t.Errorf("dishonest %d of %d judged, want any: %v\n%s", l.DishonestOps, l.Judged, c.want.dishonest, summary)
+			}
+			t.Logf("%d claims, %d over-claimed; %d releases and extends judged, %d dishonest; verdict %s", l.Claims, l.OverClaims, l.Judged, l.DishonestOps, r.Verdict)
+			bad := c.want.overClaims || c.want.dishonest
+			if bad && r.Verdict != checker.VerdictUnsafe {
+				t.Errorf("verdict %s, want unsafe\n%s", r.Verdict, summary)
+			}
+			if !bad && l.Claims == 0 {
+				t.Errorf("nothing was judged: %d claims\n%s", l.Claims, summary)
+			}
+		})
+	}
+}
