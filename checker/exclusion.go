@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ type Event struct {
 	Type    history.Type `json:"type"`
 	Token   string       `json:"token,omitempty"`
 	Error   string       `json:"error,omitempty"`
+	// Invoked is the operation's invocation; InFlight marks one that had
+	// not completed by the end of the history (Time is then Invoked).
+	Invoked  int64 `json:"invoked,omitempty"`
+	InFlight bool  `json:"in_flight,omitempty"`
 }
 
 // Violation is a mutual-exclusion violation: Second started while First's
@@ -62,7 +67,10 @@ type Violation struct {
 	// its lease wakes and deletes someone's key). A fault whose End is before
 	// OverlapStart is one of the latter.
 	Faults []Fault `json:"faults,omitempty"`
-	Story  string  `json:"story"`
+	// OverClaim is by how much the first hold's validity passed its
+	// acquire's invoke + TTL (see the lease model); 0 for none.
+	OverClaim int64  `json:"over_claim_ns,omitempty"`
+	Story     string `json:"story"`
 }
 
 // ExclusionResult is the mutual-exclusion checker's verdict.
@@ -145,30 +153,51 @@ func (a *analysis) exclusion(ttl time.Duration) *ExclusionResult {
 	return r
 }
 
-type keyedEvent struct {
-	time int64
-	idx  int // index of the completion event
-	inv  int // index of the invoke event
-}
-
-// releaseExtendByKey lists release and extend completions per key in time
+// releaseExtendByKey lists the releases and extends per key that may have
+// changed the key (every outcome but a definite failure), in invocation
 // order; built only when there are violations to explain.
-func (a *analysis) releaseExtendByKey() map[string][]keyedEvent {
-	m := map[string][]keyedEvent{}
+func (a *analysis) releaseExtendByKey() map[string][]call {
+	m := map[string][]call{}
 	for _, c := range a.calls {
 		inv := &a.ops[c.inv]
-		if c.comp < 0 || (inv.F != history.Release && inv.F != history.Extend) {
+		if (inv.F != history.Release && inv.F != history.Extend) || a.outcome(c) == history.Fail {
 			continue
 		}
-		m[inv.Key] = append(m[inv.Key], keyedEvent{a.ops[c.comp].Time, c.comp, c.inv})
-	}
-	for _, evs := range m {
-		sort.SliceStable(evs, func(i, j int) bool { return evs[i].time < evs[j].time })
+		m[inv.Key] = append(m[inv.Key], c) // a.calls is in invocation order
 	}
 	return m
 }
 
-func (a *analysis) violation(first, second *Hold, between map[string][]keyedEvent, ttl time.Duration) Violation {
+// between lists the releases and extends of other processes that may have
+// touched the key while the first holder held it and before the second was
+// granted: invoked before the second grant, and completed (or still in
+// flight) after the first holder's acquire was invoked. A release invoked
+// earlier still counts, since a GET-then-DEL can read its own token before
+// the key expires and delete the next holder's key afterwards.
+func (a *analysis) between(first, second *Hold, calls []call) []Event {
+	hi := sort.Search(len(calls), func(i int) bool { return a.ops[calls[i].inv].Time > second.Start })
+	var out []Event
+	for i := hi - 1; i >= 0 && len(out) < maxBetween; i-- {
+		c := calls[i]
+		inv := &a.ops[c.inv]
+		if inv.Process == first.Process || a.endOf(c) < first.Invoke {
+			continue
+		}
+		e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true}
+		if c.comp >= 0 {
+			comp := &a.ops[c.comp]
+			e.Index, e.Time, e.Type, e.Error, e.InFlight = comp.Index, comp.Time, comp.Type, comp.Error, false
+		}
+		if inv.Value != nil {
+			e.Token = inv.Value.Token
+		}
+		out = append(out, e)
+	}
+	slices.Reverse(out) // oldest first reads better
+	return out
+}
+
+func (a *analysis) violation(first, second *Hold, between map[string][]call, ttl time.Duration) Violation {
 	v := Violation{Key: second.Key, First: *first, Second: *second,
 		OverlapStart: second.Start, OverlapEnd: min(first.End, second.End)}
 	end := v.OverlapEnd
@@ -176,24 +205,7 @@ func (a *analysis) violation(first, second *Hold, between map[string][]keyedEven
 		end = max(a.end, v.OverlapStart)
 	}
 	v.Overlap = end - v.OverlapStart
-	evs := between[v.Key]
-	lo := sort.Search(len(evs), func(i int) bool { return evs[i].time >= first.Start })
-	hi := sort.Search(len(evs), func(i int) bool { return evs[i].time > second.Start })
-	for i := hi - 1; i >= lo && len(v.Between) < maxBetween; i-- {
-		comp, inv := &a.ops[evs[i].idx], &a.ops[evs[i].inv]
-		if comp.Process == first.Process {
-			continue
-		}
-		e := Event{Index: comp.Index, Time: comp.Time, Process: comp.Process, F: inv.F, Type: comp.Type, Error: comp.Error}
-		if inv.Value != nil {
-			e.Token = inv.Value.Token
-		}
-		v.Between = append(v.Between, e)
-	}
-	// Oldest first reads better.
-	for i, j := 0, len(v.Between)-1; i < j; i, j = i+1, j-1 {
-		v.Between[i], v.Between[j] = v.Between[j], v.Between[i]
-	}
+	v.Between = a.between(first, second, between[v.Key])
 	from := v.OverlapStart
 	if ttl > 0 {
 		from = min(from, first.Start-int64(ttl))
@@ -203,8 +215,44 @@ func (a *analysis) violation(first, second *Hold, between map[string][]keyedEven
 			v.Faults = append(v.Faults, f.Fault)
 		}
 	}
+	v.OverClaim = overClaimOf(first, a.ttlOf(first))
 	v.Story = v.story()
 	return v
+}
+
+// ttlOf is the TTL the hold's acquire asked for (0 when not recorded).
+func (a *analysis) ttlOf(h *Hold) int64 {
+	i := indexOfEvent(a.ops, h.AcquireIndex)
+	for j := i - 1; j >= 0; j-- {
+		if op := &a.ops[j]; op.Process == h.Process && op.Type == history.Invoke {
+			if op.F == history.Acquire && op.Value != nil {
+				return op.Value.TTL
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// indexOfEvent finds the event numbered idx (validated histories number
+// events 0, 1, 2, ...; -1 when absent).
+func indexOfEvent(ops []history.Op, idx int64) int {
+	if idx >= 0 && idx < int64(len(ops)) && ops[idx].Index == idx {
+		return int(idx)
+	}
+	return slices.IndexFunc(ops, func(op history.Op) bool { return op.Index == idx })
+}
+
+// overClaimOf is by how much the hold's validity passed invoke + TTL (0
+// within the lease model's tolerance, or when nothing is known).
+func overClaimOf(h *Hold, ttl int64) int64 {
+	if h.ValidUntil == nil || ttl <= 0 {
+		return 0
+	}
+	if m := *h.ValidUntil - (h.Invoke + ttl); m > int64(LeaseTolerance(time.Duration(ttl))) {
+		return m
+	}
+	return 0
 }
 
 func (h *Hold) describeAcquire() string {
@@ -253,18 +301,8 @@ func (v *Violation) story() string {
 		b.WriteString(" (to the end of the history)")
 	}
 	b.WriteString(".")
-	if len(v.Between) > 0 {
-		b.WriteString(" In between, ")
-		for i, e := range v.Between {
-			switch {
-			case i > 0 && i == len(v.Between)-1:
-				b.WriteString(" and ")
-			case i > 0:
-				b.WriteString(", ")
-			}
-			b.WriteString(e.Describe())
-		}
-		b.WriteString(".")
+	for _, c := range v.causes() {
+		b.WriteString(" " + c)
 	}
 	var during, before []string
 	for _, f := range v.Faults {
@@ -286,11 +324,57 @@ func (v *Violation) story() string {
 	return b.String()
 }
 
+// causes are the story's sentences on why the overlap happened, the likely
+// cause first: what may have ended the first holder's key early (another
+// process's release), an over-claimed validity, a token the two holds
+// share; the faults come after them. A witness with none says so.
+func (v *Violation) causes() []string {
+	var releases, extends []string
+	for _, e := range v.Between {
+		if e.F == history.Release {
+			releases = append(releases, e.Describe())
+		} else {
+			extends = append(extends, e.Describe())
+		}
+	}
+	var out []string
+	if len(releases) > 0 {
+		out = append(out, fmt.Sprintf("Likely cause: %s, which may have deleted process %d's key before its lease ran out.", andList(releases), v.First.Process))
+	}
+	if v.OverClaim > 0 {
+		out = append(out, fmt.Sprintf("Process %d's lock over-claimed its validity by %s: it believed past any key the server could keep (invoke + TTL).", v.First.Process, fmtD(v.OverClaim)))
+	}
+	if v.First.Token != "" && v.First.Token == v.Second.Token {
+		out = append(out, fmt.Sprintf("Both holds carry the identical token %s: the lock gave one token to two grants, so the server cannot tell the holders apart.", v.First.Token))
+	}
+	if len(extends) > 0 {
+		out = append(out, fmt.Sprintf("Also on the key in between: %s.", andList(extends)))
+	}
+	if len(out) == 0 && len(v.Faults) == 0 {
+		out = append(out, "No cause was recorded: no other process released or extended the key, neither lock over-claimed, and no fault was active; the server let the second client in while the first still believed it held the lock.")
+	}
+	return out
+}
+
+// andList is "a", "a and b", "a, b and c".
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
 // Describe tells the event in words, as the stories do.
 func (e *Event) Describe() string {
 	s := fmt.Sprintf("process %d's %s", e.Process, e.F)
 	if e.Token != "" {
 		s += " (token " + e.Token + ")"
+	}
+	if e.InFlight {
+		return s + fmt.Sprintf(", invoked at %s and still in flight", fmtT(e.Invoked))
+	}
+	if e.Invoked != 0 && e.Invoked != e.Time {
+		s += ", invoked at " + fmtT(e.Invoked) + ","
 	}
 	switch e.Type {
 	case history.OK:

@@ -115,7 +115,7 @@ func TestExclusionViolationDetail(t *testing.T) {
 	}
 	for _, want := range []string{"process 3 held lock-0 from 1.204s", "token c3-17", "valid until 1.700s",
 		"until its lease ran out at 1.700s", "process 7 acquired lock-0 at 1.512s", "while 3 still believed it held it",
-		"188ms of overlap", "process 5's release (token c5-9) completed at 1.511s", "partition on n1, n2"} {
+		"188ms of overlap", "Likely cause: process 5's release (token c5-9), invoked at 1.505s, completed at 1.511s", "partition on n1, n2"} {
 		if !strings.Contains(v.Story, want) {
 			t.Errorf("story lacks %q:\n%s", want, v.Story)
 		}
@@ -281,6 +281,57 @@ func TestExclusionFaultsBeforeTheOverlap(t *testing.T) {
 				if strings.Contains(v.Story, bad) {
 					t.Errorf("story has %q:\n%s", bad, v.Story)
 				}
+			}
+		})
+	}
+}
+
+// A witness names what ended the first holder's key early before anything
+// else, and says so plainly when nothing is known.
+func TestWitnessCauses(t *testing.T) {
+	cases := []struct {
+		name       string
+		b          *hb
+		has, lacks []string
+	}{
+		{"a release still in flight when the second grant returned",
+			new(hb).acquire(1, "k", 0, 10, ok, "a", 990).release(2, "k", 300, -1, ok, "b").acquire(3, "k", 400, 410, ok, "c", 1390),
+			[]string{"Likely cause: process 2's release (token b), invoked at 0.300s and still in flight"}, nil},
+		{"a GET-then-DEL invoked before the first holder's acquire, completed after its grant",
+			new(hb).release(2, "k", 1, 50, ok, "b").acquire(1, "k", 5, 10, ok, "a", 990).acquire(3, "k", 60, 70, ok, "c", 1050),
+			[]string{"Likely cause: process 2's release (token b), invoked at 0.001s, completed at 0.050s"}, nil},
+		{"a failed release changed nothing and is left out",
+			new(hb).acquire(1, "k", 0, 10, ok, "a", 990).release(2, "k", 300, 310, fail, "b").acquire(3, "k", 400, 410, ok, "c", 1390),
+			[]string{"No cause was recorded"}, []string{"process 2's release"}},
+		{"a token shared by the two holds",
+			new(hb).acquire(1, "k", 0, 10, ok, "same", 990).acquire(3, "k", 400, 410, ok, "same", 1390),
+			[]string{"identical token same"}, []string{"No cause was recorded"}},
+		{"an over-claimed validity",
+			new(hb).acquire(1, "k", 0, 300, ok, "a", 1290).acquire(3, "k", 1020, 1030, ok, "c", 2000),
+			[]string{"over-claimed its validity by 290ms"}, nil},
+		{"the release comes before the faults",
+			new(hb).fault(100, "partition", "start", "n1").acquire(1, "k", 0, 10, ok, "a", 990).release(2, "k", 300, 310, ok, "b").acquire(3, "k", 400, 410, ok, "c", 1390),
+			[]string{"Likely cause: process 2's release"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ExclusionWith(c.b.build(t), Options{TTL: time.Second})
+			if len(r.Violations) == 0 {
+				t.Fatal("no violation")
+			}
+			story := r.Violations[0].Story
+			for _, want := range c.has {
+				if !strings.Contains(story, want) {
+					t.Errorf("story lacks %q:\n%s", want, story)
+				}
+			}
+			for _, bad := range c.lacks {
+				if strings.Contains(story, bad) {
+					t.Errorf("story has %q:\n%s", bad, story)
+				}
+			}
+			if i, j := strings.Index(story, "Likely cause"), strings.Index(story, "Faults active"); i >= 0 && j >= 0 && j < i {
+				t.Errorf("the faults come before the cause:\n%s", story)
 			}
 		})
 	}

@@ -2,14 +2,18 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
@@ -138,4 +142,74 @@ func TestLeaseModelOnRealServers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// getThenDel releases with a GET, a compare in the client, then a DEL: the
+// old redis-py bug. A DEL delayed past the key's expiry deletes the next
+// holder's key.
+type getThenDel struct {
+	locks.Locker
+	client redis.UniversalClient
+}
+
+func (l getThenDel) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return getThenDelLease{lease, l.client, key}, nil
+}
+
+type getThenDelLease struct {
+	locks.Lease
+	client redis.UniversalClient
+	key    string
+}
+
+func (l getThenDelLease) Release(ctx context.Context) error {
+	v, err := l.client.Get(ctx, l.key).Result()
+	switch {
+	case errors.Is(err, redis.Nil) || (err == nil && v != l.Token()):
+		return locks.ErrNotHeld
+	case err != nil:
+		return err
+	}
+	return l.client.Del(ctx, l.key).Err()
+}
+
+// TestWitnessNamesDelayedRelease: with replies delayed by 50 ms and every
+// hold lasting 400–450 ms of a 500 ms TTL, a holder's GET runs before its
+// key expires and its DEL (sent once the GET's reply is back) after, when
+// another client has taken the key: the DEL deletes that client's key and
+// a third acquires. Every hold does this, so the run stops at its first
+// violation within seconds; it runs on a little so that more witnesses
+// are recorded. Every witness must name the release that deleted the key.
+func TestWitnessNamesDelayedRelease(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := harnesstest.ShortConfig(t)
+	cfg.Nemesis = []string{nemesis.Latency}
+	cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, 10*time.Minute
+	cfg.Latency, cfg.Jitter = 50*time.Millisecond, 0
+	cfg.Hold = "400ms..450ms"
+	cfg.Expect = harness.ExpectUnsafe
+	harnesstest.UntilViolation(&cfg)
+	cfg.StopGrace = 3 * time.Second
+	cfg.Locker = func(nodes []locks.Conn, process int) (locks.Locker, error) {
+		l, err := locks.New(locks.Token, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})
+		return getThenDel{l, nodes[0].Client}, err
+	}
+	r := harnesstest.Run(t, cfg).Results
+	if len(r.Exclusion.Violations) == 0 {
+		t.Fatalf("no witness\n%s", strings.Join(r.Summary(), "\n"))
+	}
+	for i, v := range r.Exclusion.Violations {
+		named := false
+		for _, e := range v.Between {
+			named = named || (e.F == history.Release && e.Type != history.Fail)
+		}
+		if !named || !strings.Contains(v.Story, "Likely cause: process ") {
+			t.Errorf("witness %d of %d does not name the release that deleted the key:\n%s", i+1, len(r.Exclusion.Violations), v.Story)
+		}
+	}
+	t.Logf("%d witnesses, each naming the release; the first: %s", len(r.Exclusion.Violations), r.Exclusion.Violations[0].Story)
 }
