@@ -239,7 +239,7 @@ func (c *Config) validateLock() error {
 		return usage("--wait-timeout %s must be shorter than --op-timeout %s, or every slow WAIT is an unknown outcome", c.WaitTimeout, c.OpTimeout)
 	}
 	if c.Locker != nil || c.CustomLock {
-		return nil
+		return c.validateCustomLockName()
 	}
 	d, err := locks.Lookup(c.Lock)
 	if err != nil {
@@ -317,9 +317,34 @@ func (c *Config) TestName() string {
 	case len(c.Nemesis) > 0:
 		nem = strings.Join(c.Nemesis, "+")
 	}
-	lock := c.Lock
-	if c.Locker != nil || c.CustomLock {
-		lock = "custom"
+	return strings.Join([]string{c.System, c.LockLabel(), c.Workload, nem}, "-")
+}
+
+// LockLabel is what the run calls its lock: the built-in lock's name, or
+// for a lock of the user's the name they gave it ("custom" if none), never
+// the built-in lock its configuration happens to name.
+func (c *Config) LockLabel() string {
+	switch {
+	case c.Locker == nil && !c.CustomLock:
+		return c.Lock
+	case c.CustomLockName != "":
+		return c.CustomLockName
 	}
-	return strings.Join([]string{c.System, lock, c.Workload, nem}, "-")
+	return "custom"
+}
+
+// validateCustomLockName refuses a name for the user's lock that could not
+// name a store directory, or that is a built-in lock's: a report must never
+// describe the user's lock as one of lockjepsen's.
+func (c *Config) validateCustomLockName() error {
+	n := c.CustomLockName
+	switch {
+	case n == "":
+		return nil
+	case strings.ContainsAny(n, `/\ `) || n == "." || n == "..":
+		return usage("the custom lock's name %q must be a plain word (no spaces or slashes)", n)
+	case slices.Contains(locks.Names(), n):
+		return usage("the custom lock's name %q is a built-in lock's; name it after your own lock", n)
+	}
+	return nil
 }

@@ -190,10 +190,11 @@ func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 func describe(cfg Config) *runfile.Description {
 	d := &runfile.Description{Workload: workloads.Describe(cfg.Workload)}
 	if cfg.CustomLock {
-		d.Lock, d.CustomLock = "a lock of your own (harness.Config.Locker), not one of lockjepsen's", true
+		d.Lock, d.CustomLock = cfg.LockLabel()+": a lock of your own (harness.Config.Locker), not one of lockjepsen's", true
+		d.BackgroundRenewal, d.Fences = cfg.CustomLockRenews, cfg.CustomLockFences
 	} else {
 		info := locks.Describe(cfg.Lock)
-		d.Lock, d.BackgroundRenewal = info.Description, info.BackgroundRenewal
+		d.Lock, d.BackgroundRenewal, d.Fences = info.Description, info.BackgroundRenewal, info.Fences
 	}
 	// A script's faults are drawn in the report as much as --nemesis's.
 	names := append([]string(nil), cfg.Nemesis...)
@@ -874,12 +875,7 @@ func (c *Config) needsFakeClock() bool {
 	return false
 }
 
-func lockName(cfg Config) string {
-	if cfg.Locker != nil || cfg.CustomLock {
-		return "custom"
-	}
-	return cfg.Lock
-}
+func lockName(cfg Config) string { return cfg.LockLabel() }
 
 func nemesisName(cfg Config) string {
 	switch {

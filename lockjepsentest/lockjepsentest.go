@@ -45,6 +45,12 @@ type Options struct {
 	// connection per node (a single Redis and Sentinel: one; Redlock: five).
 	// Required.
 	Locker harness.LockerFactory
+	// LockName names your lock in the test's name, config.json, the
+	// report and the matrix (default "custom"); LockFences and
+	// LockRenews declare whether it hands out fencing tokens and renews
+	// its lease in the background, for the report.
+	LockName               string
+	LockFences, LockRenews bool
 
 	// Scenario starts from a named scenario's system, faults and timings
 	// (see `lockjepsen scenario --list`), with your lock in place of the
@@ -137,6 +143,7 @@ func Config(o Options) (harness.Config, error) {
 		cfg.Seed = o.Seed
 	}
 	cfg.Locker = o.Locker
+	cfg.CustomLockName, cfg.CustomLockFences, cfg.CustomLockRenews = o.LockName, o.LockFences, o.LockRenews
 	cfg.StopOnFirstViolation = cfg.StopOnFirstViolation || o.StopOnFirstViolation
 	if o.Configure != nil {
 		o.Configure(&cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/lockjepsentest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 type quietLogger struct{}
@@ -177,6 +180,8 @@ func TestBadOptionsAreFatal(t *testing.T) {
 		{lockjepsentest.Options{}, "Locker is required"},
 		{lockjepsentest.Options{Locker: namedLock(locks.Token), Scenario: "nope"}, "unknown scenario"},
 		{lockjepsentest.Options{Locker: namedLock(locks.Token), Nemesis: []string{"meteor"}}, "--nemesis"},
+		{lockjepsentest.Options{Locker: namedLock(locks.Token), LockName: "my lock"}, "must be a plain word"},
+		{lockjepsentest.Options{Locker: namedLock(locks.Token), LockName: locks.Token}, "is a built-in lock's"},
 	}
 	for _, tc := range cases {
 		rec := &recorder{TB: t}
@@ -193,5 +198,50 @@ func TestConfigFromAScenario(t *testing.T) {
 	}
 	if cfg.System != "redlock" || cfg.Targets != "holder" || strings.Join(cfg.Nemesis, ",") != "kill" || cfg.Expect != "safe" || cfg.Locker == nil {
 		t.Fatalf("%+v", cfg)
+	}
+}
+
+// A lock of the user's is named as theirs everywhere, never as the
+// built-in lock its configuration happens to name, on any system.
+func TestCustomLockIsNamedAsCustom(t *testing.T) {
+	redistest.RequireBinary(t)
+	for _, c := range []struct{ name, system, wantLabel string }{
+		{"", cluster.Single, "custom"},
+		{"acme-lock", cluster.Redlock, "acme-lock"},
+	} {
+		t.Run(c.system, func(t *testing.T) {
+			lock := locks.Token
+			if c.system == cluster.Redlock {
+				lock = locks.RedlockName
+			}
+			store := t.TempDir()
+			out := lockjepsentest.Run(t, lockjepsentest.Options{
+				Locker: func(nodes []locks.Conn, process int) (locks.Locker, error) {
+					return locks.New(lock, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})
+				},
+				LockName: c.name, LockFences: true, System: c.system,
+				TimeLimit: time.Second, Recovery: 100 * time.Millisecond, Store: store,
+			})
+			if !strings.Contains(out.Dir, c.system+"-"+c.wantLabel+"-") {
+				t.Errorf("run directory %s does not carry %q", out.Dir, c.wantLabel)
+			}
+			var info runfile.RunInfo
+			if err := runfile.ReadJSON(filepath.Join(out.Dir, runfile.RunInfoFile), &info); err != nil {
+				t.Fatal(err)
+			}
+			d := info.Described
+			if d == nil || !d.CustomLock || !strings.HasPrefix(d.Lock, c.wantLabel+": a lock of your own") || !d.Fences {
+				t.Errorf("run.json describes the lock as %+v", d)
+			}
+			report, err := os.ReadFile(filepath.Join(out.Dir, "report.html"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, builtin := range []string{"the correct single-instance lock", "Redlock as Redis documents it"} {
+				if strings.Contains(string(report), builtin) {
+					t.Errorf("the report describes the custom lock as a built-in one (%q)", builtin)
+				}
+			}
+		})
 	}
 }

@@ -275,11 +275,12 @@ func NilOnErr[L Locker](l L, err error) (Locker, error) {
 type Info struct {
 	Description       string
 	BackgroundRenewal bool
+	Fences            bool
 }
 
 // Describe tells what the named lock is; an unknown name gets an empty
 // description.
 func Describe(name string) Info {
 	d, _ := Lookup(name)
-	return Info{Description: d.Description, BackgroundRenewal: d.BackgroundRenewal}
+	return Info{Description: d.Description, BackgroundRenewal: d.BackgroundRenewal, Fences: d.Fences}
 }

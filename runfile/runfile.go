@@ -85,8 +85,10 @@ type Description struct {
 	CustomLock bool `json:"custom_lock,omitempty"`
 	// BackgroundRenewal: the lock keeps its lease alive from a background
 	// task, so its holds have no deadline of their own.
-	BackgroundRenewal bool   `json:"background_renewal,omitempty"`
-	Workload          string `json:"workload"`
+	BackgroundRenewal bool `json:"background_renewal,omitempty"`
+	// Fences: the lock declares a fencing token on every grant.
+	Fences   bool   `json:"fences,omitempty"`
+	Workload string `json:"workload"`
 	// Faults are the faults the run could inject, by name: those of
 	// --nemesis and those of the script's steps.
 	Faults map[string]FaultDescription `json:"faults,omitempty"`

@@ -80,6 +80,12 @@ type Settings struct {
 	// CustomLock records in config.json that the run tested a Locker of
 	// the user's, which the file cannot hold.
 	CustomLock bool `json:"custom_lock,omitempty"`
+	// CustomLockName names the user's lock (in the test name, the report
+	// and the matrix); "" is "custom". CustomLockFences and
+	// CustomLockRenews are what the user declared of it.
+	CustomLockName   string `json:"custom_lock_name,omitempty"`
+	CustomLockFences bool   `json:"custom_lock_fences,omitempty"`
+	CustomLockRenews bool   `json:"custom_lock_renews,omitempty"`
 	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
 	// whose nodes live elsewhere). Off, such a node is refused before any
 	// traffic is sent.
