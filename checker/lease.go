@@ -139,6 +139,10 @@ func (a *analysis) leaseModel(opts Options) *LeaseResult {
 			latest[lk] = expiry{unknown: true}
 		case ttl <= 0:
 			latest[lk] = expiry{unknown: true} // the TTL asked for is not recorded
+		case !claimsValidity(&a.ops[c.comp]):
+			// A lock that claims no deadline (no TTL, or one renewed in
+			// the background) does not promise that its key expires.
+			latest[lk] = expiry{unknown: true}
 		default:
 			e, end := latest[lk], a.ops[c.comp].Time+ttl
 			if e.at == 0 {
@@ -180,6 +184,10 @@ func (a *analysis) leaseKeyOf(c call, tokens map[int]leaseKey) leaseKey {
 		}
 	}
 	return lk
+}
+
+func claimsValidity(comp *history.Op) bool {
+	return comp.Value != nil && comp.Value.ValidUntil != nil
 }
 
 // judgeClaim checks an ok grant or extend's validity against invoke + TTL.

@@ -69,6 +69,8 @@ func TestLeaseModel(t *testing.T) {
 			b: new(hb).acquire(1, "k", 0, 5, ok, "a", 990).release(1, "k", 1500, 1502, ok, "a"), dishonest: 1, storyHas: "plain DEL"},
 		{name: "a failed release after expiry is what a correct lock says",
 			b: new(hb).acquire(1, "k", 0, 5, ok, "a", 990).release(1, "k", 1500, 1502, fail, "a")},
+		{name: "a lock that claims no deadline promises no expiry: a late release may succeed",
+			b: new(hb).acquire(1, "k", 0, 5, ok, "a", -1).release(1, "k", 5000, 5002, ok, "a")},
 		{name: "a release with an unknown outcome is never judged",
 			b: new(hb).acquire(1, "k", 0, 5, ok, "a", 990).release(1, "k", 1500, 1502, info, "a")},
 		{name: "a release that never completed is never judged",

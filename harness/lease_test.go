@@ -90,9 +90,14 @@ func TestLeaseModelOnRealServers(t *testing.T) {
 		wrap   func(locks.Locker) locks.Locker
 		faults []string
 		long   bool
+		seed   int64
 		want   want
 	}{
-		{name: "validity from the reply, client-link latency", system: cluster.Single, lock: locks.Token,
+		{name: "validity from the reply, client-link latency, seed 1", system: cluster.Single, lock: locks.Token, seed: 1,
+			wrap: func(l locks.Locker) locks.Locker { return lateStart{l} }, faults: []string{nemesis.Latency}, want: want{overClaims: true}},
+		{name: "validity from the reply, client-link latency, seed 2", system: cluster.Single, lock: locks.Token, seed: 2,
+			wrap: func(l locks.Locker) locks.Locker { return lateStart{l} }, faults: []string{nemesis.Latency}, want: want{overClaims: true}},
+		{name: "validity from the reply, client-link latency, seed 3", system: cluster.Single, lock: locks.Token, seed: 3,
 			wrap: func(l locks.Locker) locks.Locker { return lateStart{l} }, faults: []string{nemesis.Latency}, want: want{overClaims: true}},
 		{name: "correct token lock, client-link latency", system: cluster.Single, lock: locks.Token, faults: []string{nemesis.Latency}},
 		{name: "redlock ignoring the elapsed time, a node paused", system: cluster.Redlock, lock: locks.RedlockName,
@@ -117,6 +122,9 @@ func TestLeaseModelOnRealServers(t *testing.T) {
 			cfg.Latency, cfg.Jitter = 100*time.Millisecond, 0
 			if c.long {
 				cfg.LongHoldRate = 1
+			}
+			if c.seed != 0 {
+				cfg.Seed = c.seed
 			}
 			cfg.Expect = harness.ExpectAny
 			out, err := harness.Run(context.Background(), cfg)

@@ -120,6 +120,7 @@ type page struct {
 	ThroughNote string
 	Live        *checker.LivenessResult
 	Res         *checker.ResourceResult
+	Lease       *checker.LeaseResult
 	Lin         *checker.LinearizabilityResult
 	Stats       *checker.Stats
 	StatRows    [][]string
@@ -185,7 +186,7 @@ func buildPage(rf *runFiles) *page {
 		}
 		pg.ExpectWhy = res.Why
 		pg.Why = whyLines(res)
-		pg.Live, pg.Res, pg.Lin, pg.Stats = res.Liveness, res.Resource, res.Linearizability, res.Stats
+		pg.Live, pg.Res, pg.Lin, pg.Stats, pg.Lease = res.Liveness, res.Resource, res.Linearizability, res.Stats, res.Lease
 		if res.Exclusion != nil {
 			pg.Violations = res.Exclusion.Count
 			pg.MoreViol = res.Exclusion.Count - len(res.Exclusion.Violations)
