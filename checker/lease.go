@@ -197,7 +197,14 @@ func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
 		return // no limit claimed: nothing to over-claim
 	}
 	r.Claims++
-	vu, limit := *comp.Value.ValidUntil, inv.Time+ttl
+	// The TTL counts from the invoke, or from the lock's own stamp of its
+	// start when it reports one (a client in another process), which
+	// cannot be earlier than the invoke nor later than the answer.
+	from := inv.Time
+	if s := comp.Value.Started; s != nil && *s > from {
+		from = min(*s, comp.Time)
+	}
+	vu, limit := *comp.Value.ValidUntil, from+ttl
 	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
 		return
 	}
@@ -211,9 +218,9 @@ func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
 	}
 	o := OverClaim{Key: inv.Key, Process: inv.Process, F: inv.F, Token: token, Index: comp.Index,
 		Invoke: inv.Time, At: comp.Time, TTL: ttl, ValidUntil: vu, Limit: limit, Margin: vu - limit}
-	o.Story = fmt.Sprintf("process %d's %s of %s was invoked at %s with a TTL of %s, so no server could keep the key past %s; "+
+	o.Story = fmt.Sprintf("process %d's %s of %s was started at %s with a TTL of %s, so no server could keep the key past %s; "+
 		"the lock told its client the lease was valid until %s, %s too long (over-claimed validity: the lock counts its lease from after it was sent, or forgets the time spent acquiring)",
-		o.Process, o.F, o.Key, fmtT(o.Invoke), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
+		o.Process, o.F, o.Key, fmtT(from), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
 	r.OverClaimed = append(r.OverClaimed, o)
 }
 

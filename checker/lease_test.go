@@ -51,6 +51,12 @@ func TestLeaseModel(t *testing.T) {
 			b: new(hb).shortTTL(1, "k", 10, 20, "a", ms(112)), overClaims: 1},
 		{name: "validity counted from the reply (a slow grant) is an over-claim",
 			b: new(hb).acquire(1, "k", 0, 100, ok, "a", 1095), overClaims: 1, storyHas: "95ms too long"},
+		{name: "a client in another process counts from its own start, not the invoke",
+			b: new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(1000)}).
+				ev(60, 1, history.OK, history.Acquire, "k", &history.Value{Token: "a", ValidUntil: vu(1045), Started: history.I64(ms(50))})},
+		{name: "its start cannot be later than the answer",
+			b: new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(1000)}).
+				ev(60, 1, history.OK, history.Acquire, "k", &history.Value{Token: "a", ValidUntil: vu(1500), Started: history.I64(ms(600))}), overClaims: 1},
 		{name: "no validity claimed: nothing to judge",
 			b: new(hb).acquire(1, "k", 0, 100, ok, "a", -1)},
 		{name: "an over-claim counts without any overlap",

@@ -238,7 +238,12 @@ func (c *Config) validateLock() error {
 	if c.Lock == locks.WaitName && c.WaitTimeout >= c.OpTimeout {
 		return usage("--wait-timeout %s must be shorter than --op-timeout %s, or every slow WAIT is an unknown outcome", c.WaitTimeout, c.OpTimeout)
 	}
-	if c.Locker != nil || c.CustomLock {
+	if len(c.Client) > 0 {
+		if err := c.validateClient(); err != nil {
+			return err
+		}
+	}
+	if c.Locker != nil || c.CustomLock || len(c.Client) > 0 {
 		return c.validateCustomLockName()
 	}
 	d, err := locks.Lookup(c.Lock)

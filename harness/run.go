@@ -96,7 +96,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if len(cfg.Command) == 0 {
 		cfg.Command = []string{"(Go API)"}
 	}
-	cfg.CustomLock = cfg.Locker != nil
+	cfg.CustomLock = cfg.Locker != nil || len(cfg.Client) > 0
+	if len(cfg.Client) > 0 && cfg.CustomLockName == "" {
+		cfg.CustomLockName = clientName(cfg.Client)
+	}
 	start := time.Now()
 	r := &runner{cfg: cfg, info: &RunInfo{Started: start, Described: describe(cfg)}, hold: os.Getenv(HoldEnv)}
 	r.setPhase(PhaseStartup)
@@ -296,6 +299,10 @@ type runner struct {
 	healthErr        error
 	phase            string
 	phaseAtInterrupt string
+	// clientErrs are external clients that failed during the run, and
+	// stopRun ends the fault and client phases early (set while they run).
+	clientErrs []string
+	stopRun    context.CancelFunc
 }
 
 func (r *runner) say(format string, a ...any) {
@@ -566,6 +573,13 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 	// there.
 	stopCtx, stopEarly := context.WithCancel(ctx)
 	defer stopEarly()
+	r.mu.Lock()
+	r.stopRun = stopEarly
+	failedEarly := len(r.clientErrs) > 0 // a client failed while the clients started
+	r.mu.Unlock()
+	if failedEarly {
+		stopEarly()
+	}
 	if cfg.StopOnFirstViolation {
 		defer r.stopOnFirstViolation(rec, stopEarly)()
 	}
@@ -622,6 +636,10 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 	if r.healthErr != nil {
 		r.info.Errors = append(r.info.Errors, r.healthErr.Error())
 	}
+	r.mu.Lock()
+	r.info.Errors = append(r.info.Errors, r.clientErrs...)
+	r.stopRun = nil
+	r.mu.Unlock()
 	return werr, healErr
 }
 

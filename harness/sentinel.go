@@ -25,6 +25,9 @@ func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) 
 	if r.cfg.Locker != nil {
 		return r.cfg.Locker(conns, process)
 	}
+	if len(r.cfg.Client) > 0 {
+		return r.externalClient(conns, process)
+	}
 	return locks.New(r.cfg.Lock, conns, r.lockOptions(process))
 }
 

@@ -68,6 +68,10 @@ func appendValue(b []byte, v *Value) []byte {
 		field("valid_until")
 		b = strconv.AppendInt(b, *v.ValidUntil, 10)
 	}
+	if v.Started != nil {
+		field("started")
+		b = strconv.AppendInt(b, *v.Started, 10)
+	}
 	if v.Fence != nil {
 		field("fence")
 		b = strconv.AppendInt(b, *v.Fence, 10)

@@ -60,6 +60,12 @@ type Value struct {
 	// ValidUntil is the client's belief of when it must stop, in ns on the
 	// history's clock (ok acquire and ok extend). Absent: no limit (no TTL).
 	ValidUntil *int64 `json:"valid_until,omitempty"`
+	// Started is when the lock itself began the operation (ok acquire and
+	// ok extend), in ns on the history's clock, for a lock whose client
+	// runs in a process of its own and stamps its start there: the lease
+	// model counts the TTL from it rather than from the invoke. Absent:
+	// the invoke.
+	Started *int64 `json:"started,omitempty"`
 	// Fence is the lease's fencing token, when the lock has one.
 	Fence *int64 `json:"fence,omitempty"`
 	// N is the counter value read (ok read) or written (invoke write).

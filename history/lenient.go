@@ -334,7 +334,7 @@ func (p *lineParser) value(op *Op) bool {
 			if v.TTL, ok = p.int(); !ok {
 				return false
 			}
-		case "valid_until", "fence", "n":
+		case "valid_until", "started", "fence", "n":
 			n, ok := p.int()
 			if !ok {
 				return false
@@ -342,6 +342,8 @@ func (p *lineParser) value(op *Op) bool {
 			switch string(k) {
 			case "valid_until":
 				v.ValidUntil = I64(n)
+			case "started":
+				v.Started = I64(n)
 			case "fence":
 				v.Fence = I64(n)
 			default:

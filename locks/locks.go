@@ -56,3 +56,23 @@ func Definite(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
+
+// Started is a lease whose lock stamps, in its own process, when it began
+// the grant (or the latest extend): a client of another language reads
+// its clock just before it calls its lock, as the harness does for a lock
+// in Go. The lease model counts the TTL from that stamp, since the pipe
+// between the processes delays the start by more than its tolerance.
+type Started interface {
+	StartedAt() time.Time
+}
+
+// ClientProcess is a lease whose client is an operating-system process of
+// its own (a lock written in another language, driven over the client
+// protocol). Client faults act on the whole process: a pause stops it
+// (SIGSTOP), every thread included, so that a library's background
+// renewal stops too; a crash kills it (SIGKILL).
+type ClientProcess interface {
+	StopProcess() error
+	ContinueProcess() error
+	KillProcess() error
+}

@@ -117,9 +117,13 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 	target := []string{fmt.Sprintf("client %d", process)}
 	switch name {
 	case ClientCrash:
+		detail := "crashed holding " + lease.Token() + " without releasing it"
+		if p, ok := lease.(locks.ClientProcess); ok {
+			p.KillProcess()
+			detail += "; its process was killed (SIGKILL)"
+		}
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientCrash,
-			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target,
-				Detail: "crashed holding " + lease.Token() + " without releasing it"}})
+			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target, Detail: detail}})
 		return true
 	case ClientPause:
 		d, why := c.pauseFor(lease)
@@ -127,6 +131,10 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 		defer thaw()
 		if frozen > 0 {
 			why += fmt.Sprintf("; its %d links carry nothing, keep-alives included", frozen)
+		}
+		if p, ok := lease.(locks.ClientProcess); ok && p.StopProcess() == nil {
+			defer p.ContinueProcess()
+			why += "; its process is stopped (SIGSTOP), every thread included"
 		}
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
 			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target,

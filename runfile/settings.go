@@ -86,6 +86,10 @@ type Settings struct {
 	CustomLockName   string `json:"custom_lock_name,omitempty"`
 	CustomLockFences bool   `json:"custom_lock_fences,omitempty"`
 	CustomLockRenews bool   `json:"custom_lock_renews,omitempty"`
+	// Client is an external lock client, a program and its arguments,
+	// driven over the client protocol (docs/client-protocol.md): one
+	// process per client. It replaces Lock.
+	Client []string `json:"client,omitempty"`
 	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
 	// whose nodes live elsewhere). Off, such a node is refused before any
 	// traffic is sent.

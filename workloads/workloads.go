@@ -261,6 +261,9 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		if vu := l.ValidUntil(); !vu.IsZero() {
 			v.ValidUntil = history.I64(c.env.Rec.At(vu))
 		}
+		if s, ok := l.(locks.Started); ok && !s.StartedAt().IsZero() {
+			v.Started = history.I64(c.env.Rec.At(s.StartedAt()))
+		}
 		return v, nil
 	})
 	return lease

@@ -156,13 +156,15 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	var nem, configFile string
 	var o output
 	var be backendFlags
+	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   "test",
 		Short: "Run one test against a Redis (or etcd) system and check it",
 		Example: `  lockjepsen test --lock token --nemesis none --time-limit 10s
   lockjepsen test --lock setnx-del --nemesis client-pause --expect unsafe
   lockjepsen test --lock setnx-nottl --nemesis client-crash --expect stuck
-  lockjepsen test --workload counter --lock fenced --nemesis client-pause`,
+  lockjepsen test --workload counter --lock fenced --nemesis client-pause
+  lockjepsen test --client 'python3 examples/python/redispy_lock.py' --nemesis client-pause --expect unsafe`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.check(stderr); err != nil {
@@ -178,6 +180,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 				return usageErr(stderr, err)
 			}
 			cfg.Nemesis = list
+			if err := cf.apply(&cfg); err != nil {
+				return usageErr(stderr, err)
+			}
 			if cfg.System == cluster.Etcd && !cmd.Flags().Changed("ttl") && cfg.TTL == harness.DefaultConfig().TTL {
 				cfg.TTL = time.Second // etcd's leases are whole seconds
 			}
@@ -197,6 +202,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
 	o.flags(f)
 	be.flags(f)
+	cf.flags(f)
 	systemFlags(f, &cfg)
 	faultFlags(f, &cfg, &nem)
 	runFlags(f, &cfg)

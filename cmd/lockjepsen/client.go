@@ -1,0 +1,37 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+)
+
+// clientFlags name an external lock client: a program of any language
+// driven over the client protocol (docs/client-protocol.md).
+type clientFlags struct {
+	command string
+	args    []string
+	name    string
+}
+
+func (c *clientFlags) flags(f *pflag.FlagSet) {
+	f.StringVar(&c.command, "client", "", "an external lock client to test instead of --lock: a program and its arguments, split at spaces (\"python3 examples/python/token_lock.py\"); one process per client, spoken to over the client protocol (docs/client-protocol.md)")
+	f.StringArrayVar(&c.args, "client-arg", nil, "one more argument for --client, taken whole (spaces included); repeatable")
+	f.StringVar(&c.name, "client-name", "", "what to call the --client lock in the run's name and report (default: the script's name)")
+}
+
+// apply puts the client into cfg; without --client it changes nothing.
+func (c *clientFlags) apply(cfg *harness.Config) error {
+	if c.command == "" {
+		if len(c.args) > 0 || c.name != "" {
+			return errors.New("--client-arg and --client-name go with --client")
+		}
+		return nil
+	}
+	cfg.Client = append(strings.Fields(c.command), c.args...)
+	cfg.CustomLockName = c.name
+	return nil
+}

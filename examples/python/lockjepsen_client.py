@@ -1,0 +1,93 @@
+"""The lockjepsen client protocol, version 1 (docs/client-protocol.md), for
+lock clients written in Python: read one JSON request a line on stdin,
+answer one JSON reply a line on stdout, log to stderr.
+
+A lock plugs in as an object with acquire, release and (optionally)
+extend; see token_lock.py and redispy_lock.py.
+"""
+import json
+import os
+import sys
+import time
+
+PROTOCOL = 1
+
+
+class NotAcquired(Exception):
+    """The lock is held by someone else: a definite failure."""
+
+
+class NotHeld(Exception):
+    """The caller no longer holds the lock: a definite failure."""
+
+
+def use_debian_python(module):
+    """Run under Debian's /usr/bin/python3 when the python3 first on PATH
+    (a pyenv shim, a virtualenv) cannot import the library under test."""
+    try:
+        __import__(module)
+    except ImportError:
+        debian = "/usr/bin/python3"
+        if os.path.realpath(sys.executable) != os.path.realpath(debian) and os.path.exists(debian):
+            os.execv(debian, [debian] + sys.argv)
+        raise
+
+
+def now_ns():
+    """CLOCK_MONOTONIC, which the harness reads too."""
+    return time.monotonic_ns()
+
+
+def drift_ns(ttl_ms):
+    """The margin of Redis's published lock algorithm: TTL/100 + 2 ms. Redis
+    stores expiry in whole milliseconds, so a key can vanish up to a
+    millisecond before start + TTL even on a healthy server."""
+    return ttl_ms * 10_000 + 2_000_000
+
+
+def serve(make_lock, name, capabilities=()):
+    """Answer the harness until stdin closes. make_lock(init) builds the lock
+    from the init message (nodes, op_timeout_ms, token_prefix)."""
+    lock = None
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        if msg["type"] == "init":
+            lock = make_lock(msg)
+            reply = {"type": "init_ok", "protocol": PROTOCOL, "name": name, "capabilities": list(capabilities)}
+        else:
+            reply = answer(lock, msg)
+        reply["in_reply_to"] = msg["id"]
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+def answer(lock, msg):
+    kind = msg["type"]
+    started = now_ns()  # just before the lock is called, as the harness stamps its invoke
+    try:
+        if kind == "acquire":
+            token, valid_until, fence = lock.acquire(msg["key"], msg["ttl_ms"])
+            reply = {"type": "ok", "token": token, "started_mono_ns": started}
+            if valid_until is not None:
+                reply["valid_until_mono_ns"] = valid_until
+            if fence is not None:
+                reply["fence"] = fence
+            return reply
+        if kind == "extend":
+            valid_until = lock.extend(msg["key"], msg["token"], msg["ttl_ms"])
+            reply = {"type": "ok", "started_mono_ns": started}
+            if valid_until is not None:
+                reply["valid_until_mono_ns"] = valid_until
+            return reply
+        if kind == "release":
+            lock.release(msg["key"], msg["token"])
+            return {"type": "ok"}
+        return {"type": "fail", "error": "unknown request " + kind}
+    except NotAcquired:
+        return {"type": "fail", "error": "not-acquired"}
+    except NotHeld:
+        return {"type": "fail", "error": "not-held"}
+    except Exception as e:  # a timeout or a lost connection: it may have happened
+        return {"type": "info", "error": "%s: %s" % (type(e).__name__, e)}

@@ -1,0 +1,128 @@
+// Package extclient drives a lock client written in any language: one
+// operating-system process per client, spoken to in newline-delimited JSON
+// on its stdin and stdout (docs/client-protocol.md). The process is the
+// client, so its background threads (a library's renewal watchdog) are
+// part of it, and a client pause stops the whole process.
+//
+// A Client is a locks.Locker, so every workload and checker treats it as
+// it treats a lock written in Go; the harness stamps every invocation and
+// completion on its own clock, and the client reports its belief on
+// CLOCK_MONOTONIC, which Linux shares between processes, so that the
+// belief converts onto the harness's clock exactly.
+package extclient
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ProtocolVersion is the version of the client protocol. A change that an
+// existing client could misread is a new number.
+const ProtocolVersion = 1
+
+// Message types.
+const (
+	typeInit    = "init"
+	typeInitOK  = "init_ok"
+	typeAcquire = "acquire"
+	typeExtend  = "extend"
+	typeRelease = "release"
+	typeOK      = "ok"
+	typeFail    = "fail"
+	typeInfo    = "info"
+)
+
+// Definite failure codes of a fail reply.
+const (
+	codeNotAcquired = "not-acquired"
+	codeNotHeld     = "not-held"
+)
+
+// Capabilities a client declares in its init_ok.
+const (
+	CapFence  = "fence"
+	CapExtend = "extend"
+)
+
+// Node is one node of the system, as the client dials it.
+type Node struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"` // host:port
+}
+
+// request is every message the harness sends.
+type request struct {
+	Type string `json:"type"`
+	ID   int64  `json:"id"`
+
+	// init
+	Protocol    int    `json:"protocol,omitempty"`
+	Process     int    `json:"process,omitempty"`
+	Nodes       []Node `json:"nodes,omitempty"`
+	TokenPrefix string `json:"token_prefix,omitempty"`
+	OpTimeoutMS int64  `json:"op_timeout_ms,omitempty"`
+
+	// acquire, extend, release
+	Key   string `json:"key,omitempty"`
+	TTLMS int64  `json:"ttl_ms,omitempty"`
+	Token string `json:"token,omitempty"`
+}
+
+// reply is every message a client sends.
+type reply struct {
+	Type      string `json:"type"`
+	InReplyTo *int64 `json:"in_reply_to"`
+
+	// init_ok
+	Protocol     int      `json:"protocol,omitempty"`
+	Name         string   `json:"name,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+
+	// ok
+	Token string `json:"token,omitempty"`
+	// ValidUntilMonoNS is the end of the client's belief, in ns of
+	// CLOCK_MONOTONIC (absolute, not remaining); absent: no deadline.
+	ValidUntilMonoNS *int64 `json:"valid_until_mono_ns,omitempty"`
+	// StartedMonoNS is when the client began the operation (CLOCK_MONOTONIC,
+	// read just before it called its lock), optional: the lease model
+	// counts the TTL from it instead of from the harness's invoke, which
+	// the pipe and the client's scheduling delay.
+	StartedMonoNS *int64 `json:"started_mono_ns,omitempty"`
+	Fence         *int64 `json:"fence,omitempty"`
+
+	// fail and info
+	Error string `json:"error,omitempty"`
+}
+
+// ProtocolError is a client that broke the protocol: output that is not
+// a message, a reply to a request never sent, a reply of the wrong type.
+// The client cannot be trusted afterwards.
+type ProtocolError struct {
+	Line   string
+	Reason string
+}
+
+func (e *ProtocolError) Error() string {
+	line := e.Line
+	if len(line) > 200 {
+		line = line[:200] + "…"
+	}
+	return fmt.Sprintf("%s: %q", e.Reason, line)
+}
+
+// parseReply reads one line of a client's stdout.
+func parseReply(line []byte) (*reply, error) {
+	var r reply
+	if err := json.Unmarshal(line, &r); err != nil {
+		return nil, &ProtocolError{Line: string(line), Reason: "not a protocol message (one JSON object per line; print logs to stderr)"}
+	}
+	if r.InReplyTo == nil {
+		return nil, &ProtocolError{Line: string(line), Reason: "a message without in_reply_to"}
+	}
+	switch r.Type {
+	case typeInitOK, typeOK, typeFail, typeInfo:
+	default:
+		return nil, &ProtocolError{Line: string(line), Reason: fmt.Sprintf("unknown message type %q (want init_ok, ok, fail or info)", r.Type)}
+	}
+	return &r, nil
+}
