@@ -85,6 +85,7 @@ type Client struct {
 	expired map[int64]bool // requests whose answer the harness stopped waiting for
 	missed  int            // answers missed in a row
 	killed  bool           // the harness killed it (a crash fault, or Close)
+	cause   error          // why the harness killed it, when it failed
 	failed  bool           // Fatal was told
 	done    chan struct{}  // closed when the process has exited and its output is read
 	exitErr error
@@ -184,8 +185,7 @@ func (c *Client) read(out io.Reader) {
 			err = c.deliver(r, line)
 		}
 		if err != nil {
-			c.fail(err)
-			c.KillProcess()
+			c.kill(err)
 			io.Copy(io.Discard, out)
 			return
 		}
@@ -212,14 +212,19 @@ func (c *Client) deliver(r *reply, line []byte) error {
 	return &ProtocolError{Line: string(line), Reason: fmt.Sprintf("an answer to request %d, which was never sent or was already answered", id)}
 }
 
-// exited records the process's end. Unless the harness killed it, an exit
-// during the run is the client's failure.
+// exited records the process's end, once its stdout and stderr are read
+// to the end, so that the failure reported carries all of its stderr. A
+// client the harness killed for a failure reports that failure; one that
+// exited by itself during the run failed by exiting.
 func (c *Client) exited(err error) {
 	c.mu.Lock()
 	c.exitErr = err
-	killed := c.killed
+	killed, cause := c.killed, c.cause
 	c.mu.Unlock()
-	if !killed {
+	switch {
+	case cause != nil:
+		c.fail(cause)
+	case !killed:
 		why := "exited"
 		if err != nil {
 			why = "exited: " + err.Error()
@@ -227,6 +232,17 @@ func (c *Client) exited(err error) {
 		c.fail(errors.New(why))
 	}
 	close(c.done)
+}
+
+// kill ends a client that can no longer be trusted; its failure is
+// reported once the process is gone.
+func (c *Client) kill(cause error) {
+	c.mu.Lock()
+	if c.cause == nil {
+		c.cause = cause
+	}
+	c.mu.Unlock()
+	c.KillProcess()
 }
 
 // fail tells Options.Fatal, once, that the client can no longer be trusted.
@@ -282,8 +298,7 @@ func (c *Client) call(ctx context.Context, req request, timeout time.Duration) (
 		return nil, fmt.Errorf("external client exited before it answered %s", req.Type)
 	case <-timer:
 		if c.forget(req.ID) >= hungAfter {
-			c.fail(fmt.Errorf("missed %d answers in a row (each waited %s): it is hung", hungAfter, timeout))
-			c.KillProcess()
+			c.kill(fmt.Errorf("missed %d answers in a row (each waited %s): it is hung", hungAfter, timeout))
 		}
 		return nil, fmt.Errorf("external client did not answer %s within %s", req.Type, timeout)
 	}
@@ -335,6 +350,9 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// PID is the client process's id.
+func (c *Client) PID() int { return c.cmd.Process.Pid }
+
 // Name is what the client said it is in its handshake.
 func (c *Client) Name() string { return c.impl }
 
@@ -348,7 +366,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	if r.Token == "" {
-		c.fail(&ProtocolError{Line: fmt.Sprintf("%+v", *r), Reason: "an ok to acquire without a token"})
+		c.kill(&ProtocolError{Line: fmt.Sprintf("%+v", *r), Reason: "an ok to acquire without a token"})
 		return nil, errors.New("external client: an ok to acquire without a token")
 	}
 	return &lease{c: c, key: key, token: r.Token, validUntil: fromMonotonic(r.ValidUntilMonoNS),

@@ -1,0 +1,174 @@
+// Package examples_test runs the lock clients of other languages in
+// examples/ on real servers, through the client protocol, with the
+// verdicts the README gives them.
+package examples_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+// requireRuntime skips (or, in CI, fails) a test whose runtime and Redis
+// client library are not installed: Debian's python3-redis, nodejs and
+// node-redis (scripts/deps installs them).
+func requireRuntime(t *testing.T, check ...string) {
+	t.Helper()
+	redistest.RequireBinary(t)
+	if out, err := exec.Command(check[0], check[1:]...).CombinedOutput(); err != nil {
+		msg := "the client's runtime is missing (" + strings.Join(check, " ") + "): " + strings.TrimSpace(string(out)) + "; run bash scripts/deps"
+		if os.Getenv("LOCKJEPSEN_REQUIRE_REDIS") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+var (
+	python = []string{"/usr/bin/python3", "-c", "import redis"}
+	node   = []string{"node", "-e", "process.env.NODE_PATH='/usr/share/nodejs';require('module').Module._initPaths();require('redis')"}
+)
+
+func client(t *testing.T, argv ...string) []string {
+	abs, err := filepath.Abs(argv[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{argv[0], abs}, argv[2:]...)
+}
+
+// Each case's mechanism: with no faults a correct lock is safe; under
+// client-pause a lock without a deadline (redis-py's Lock) is certain to
+// overlap once a paused holder's key expires, so the run stops at its
+// first violation; a fenced lock's stale write is refused whatever the
+// interleaving, so the resource is safe.
+func TestForeignClients(t *testing.T) {
+	cases := []struct {
+		name     string
+		runtime  []string
+		argv     []string
+		workload string
+		faults   []string
+		expect   string
+	}{
+		{"redis-py Lock, no faults", python, []string{"python3", "python/redispy_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
+		{"redis-py Lock, client-pause", python, []string{"python3", "python/redispy_lock.py"}, workloads.Mutex, []string{nemesis.ClientPause}, harness.ExpectUnsafe},
+		{"python token lock, no faults", python, []string{"python3", "python/token_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
+		{"python fenced token lock, counter, client-pause", python, []string{"python3", "python/token_lock.py", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
+		{"node token lock, no faults", node, []string{"node", "node/token_lock.js"}, workloads.Mutex, nil, harness.ExpectSafe},
+		{"node fenced token lock, counter, client-pause", node, []string{"node", "node/token_lock.js", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			requireRuntime(t, c.runtime...)
+			t.Parallel()
+			cfg := harnesstest.ShortConfig(t)
+			cfg.Client, cfg.Workload, cfg.Nemesis, cfg.Expect = client(t, c.argv...), c.workload, c.faults, c.expect
+			if c.expect == harness.ExpectUnsafe {
+				harnesstest.UntilViolation(&cfg)
+			}
+			r := harnesstest.Run(t, cfg).Results
+			summary := strings.Join(r.Summary(), "\n")
+			if !r.MetExpectation {
+				t.Fatalf("expected %s:\n%s\n%s", c.expect, r.Why, summary)
+			}
+			if c.workload == workloads.Counter && !r.Resource.Valid {
+				t.Errorf("the fenced resource was damaged:\n%s", summary)
+			}
+			if c.expect == harness.ExpectSafe && r.Exclusion.Holds < 10 {
+				t.Errorf("only %d holds: the client hardly ran\n%s", r.Exclusion.Holds, summary)
+			}
+		})
+	}
+}
+
+// A client written from docs/client-protocol.md alone, with the old
+// redis-py bug (release by GET, a compare in the client, then DEL), is
+// found unsafe. The fault that finds it is latency on the client links:
+// with replies 50 ms late and holds of 400-450 ms of a 500 ms TTL, a
+// holder's GET runs before its key expires and its DEL after, when the
+// next holder has the key. The run stops at the first violation.
+func TestHandMadeClientFromTheDocs(t *testing.T) {
+	requireRuntime(t, python...)
+	cfg := harnesstest.ShortConfig(t)
+	cfg.Client = client(t, "python3", "testdata/getdel_client.py")
+	cfg.Nemesis = []string{nemesis.Latency}
+	cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, 10*time.Minute
+	cfg.Latency, cfg.Jitter = 50*time.Millisecond, 0
+	cfg.Hold = "400ms..450ms"
+	cfg.Expect = harness.ExpectUnsafe
+	harnesstest.UntilViolation(&cfg)
+	r := harnesstest.Run(t, cfg).Results
+	if r.First.Violation == nil {
+		t.Fatalf("no first violation recorded\n%s", strings.Join(r.Summary(), "\n"))
+	}
+	v := r.Exclusion.Violations[0]
+	if !strings.Contains(v.Story, "Likely cause: process ") {
+		t.Errorf("the witness does not name the release that deleted the key:\n%s", v.Story)
+	}
+	t.Logf("latency on the client links found the GET-then-DEL release unsafe %s into the run: %s",
+		time.Duration(*r.First.Violation).Round(time.Millisecond), v.Story)
+}
+
+// A client that exits in the middle of the run fails the run as a harness
+// failure that names it and gives its stderr; what was recorded stays
+// checkable, and no client process is left running.
+func TestClientExitingMidRun(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := harnesstest.ShortConfig(t)
+	cfg.Client = client(t, "python3", "../locks/extclient/testdata/badclient.py", "exit")
+	cfg.Expect = harness.ExpectAny
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results
+	if !r.HarnessFailed() || !strings.Contains(strings.Join(r.Errors, "\n"), "exited: exit status 3") ||
+		!strings.Contains(strings.Join(r.Errors, "\n"), "boom: the client crashed") {
+		t.Fatalf("errors %q; want the client's exit with its stderr", r.Errors)
+	}
+	if _, err := harness.Check(out.Dir); err != nil {
+		t.Fatalf("the history of the failed run cannot be checked: %v", err)
+	}
+	if r.Verdict == checker.VerdictSafe && r.MetExpectation {
+		t.Error("a failed run met its expectation")
+	}
+	if left := clientProcesses(t, "badclient.py"); len(left) > 0 {
+		t.Errorf("client processes left: %v", left)
+	}
+}
+
+// clientProcesses lists the processes of this test binary's children
+// whose command line names script.
+func clientProcesses(t *testing.T, script string) []string {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var left []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), script) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Field 4 of stat is the parent pid.
+		if f := strings.Fields(string(stat)); len(f) > 3 && f[3] == strconv.Itoa(os.Getpid()) {
+			left = append(left, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return left
+}

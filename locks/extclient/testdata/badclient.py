@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Lock clients that misbehave, one way each (argv[1]), for the tests of
+the harness's handling of bad clients. Written from docs/client-protocol.md."""
+import json
+import sys
+import time
+
+mode = sys.argv[1]
+if mode == "no-start":
+    sys.stderr.write("ImportError: No module named 'frobnicate'\n")
+    sys.exit(1)
+
+
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+acquires = 0
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["type"] == "init":
+        send({"type": "init_ok", "in_reply_to": msg["id"], "protocol": 99 if mode == "bad-version" else 1})
+        continue
+    acquires += 1
+    sys.stderr.write("request %d: %s\n" % (acquires, msg["type"]))
+    sys.stderr.flush()
+    if mode == "garbage":
+        print("connected to redis at", msg.get("key"))  # a log line on stdout
+        sys.stdout.flush()
+    elif mode == "wrong-id":
+        send({"type": "fail", "in_reply_to": msg["id"] + 1000, "error": "not-acquired"})
+    elif mode == "hang":
+        time.sleep(3600)
+    elif mode == "exit" and acquires == 3:
+        sys.stderr.write("boom: the client crashed\n")
+        sys.exit(3)
+    else:
+        send({"type": "fail", "in_reply_to": msg["id"], "error": "not-acquired"})
