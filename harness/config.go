@@ -330,10 +330,12 @@ func (c *Config) TestName() string {
 // the built-in lock its configuration happens to name.
 func (c *Config) LockLabel() string {
 	switch {
-	case c.Locker == nil && !c.CustomLock:
+	case c.Locker == nil && !c.CustomLock && len(c.Client) == 0:
 		return c.Lock
 	case c.CustomLockName != "":
 		return c.CustomLockName
+	case len(c.Client) > 0:
+		return clientName(c.Client)
 	}
 	return "custom"
 }

@@ -68,3 +68,9 @@ func (r *runner) clientFailed(err error) {
 		r.stopRun()
 	}
 }
+
+// TakesClients reports whether an external client can run on the system.
+func TakesClients(system string) bool {
+	d, err := lookupSystem(system)
+	return err == nil && d.externalClients
+}

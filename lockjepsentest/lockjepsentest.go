@@ -37,7 +37,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
-// Options is one test of a lock. Only Locker is required; the zero value of
+// Options is one test of a lock. Only Locker (or Client) is required; the zero value of
 // every other field is a short, busy test of a single Redis without faults,
 // expected to be safe.
 type Options struct {
@@ -45,6 +45,10 @@ type Options struct {
 	// connection per node (a single Redis and Sentinel: one; Redlock: five).
 	// Required.
 	Locker harness.LockerFactory
+	// Client, instead of Locker, is a lock client of another language: a
+	// program and its arguments, one process per client, driven over the
+	// client protocol (docs/client-protocol.md).
+	Client []string
 	// LockName names your lock in the test's name, config.json, the
 	// report and the matrix (default "custom"); LockFences and
 	// LockRenews declare whether it hands out fencing tokens and renews
@@ -142,14 +146,14 @@ func Config(o Options) (harness.Config, error) {
 	if o.Seed != 0 {
 		cfg.Seed = o.Seed
 	}
-	cfg.Locker = o.Locker
+	cfg.Locker, cfg.Client = o.Locker, o.Client
 	cfg.CustomLockName, cfg.CustomLockFences, cfg.CustomLockRenews = o.LockName, o.LockFences, o.LockRenews
 	cfg.StopOnFirstViolation = cfg.StopOnFirstViolation || o.StopOnFirstViolation
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	if cfg.Locker == nil {
-		return cfg, fmt.Errorf("Options.Locker is required: the lock under test")
+	if cfg.Locker == nil && len(cfg.Client) == 0 {
+		return cfg, fmt.Errorf("Options.Locker (or Options.Client) is required: the lock under test")
 	}
 	return cfg, nil
 }

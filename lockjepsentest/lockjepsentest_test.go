@@ -177,7 +177,7 @@ func TestBadOptionsAreFatal(t *testing.T) {
 		o    lockjepsentest.Options
 		want string
 	}{
-		{lockjepsentest.Options{}, "Locker is required"},
+		{lockjepsentest.Options{}, "Options.Locker (or Options.Client) is required"},
 		{lockjepsentest.Options{Locker: namedLock(locks.Token), Scenario: "nope"}, "unknown scenario"},
 		{lockjepsentest.Options{Locker: namedLock(locks.Token), Nemesis: []string{"meteor"}}, "--nemesis"},
 		{lockjepsentest.Options{Locker: namedLock(locks.Token), LockName: "my lock"}, "must be a plain word"},

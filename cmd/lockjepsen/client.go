@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -34,4 +35,19 @@ func (c *clientFlags) apply(cfg *harness.Config) error {
 	cfg.Client = append(strings.Fields(c.command), c.args...)
 	cfg.CustomLockName = c.name
 	return nil
+}
+
+// useIn puts the client in place of a scenario's lock: the scenario's
+// system, faults and timings, with the user's lock, which is meant to be
+// safe (as lockjepsentest.Options.Scenario does); --expect is not a
+// scenario flag, so a user who wants another verdict runs test.
+func (c *clientFlags) useIn(cfg *harness.Config) error {
+	if c.command == "" {
+		return c.apply(cfg)
+	}
+	if !harness.TakesClients(cfg.System) {
+		return fmt.Errorf("--client runs on --system single or redlock; this scenario runs on %s", cfg.System)
+	}
+	cfg.Name, cfg.Expect = "", harness.ExpectSafe
+	return c.apply(cfg)
 }

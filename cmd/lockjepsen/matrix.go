@@ -92,6 +92,7 @@ type matrixFlags struct {
 	seed                                       int64
 	store, outDir, junit, title, configFile    string
 	o                                          output
+	client                                     clientFlags
 }
 
 func newMatrixCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
@@ -161,6 +162,7 @@ func (mf *matrixFlags) flags(f *pflag.FlagSet) {
 	f.StringVar(&mf.title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
 	f.StringVar(&mf.configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
 	mf.o.flags(f)
+	mf.client.flags(f)
 }
 
 // runs are the runs the flags choose, with the overrides applied and each
@@ -180,6 +182,9 @@ func (mf *matrixFlags) runs(fl *pflag.FlagSet) ([]matrixRun, error) {
 	}
 	runs, err := mf.choose(grid, fl.Changed("locks"))
 	if err != nil {
+		return nil, err
+	}
+	if runs, err = mf.withClient(runs); err != nil {
 		return nil, err
 	}
 	overridden := fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed")
@@ -630,4 +635,26 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// withClient puts --client in place of each run's lock, keeping the runs
+// on systems that can take an external client.
+func (mf *matrixFlags) withClient(runs []matrixRun) ([]matrixRun, error) {
+	if mf.client.command == "" {
+		return runs, mf.client.apply(&harness.Config{})
+	}
+	kept := runs[:0]
+	for _, r := range runs {
+		if harness.TakesClients(r.cfg.System) {
+			if err := mf.client.useIn(&r.cfg); err != nil {
+				return nil, err
+			}
+			r.Lock, r.Expected = r.cfg.LockLabel(), r.cfg.Expect
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, errors.New("--client runs on --system single or redlock, and no chosen run is on one")
+	}
+	return kept, nil
 }

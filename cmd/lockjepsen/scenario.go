@@ -49,6 +49,7 @@ func newScenarioCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	var list bool
 	var configFile string
 	var ov overrides
+	var cf clientFlags
 	var o output
 	cmd := &cobra.Command{
 		Use:   "scenario NAME",
@@ -88,6 +89,9 @@ another fault schedule.`,
 				return usageErr(stderr, fmt.Errorf("unknown scenario %q; known: %s", a[0], strings.Join(scenario.Names(), ", ")))
 			}
 			cfg := sc.Config()
+			if err := cf.useIn(&cfg); err != nil {
+				return usageErr(stderr, err)
+			}
 			ov.apply(cmd.Flags(), &cfg)
 			cfg.Command = append([]string{"lockjepsen"}, args...)
 			if !o.quiet && !o.json {
@@ -106,6 +110,7 @@ another fault schedule.`,
 	f.StringVar(&configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
 	ov.flags(f)
 	o.flags(f)
+	cf.flags(f)
 	return cmd
 }
 
