@@ -275,6 +275,9 @@ func init() {
 		c.System, c.Lock = cluster.Sentinel, locks.Token
 		c.TimeLimit, c.Recovery = 9*time.Second, 2*time.Second
 	}
+	client := func(argv ...string) func(*harness.Config) {
+		return then(single, func(c *harness.Config) { c.Client = argv })
+	}
 	list := []Scenario{
 		// Single Redis: the client-side scenarios.
 		{Name: "baseline", Expect: safe, Tags: []string{"single", "quick"},
@@ -371,6 +374,28 @@ func init() {
 				c.ScriptName = "sentinel-kill-after-acquire"
 				// The lease must outlive the failover (about 2.5s).
 				c.TTL, c.Hold = 5*time.Second, "3s..4500ms"
+			})},
+
+		// Lock clients of other languages (examples/, over the client
+		// protocol); their paths are relative to the repository's root,
+		// where these scenarios run.
+		{Name: "python-redispy", Expect: safe, Tags: []string{"single", "client"},
+			Shows: "redis-py's own redis.lock.Lock, in Python, with no faults: safe",
+			Edit:  client("python3", "examples/python/redispy_lock.py")},
+		{Name: "python-redispy-client-pause", Expect: unsafe, Tags: []string{"single", "client"},
+			Shows: "redis-py's Lock with the client process stopped (SIGSTOP) past its TTL: its holder believes until it releases, and has no fence",
+			Edit: then(client("python3", "examples/python/redispy_lock.py"), func(c *harness.Config) {
+				c.Nemesis = []string{"client-pause"}
+			})},
+		{Name: "python-fenced-counter", Expect: safe, Tags: []string{"single", "client"},
+			Shows: "a fenced token lock in Python, the counter, stopped client processes: the resource refuses the stale writes",
+			Edit: then(client("python3", "examples/python/token_lock.py", "--fenced"), func(c *harness.Config) {
+				c.Workload, c.Nemesis = workloads.Counter, []string{"client-pause"}
+			})},
+		{Name: "node-fenced-counter", Expect: safe, Tags: []string{"single", "client"},
+			Shows: "the same fenced token lock in Node (node-redis): the resource stays safe",
+			Edit: then(client("node", "examples/node/token_lock.js", "--fenced"), func(c *harness.Config) {
+				c.Workload, c.Nemesis = workloads.Counter, []string{"client-pause"}
 			})},
 
 		// Redlock and redsync.
