@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Lock clients that misbehave, one way each (argv[1]), for the tests of
-the harness's handling of bad clients. Written from docs/client-protocol.md."""
+the harness's handling of bad clients, and one that behaves (noop: it
+answers every acquire not-acquired without any Redis, to measure the
+protocol alone). Written from docs/client-protocol.md."""
 import json
 import sys
 import time
