@@ -113,3 +113,45 @@ func TestCrashPhases(t *testing.T) {
 		})
 	}
 }
+
+// Extend's semantics, each with a legal history (the second client gets
+// the lock once the first belief is over) and an illegal one (it gets it
+// while the first still believes). The first client's lease runs to 100
+// ms unless an extend moves it.
+func TestExtendSemantics(t *testing.T) {
+	first := func() *hb { return new(hb).acquire(1, "k", 0, 10, ok, "a", 100) }
+	cases := []struct {
+		name       string
+		b          *hb
+		violations int
+	}{
+		{"ok extend to 300: a grant at 350 is legal",
+			first().extend(1, "k", 50, 60, ok, "a", 300).acquire(2, "k", 340, 350, ok, "b", 800), 0},
+		{"ok extend to 300: a grant at 200 overlaps",
+			first().extend(1, "k", 50, 60, ok, "a", 300).acquire(2, "k", 190, 200, ok, "b", 800), 1},
+		{"failed extend at 60: a grant at 80 is legal",
+			first().extend(1, "k", 50, 60, fail, "a", 0).acquire(2, "k", 70, 80, ok, "b", 800), 0},
+		{"failed extend completing at 60: a grant at 55 overlaps",
+			first().extend(1, "k", 50, 60, fail, "a", 0).acquire(2, "k", 45, 55, ok, "b", 800), 1},
+		{"unknown extend keeps 100: a grant at 150 is legal",
+			first().extend(1, "k", 50, 60, info, "a", 0).acquire(2, "k", 140, 150, ok, "b", 800), 0},
+		{"unknown extend keeps 100: a grant at 90 overlaps",
+			first().extend(1, "k", 50, 60, info, "a", 0).acquire(2, "k", 80, 90, ok, "b", 800), 1},
+		{"an extend that arrives after the client's own lease ran out does not revive it: a grant at 150 is legal",
+			first().extend(1, "k", 90, 110, ok, "a", 300).acquire(2, "k", 140, 150, ok, "b", 800), 0},
+		{"the same extend: a grant at 95, before the lease ran out, overlaps",
+			first().extend(1, "k", 90, 110, ok, "a", 300).acquire(2, "k", 93, 95, ok, "b", 800), 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ops := c.b.build(t)
+			if got := Exclusion(ops).Count; got != c.violations {
+				t.Fatalf("%d violations, want %d; holds %+v", got, c.violations, Holds(ops))
+			}
+			// porcupine, built from the same holds, agrees.
+			if r := Check(ops, Options{}); r.Disagreement != "" {
+				t.Errorf("checkers disagree: %s", r.Disagreement)
+			}
+		})
+	}
+}

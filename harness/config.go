@@ -115,7 +115,58 @@ func (c *Config) validateWorkload() error {
 	if !slices.Contains(workloads.Names, c.Workload) {
 		return usage("--workload %q is unknown; want one of %s", c.Workload, strings.Join(workloads.Names, ", "))
 	}
+	return c.validateRenewal()
+}
+
+// validateRenewal checks --renew and --renew-for, which only the renewal
+// workloads take.
+func (c *Config) validateRenewal() error {
+	renewing := c.Workload == workloads.Renew || c.Workload == workloads.RenewCounter
+	if !renewing {
+		if c.Renew != "" || c.RenewFor != "" {
+			return usage("--renew and --renew-for are for --workload %s or %s", workloads.Renew, workloads.RenewCounter)
+		}
+		return nil
+	}
+	if !slices.Contains(workloads.RenewModes, c.renewMode()) {
+		return usage("--renew %q is unknown; want %s", c.Renew, strings.Join(workloads.RenewModes, " or "))
+	}
+	if _, err := parseTTLRange(c.RenewFor); err != nil {
+		return usage("--renew-for %q: %v", c.RenewFor, err)
+	}
 	return nil
+}
+
+func (c *Config) renewMode() string {
+	if c.Renew == "" {
+		return workloads.RenewExplicit
+	}
+	return c.Renew
+}
+
+func (c *Config) renewTTLs() [2]float64 {
+	r, _ := parseTTLRange(c.RenewFor)
+	return r
+}
+
+// parseTTLRange reads "3" or "1..5", in TTLs; "" is 1..5.
+func parseTTLRange(s string) ([2]float64, error) {
+	if s == "" {
+		return [2]float64{1, 5}, nil
+	}
+	from, to, ok := strings.Cut(s, "..")
+	if !ok {
+		to = from
+	}
+	lo, err1 := strconv.ParseFloat(strings.TrimSpace(from), 64)
+	hi, err2 := strconv.ParseFloat(strings.TrimSpace(to), 64)
+	switch {
+	case err1 != nil || err2 != nil:
+		return [2]float64{}, errors.New("want a number of TTLs or a range such as 1..5")
+	case lo <= 0 || hi < lo || hi > 100:
+		return [2]float64{}, errors.New("want 0 < from ≤ to ≤ 100 TTLs")
+	}
+	return [2]float64{lo, hi}, nil
 }
 
 // validateFaults checks the faults, their targets and the script. A fault

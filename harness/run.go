@@ -354,7 +354,7 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		return err
 	}
 	werr, healErr := r.runPhases(ctx, rec, sys, cp, fp)
-	if r.cfg.Workload == workloads.Counter && cp.env.Resource != nil {
+	if workloads.UsesResource(r.cfg.Workload) && cp.env.Resource != nil {
 		finalReads(rec, cp.env.Resource, cp.wcfg.Keys, r.cfg.Clients*1_000_000)
 	}
 	if err := rec.Err(); err != nil {
@@ -388,7 +388,7 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 	}
 	r.info.Backend = backend.Name()
 	spec := cfg.spec(r.dir)
-	spec.Resource, spec.FakeClock = cfg.Workload == workloads.Counter, cfg.needsFakeClock()
+	spec.Resource, spec.FakeClock = workloads.UsesResource(cfg.Workload), cfg.needsFakeClock()
 	spec.Processes = func(nodes []cluster.Node) error { return runfile.WriteNodes(r.dir, nodes) }
 	if cfg.system().internalLinks {
 		// The local backend routes the cluster's own traffic through these
@@ -471,6 +471,7 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 			Workload: cfg.Workload, Keys: keys, TTL: cfg.TTL, Hold: hold,
 			LongHoldRate: cfg.LongHoldRate, RetryBackoff: cfg.RetryBackoff,
 			OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
+			RenewMode: cfg.renewMode(), RenewTTLs: cfg.renewTTLs(),
 		},
 		holder:  &holderTracker{},
 		granted: make(chan struct{}, 1),
@@ -819,6 +820,7 @@ func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads
 				continue
 			}
 			rdb := redis.NewClient(r.clientOptions(addr, 2))
+			rdb.AddHook(workloads.SendHook{})
 			closers = append(closers, rdb)
 			conns = append(conns, locks.Conn{Name: n.Name, Client: rdb, Addr: addr})
 		}

@@ -76,6 +76,7 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 			WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
 			DisableIdentity: true,
 		})
+		rdb.AddHook(workloads.SendHook{})
 		conns := []locks.Conn{{Name: "primary", Client: rdb}}
 		l, err := r.newLock(conns, process)
 		if err != nil {

@@ -76,3 +76,12 @@ type ClientProcess interface {
 	ContinueProcess() error
 	KillProcess() error
 }
+
+// Background is a lease its client renews in the background (a watchdog,
+// as Redisson's): client faults act on the renewer as on a process's
+// threads. A pause pauses the renewals; a crash stops them.
+type Background interface {
+	PauseRenewal()
+	ResumeRenewal()
+	StopRenewal()
+}

@@ -122,6 +122,10 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 			p.KillProcess()
 			detail += "; its process was killed (SIGKILL)"
 		}
+		if b, ok := lease.(locks.Background); ok {
+			b.StopRenewal()
+			detail += "; its background renewal stopped with it"
+		}
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientCrash,
 			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target, Detail: detail}})
 		return true
@@ -135,6 +139,11 @@ func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process in
 		if p, ok := lease.(locks.ClientProcess); ok && p.StopProcess() == nil {
 			defer p.ContinueProcess()
 			why += "; its process is stopped (SIGSTOP), every thread included"
+		}
+		if b, ok := lease.(locks.Background); ok {
+			b.PauseRenewal()
+			defer b.ResumeRenewal()
+			why += "; its background renewal is paused with it"
 		}
 		c.Rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: ClientPause,
 			Value: &history.Value{Phase: "start", Clients: []int{process}, Targets: target,

@@ -90,6 +90,10 @@ type Settings struct {
 	// driven over the client protocol (docs/client-protocol.md): one
 	// process per client. It replaces Lock.
 	Client []string `json:"client,omitempty"`
+	// Renew is the renewal workloads' mode, explicit or watchdog; RenewFor
+	// is how long their holds last, in TTLs ("1..5").
+	Renew    string `json:"renew,omitempty"`
+	RenewFor string `json:"renew_for,omitempty"`
 	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
 	// whose nodes live elsewhere). Off, such a node is refused before any
 	// traffic is sent.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ const (
 )
 
 // Names lists every workload.
-var Names = []string{Mutex, Counter}
+var Names = []string{Mutex, Counter, Renew, RenewCounter}
 
 // Config is what every client of a run does.
 type Config struct {
@@ -41,6 +42,10 @@ type Config struct {
 	// OpTimeout bounds each operation; past it the outcome is unknown.
 	OpTimeout time.Duration
 	Seed      int64
+	// RenewMode (RenewExplicit or RenewWatchdog) and RenewTTLs (holds of
+	// from..to TTLs) are the renewal workloads'.
+	RenewMode string
+	RenewTTLs [2]float64
 }
 
 // Hooks let a nemesis act inside clients. InCriticalSection is called after
@@ -72,14 +77,14 @@ type Env struct {
 
 // Validate checks a config against its workload.
 func (c Config) Validate(env Env) error {
-	switch c.Workload {
-	case Mutex:
-	case Counter:
-		if env.Resource == nil {
-			return errors.New("the counter workload needs a resource store")
-		}
-	default:
-		return fmt.Errorf("unknown workload %q (want mutex or counter)", c.Workload)
+	switch {
+	case !slices.Contains(Names, c.Workload):
+		return fmt.Errorf("unknown workload %q (want one of %v)", c.Workload, Names)
+	case UsesResource(c.Workload) && env.Resource == nil:
+		return fmt.Errorf("the %s workload needs a resource store", c.Workload)
+	}
+	if err := c.validateRenewal(); err != nil {
+		return err
 	}
 	if len(c.Keys) == 0 {
 		return errors.New("no lock keys")
@@ -161,7 +166,7 @@ func (c *client) connect() error {
 	if err != nil {
 		return fmt.Errorf("connect process %d: %w", c.process, err)
 	}
-	c.locker, c.closer = l, closer
+	c.locker, c.closer = c.cfg.withRenewal(l), closer
 	return nil
 }
 
@@ -177,6 +182,9 @@ func (c *client) safeCycle(ctx context.Context, key string) (crashed bool) {
 			crashed = true
 		}
 	}()
+	if renews(c.cfg.Workload) {
+		return c.renewCycle(ctx, key)
+	}
 	return c.cycle(ctx, key)
 }
 
@@ -243,6 +251,7 @@ func (c *client) holdFor(lease locks.Lease) time.Duration {
 func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 	var lease locks.Lease
 	c.do(ctx, history.Acquire, key, &history.Value{TTL: int64(c.cfg.TTL)}, func(ctx context.Context) (*history.Value, error) {
+		ctx, sent := withSendStamp(ctx)
 		l, err := c.locker.TryAcquire(ctx, key, c.cfg.TTL)
 		if err != nil {
 			return nil, err
@@ -261,9 +270,7 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		if vu := l.ValidUntil(); !vu.IsZero() {
 			v.ValidUntil = history.I64(c.env.Rec.At(vu))
 		}
-		if s, ok := l.(locks.Started); ok && !s.StartedAt().IsZero() {
-			v.Started = history.I64(c.env.Rec.At(s.StartedAt()))
-		}
+		v.Started = c.started(l, sent)
 		return v, nil
 	})
 	return lease
@@ -332,6 +339,22 @@ func sleep(ctx context.Context, d time.Duration) {
 func Describe(name string) string { return descriptions[name] }
 
 var descriptions = map[string]string{
-	Mutex:   "each client loops acquire → hold → release",
-	Counter: "under the lock each client reads a counter from a separate Redis, works, checks its lease, and writes the value + 1",
+	Mutex:        "each client loops acquire → hold → release",
+	Counter:      "under the lock each client reads a counter from a separate Redis, works, checks its lease, and writes the value + 1",
+	Renew:        "each client holds the lock for several TTLs in steps of TTL/3, renewing it (explicitly before each step, or by a background watchdog)",
+	RenewCounter: "the same, with a fenced read-modify-write of the counter at every step",
+}
+
+// started is when a grant or extend began, as the lease model counts its
+// TTL: the client's own stamp for a lock in another process, else the
+// first request the lock sent through the harness's clients; nil when
+// neither is known (a lock with clients of its own), and the invoke counts.
+func (c *client) started(l locks.Lease, sent *sendStamp) *int64 {
+	if s, ok := l.(locks.Started); ok && !s.StartedAt().IsZero() {
+		return history.I64(c.env.Rec.At(s.StartedAt()))
+	}
+	if t := sent.at(); !t.IsZero() {
+		return history.I64(c.env.Rec.At(t))
+	}
+	return nil
 }

@@ -1,0 +1,228 @@
+package workloads
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+// The renewal workloads: critical sections longer than one TTL, kept alive
+// the two ways applications keep them.
+const (
+	Renew        = "renew"         // mutex, with renewal
+	RenewCounter = "renew-counter" // counter, writing at every step, with renewal
+)
+
+// Renewal modes (Config.RenewMode).
+const (
+	// RenewExplicit: the holder works in steps and calls Extend before
+	// each one, acting only while its belief is valid. Every extend is in
+	// the history.
+	RenewExplicit = "explicit"
+	// RenewWatchdog: a background renewer extends every TTL/3 while the
+	// holder works, as Redisson's watchdog does; the holder has no
+	// deadline of its own and believes until it releases. The renewals
+	// are the library's business and are not in the history, as a
+	// library's keep-alives are not.
+	RenewWatchdog = "watchdog"
+)
+
+// RenewModes lists the renewal modes.
+var RenewModes = []string{RenewExplicit, RenewWatchdog}
+
+// UsesResource reports whether a workload writes to the protected
+// resource.
+func UsesResource(workload string) bool { return workload == Counter || workload == RenewCounter }
+
+func renews(workload string) bool { return workload == Renew || workload == RenewCounter }
+
+// renewCycle holds the lock for RenewTTLs TTLs in steps of TTL/3,
+// renewing as RenewMode says; with RenewCounter every step is a fenced
+// read-modify-write. It reports whether the client crashed.
+func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
+	lease := c.acquire(ctx, key)
+	if lease == nil {
+		sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
+		return false
+	}
+	cleanup := context.WithoutCancel(ctx)
+	step := max(c.cfg.TTL/3, time.Millisecond)
+	lo, hi := c.cfg.RenewTTLs[0], c.cfg.RenewTTLs[1]
+	end := time.Now().Add(time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.TTL)))
+	for ctx.Err() == nil {
+		if c.cfg.RenewMode == RenewExplicit && !c.extend(ctx, key, lease) {
+			break
+		}
+		if vu := lease.ValidUntil(); !vu.IsZero() && time.Now().After(vu) {
+			break // acts only while its belief is valid
+		}
+		if c.env.Hooks != nil && c.env.Hooks.InCriticalSection(ctx, c.worker, c.process, lease) {
+			return true
+		}
+		if c.cfg.Workload == RenewCounter && !c.increment(ctx, key, fenceOf(lease)) {
+			break
+		}
+		if !time.Now().Before(end) {
+			break
+		}
+		sleep(ctx, step)
+	}
+	c.release(cleanup, key, lease)
+	return false
+}
+
+// extend renews the lease and reports whether the holder may go on: an
+// ok extend moves its validity; a failed one ends its belief; an unknown
+// one keeps only the validity it had, which the caller checks.
+func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool {
+	_, err := c.do(ctx, history.Extend, key, &history.Value{TTL: int64(c.cfg.TTL), Token: lease.Token()}, func(ctx context.Context) (*history.Value, error) {
+		ctx, sent := withSendStamp(ctx)
+		if err := lease.Extend(ctx, c.cfg.TTL); err != nil {
+			return nil, err
+		}
+		v := &history.Value{Started: c.started(lease, sent)}
+		if vu := lease.ValidUntil(); !vu.IsZero() {
+			v.ValidUntil = history.I64(c.env.Rec.At(vu))
+		}
+		return v, nil
+	})
+	return err == nil || !definite(err)
+}
+
+// increment reads the counter and writes it + 1, both with the fence;
+// false when either failed.
+func (c *client) increment(ctx context.Context, key string, fence *int64) bool {
+	v, err := c.do(ctx, history.Read, key, &history.Value{Fence: fence}, func(ctx context.Context) (*history.Value, error) {
+		n, err := c.env.Resource.Read(ctx, key, fence)
+		if err != nil {
+			return nil, err
+		}
+		return &history.Value{N: history.I64(n)}, nil
+	})
+	if err != nil {
+		return false
+	}
+	n := *v.N + 1
+	_, err = c.do(ctx, history.Write, key, &history.Value{N: &n, Fence: fence}, func(ctx context.Context) (*history.Value, error) {
+		return nil, c.env.Resource.Write(ctx, key, n, fence)
+	})
+	return err == nil
+}
+
+// watchdogLocker gives every lease a background renewer.
+type watchdogLocker struct {
+	locks.Locker
+	ttl time.Duration
+}
+
+func (w watchdogLocker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	lease, err := w.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	wl := &watchdogLease{Lease: lease, ttl: ttl, stop: make(chan struct{}), resume: make(chan struct{})}
+	wl.wg.Add(1)
+	go wl.renew()
+	return wl, nil
+}
+
+// watchdogLease is renewed every TTL/3 until it is released or its
+// client crashes; a client pause pauses the renewals, as it stops every
+// thread of a process.
+type watchdogLease struct {
+	locks.Lease
+	ttl  time.Duration
+	wg   sync.WaitGroup
+	once sync.Once
+	stop chan struct{}
+
+	mu     sync.Mutex
+	paused bool
+	resume chan struct{}
+}
+
+// ValidUntil is zero: the holder has no deadline of its own.
+func (w *watchdogLease) ValidUntil() time.Time { return time.Time{} }
+
+func (w *watchdogLease) renew() {
+	defer w.wg.Done()
+	t := time.NewTicker(max(w.ttl/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		paused, resume := w.paused, w.resume
+		w.mu.Unlock()
+		if paused {
+			select {
+			case <-w.stop:
+				return
+			case <-resume:
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.ttl)
+		w.Lease.Extend(ctx, w.ttl) // a failed renewal is the library's to hide, as a watchdog's is
+		cancel()
+	}
+}
+
+func (w *watchdogLease) end() {
+	w.once.Do(func() { close(w.stop) })
+	w.wg.Wait()
+}
+
+// Release stops the renewals, then releases.
+func (w *watchdogLease) Release(ctx context.Context) error {
+	w.end()
+	return w.Lease.Release(ctx)
+}
+
+// PauseRenewal, ResumeRenewal and StopRenewal let client faults act on
+// the background renewer (locks.Background).
+func (w *watchdogLease) PauseRenewal() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.paused {
+		w.paused, w.resume = true, make(chan struct{})
+	}
+}
+
+func (w *watchdogLease) ResumeRenewal() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.paused {
+		w.paused = false
+		close(w.resume)
+	}
+}
+
+func (w *watchdogLease) StopRenewal() { w.end() }
+
+// withRenewal wraps the locker for the watchdog mode.
+func (c Config) withRenewal(l locks.Locker) locks.Locker {
+	if renews(c.Workload) && c.RenewMode == RenewWatchdog {
+		return watchdogLocker{Locker: l, ttl: c.TTL}
+	}
+	return l
+}
+
+func (c Config) validateRenewal() error {
+	if !renews(c.Workload) {
+		return nil
+	}
+	if c.RenewMode != RenewExplicit && c.RenewMode != RenewWatchdog {
+		return fmt.Errorf("unknown renewal mode %q (want explicit or watchdog)", c.RenewMode)
+	}
+	if lo, hi := c.RenewTTLs[0], c.RenewTTLs[1]; lo <= 0 || hi < lo {
+		return fmt.Errorf("renewed holds of %v..%v TTLs: want 0 < from ≤ to", lo, hi)
+	}
+	return nil
+}
