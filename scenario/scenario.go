@@ -376,6 +376,32 @@ func init() {
 				c.TTL, c.Hold = 5*time.Second, "3s..4500ms"
 			})},
 
+		// Renewal: holds of several TTLs, renewed explicitly or by a
+		// watchdog.
+		{Name: "renew-explicit", Expect: safe, Tags: []string{"single", "renew", "quick"},
+			Shows: "the token lock held for 1-5 TTLs, extended before each step: safe",
+			Edit: then(single, func(c *harness.Config) {
+				c.Workload, c.Renew, c.Keys = workloads.Renew, workloads.RenewExplicit, 4
+			})},
+		{Name: "renew-explicit-client-pause", Expect: safe, Tags: []string{"single", "renew", "quick"},
+			Shows: "the same with stalled clients: a holder that wakes past its lease fails its next extend and stops",
+			Edit: then(single, func(c *harness.Config) {
+				c.Workload, c.Renew, c.Keys = workloads.Renew, workloads.RenewExplicit, 4
+				c.Nemesis = []string{"client-pause"}
+			})},
+		{Name: "renew-watchdog-client-pause", Expect: unsafe, Tags: []string{"single", "renew", "quick"},
+			Shows: "a Redisson-style watchdog: the pause stops the renewer with the holder, the key expires, and the holder wakes up believing",
+			Edit: then(single, func(c *harness.Config) {
+				c.Workload, c.Renew, c.Keys = workloads.Renew, workloads.RenewWatchdog, 4
+				c.Nemesis = []string{"client-pause"}
+			})},
+		{Name: "renew-watchdog-fenced-counter", Expect: unsafe, Tags: []string{"single", "renew", "quick"},
+			Shows: "the same with fencing and a write at every step: the lock is not exclusive, the resource refuses the stale holder",
+			Edit: then(single, func(c *harness.Config) {
+				c.Lock, c.Workload, c.Renew, c.Keys = locks.Fenced, workloads.RenewCounter, workloads.RenewWatchdog, 4
+				c.Nemesis = []string{"client-pause"}
+			})},
+
 		// Lock clients of other languages (examples/, over the client
 		// protocol); their paths are relative to the repository's root,
 		// where these scenarios run.

@@ -299,6 +299,15 @@ type EtcdLease struct {
 // Token is unique per grant (TokenPrefix.n).
 func (e *EtcdLease) Token() string { return e.token }
 
+// StartedAt is when the lease's grant (or latest renewal) was sent: the
+// lock dials etcd with clients of its own, which the harness cannot stamp,
+// so it stamps itself (locks.Started).
+func (e *EtcdLease) StartedAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.start
+}
+
 // ValidUntil is the holder's belief (see the comment at the top of the
 // file).
 func (e *EtcdLease) ValidUntil() time.Time {
@@ -355,7 +364,7 @@ func (e *EtcdLease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	life := min(ttl, e.granted, time.Duration(r.TTL)*time.Second)
 	e.mu.Lock()
-	e.valid = start.Add(life - EtcdMargin(life))
+	e.valid, e.start = start.Add(life-EtcdMargin(life)), start
 	e.mu.Unlock()
 	return nil
 }

@@ -1,0 +1,56 @@
+// The current redsync (v4.18.1, the contrib adapter the CLI uses) under
+// the scenarios that found the old versions' bugs: it must be safe in
+// both.
+package regression_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/lockjepsentest"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
+	return locks.New(liblocks.RedsyncName, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: 50 * time.Millisecond})
+}
+
+func TestMain(m *testing.M) {
+	if err := liblocks.Register(); err != nil {
+		panic(err)
+	}
+	m.Run()
+}
+
+// The v4.0.3 scenario (redsync-v4.0.3): every hold outlasts the TTL; a
+// correct Unlock reports each late release as a failure.
+func TestUnlockAfterExpiry(t *testing.T) {
+	out := lockjepsentest.Run(t, lockjepsentest.Options{
+		Locker: newLock, LockName: "redsync-v4.18.1", System: "redlock",
+		TimeLimit: 3 * time.Second, Recovery: 500 * time.Millisecond,
+		Configure: func(c *harness.Config) { c.LongHoldRate = 1 },
+	})
+	if out != nil && out.Results.Lease.Judged+out.Results.Exclusion.Holds == 0 {
+		t.Fatalf("nothing was judged:\n%s", strings.Join(out.Results.Summary(), "\n"))
+	}
+}
+
+// The v4.3.0 scenario (redsync-v4.3.0): a node paused the whole run, every
+// extension waits out its timeout; Until() counts that time.
+func TestExtendIgnoresElapsed(t *testing.T) {
+	out := lockjepsentest.Run(t, lockjepsentest.Options{
+		Locker: newLock, LockName: "redsync-v4.18.1", System: "redlock", Workload: "renew", Nemesis: []string{"pause"},
+		TimeLimit: 4 * time.Second, Recovery: 500 * time.Millisecond,
+		Configure: func(c *harness.Config) {
+			c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, time.Minute
+			c.RenewFor = "2..3"
+		},
+	})
+	if out != nil && out.Results.Lease.Claims == 0 {
+		t.Fatalf("nothing was judged:\n%s", strings.Join(out.Results.Summary(), "\n"))
+	}
+}
