@@ -8,6 +8,7 @@ require (
 	github.com/go-redis/redis/v8 v8.1.1
 	github.com/go-redsync/redsync/v4 v4.0.3
 	github.com/lockjepsen/lockjepsen v0.0.0
+	github.com/lockjepsen/lockjepsen/regressions/redsyncadapter v0.0.0
 )
 
 require (
@@ -37,4 +38,7 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
 
-replace github.com/lockjepsen/lockjepsen => ../..
+replace (
+	github.com/lockjepsen/lockjepsen => ../..
+	github.com/lockjepsen/lockjepsen/regressions/redsyncadapter => ../redsyncadapter
+)

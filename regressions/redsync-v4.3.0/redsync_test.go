@@ -6,9 +6,7 @@
 package regression_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,69 +19,37 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/lockjepsentest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/regressions/redsyncadapter"
 )
 
-// redsyncLock drives v4.3.0 as a user would: one mutex per attempt, no
-// retries of its own, tokens unique per grant. v4.3.0 has no Until(): the
-// user counts a grant's validity from before Lock, as redsync does inside,
-// and an extension's from when Extend said it succeeded, since nothing
-// else is offered.
-type redsyncLock struct {
-	rs     *redsync.Redsync
-	prefix string
-	n      int
+// v4.3.0 is driven as a user would: one mutex per attempt, one try,
+// tokens unique per grant. It has no Until(): the user counts a grant's
+// validity from before Lock, as redsync does inside, and an extension's
+// from when Extend said it succeeded, since nothing else is offered.
+func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
+	rs := redsync.New(pools(nodes)...)
+	return redsyncadapter.New(redsyncadapter.Version{
+		NewMutex: func(key, token string, ttl time.Duration) redsyncadapter.Mutex {
+			return rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1),
+				redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
+		},
+		NotAcquired: func(err error) bool { return errors.Is(err, redsync.ErrFailed) },
+		Validity: func(_ redsyncadapter.Mutex, start, done time.Time, ttl time.Duration, extend bool) time.Time {
+			if extend {
+				return done.Add(ttl)
+			}
+			return start.Add(ttl - ttl/100)
+		},
+	}, process), nil
 }
 
-func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
-	var pools []redsyncredis.Pool
+func pools(nodes []locks.Conn) []redsyncredis.Pool {
+	var out []redsyncredis.Pool
 	for _, n := range nodes {
-		pools = append(pools, redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1,
+		out = append(out, redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1,
 			DialTimeout: 50 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})))
 	}
-	return &redsyncLock{rs: redsync.New(pools...), prefix: fmt.Sprintf("p%d", process)}, nil
-}
-
-func (l *redsyncLock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
-	l.n++
-	token := fmt.Sprintf("%s.%d", l.prefix, l.n)
-	m := l.rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1),
-		redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
-	start := time.Now()
-	if err := m.LockContext(ctx); err != nil {
-		if errors.Is(err, redsync.ErrFailed) {
-			return nil, locks.ErrNotAcquired
-		}
-		return nil, err
-	}
-	return &lease{m: m, token: token, ttl: ttl, validUntil: start.Add(ttl - ttl/100)}, nil
-}
-
-type lease struct {
-	m          *redsync.Mutex
-	token      string
-	ttl        time.Duration
-	validUntil time.Time
-}
-
-func (l *lease) Token() string         { return l.token }
-func (l *lease) ValidUntil() time.Time { return l.validUntil }
-func (l *lease) Fence() (int64, bool)  { return 0, false }
-
-func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
-	ok, err := l.m.ExtendContext(ctx)
-	if !ok {
-		return errors.Join(locks.ErrNotHeld, err)
-	}
-	l.validUntil = time.Now().Add(ttl)
-	return nil
-}
-
-func (l *lease) Release(ctx context.Context) error {
-	ok, err := l.m.UnlockContext(ctx)
-	if !ok {
-		return errors.Join(locks.ErrNotHeld, err)
-	}
-	return nil
+	return out
 }
 
 // One node of five is paused for the whole run, so every extension waits
