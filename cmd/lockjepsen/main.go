@@ -29,6 +29,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
 	"github.com/lockjepsen/lockjepsen/reports"
 )
 
@@ -182,6 +183,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			cfg.Nemesis = list
 			if err := cf.apply(&cfg); err != nil {
 				return usageErr(stderr, err)
+			}
+			if (cmd.Flags().Changed("renew") || cmd.Flags().Changed("renew-for")) && !cmd.Flags().Changed("workload") {
+				cfg.Workload = workloads.Renew // --renew alone asks for the renewal workload
 			}
 			if cfg.System == cluster.Etcd && !cmd.Flags().Changed("ttl") && cfg.TTL == harness.DefaultConfig().TTL {
 				cfg.TTL = time.Second // etcd's leases are whole seconds

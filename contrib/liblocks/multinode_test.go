@@ -15,6 +15,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -230,6 +231,41 @@ func TestEveryLock(t *testing.T) {
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
+		})
+
+		t.Run(name+"/lost-extend", func(t *testing.T) {
+			if !hasTTL {
+				t.Skip("a lock without TTL never loses its key by expiry")
+			}
+			t.Parallel()
+			key := "lost-ext-" + name
+			a, b := build(t, name, c.conns, "a"), build(t, name, c.conns, "b")
+			la, err := a.TryAcquire(ctx, key, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The lease expires on every node; then another client owns
+			// the key, with a TTL of its own.
+			var lb locks.Lease
+			testutil.WaitFor(t, "the first lease to expire and a second client to get the lock", 30*time.Second, func() string {
+				if lb, err = b.TryAcquire(ctx, key, 10*time.Second); err != nil {
+					return err.Error()
+				}
+				return ""
+			})
+			err = la.Extend(ctx, 30*time.Second)
+			if !errors.Is(err, locks.ErrNotHeld) {
+				t.Fatalf("extend of a lost lease: got %v, want ErrNotHeld", err)
+			}
+			if got := count(c.values(t, key), lb.Token()); got < held {
+				t.Fatalf("after the lost extend the new holder's token is on %d nodes, want ≥ %d", got, held)
+			}
+			for _, cn := range c.conns {
+				if ttl := cn.Client.PTTL(ctx, key).Val(); ttl > 10*time.Second {
+					t.Fatalf("the lost extend resurrected or lengthened the key on %s: PTTL %v", cn.Name, ttl)
+				}
+			}
+			lb.Release(ctx)
 		})
 
 		t.Run(name+"/unique-tokens", func(t *testing.T) {
