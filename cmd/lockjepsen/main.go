@@ -29,8 +29,8 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
-	"github.com/lockjepsen/lockjepsen/workloads"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
 // Exit codes.
