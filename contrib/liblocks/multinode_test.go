@@ -288,10 +288,14 @@ func TestEveryLock(t *testing.T) {
 			}
 		})
 
+		// Exclusion under contention. A node that answers after its 50 ms
+		// timeout (a loaded machine) makes an outcome unknown, which is
+		// an honest answer, not a failure: it is counted, and at worst
+		// the key stays until its TTL and later attempts are refused.
 		t.Run(name+"/contention", func(t *testing.T) {
 			t.Parallel()
 			key := "cont-" + name
-			var inside, grants atomic.Int32
+			var inside, grants, unknown atomic.Int32
 			var wg sync.WaitGroup
 			for p := 0; p < 4; p++ {
 				l := build(t, name, c.conns, fmt.Sprintf("p%d", p))
@@ -302,7 +306,7 @@ func TestEveryLock(t *testing.T) {
 						lease, err := l.TryAcquire(ctx, key, 2*time.Second)
 						if err != nil {
 							if !locks.Definite(err) {
-								t.Errorf("acquire: %v", err)
+								unknown.Add(1)
 							}
 							continue
 						}
@@ -313,15 +317,19 @@ func TestEveryLock(t *testing.T) {
 						time.Sleep(200 * time.Microsecond)
 						inside.Store(0)
 						if err := lease.Release(ctx); err != nil {
-							t.Errorf("release: %v", err)
+							if locks.Definite(err) {
+								t.Errorf("release of a held lock: %v", err)
+							}
+							unknown.Add(1)
 						}
 					}
 				}()
 			}
 			wg.Wait()
 			if grants.Load() == 0 {
-				t.Fatal("nobody ever got the lock")
+				t.Fatalf("nobody ever got the lock (%d unknown outcomes)", unknown.Load())
 			}
+			t.Logf("%d grants, %d unknown outcomes", grants.Load(), unknown.Load())
 		})
 	}
 }
