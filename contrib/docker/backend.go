@@ -580,35 +580,40 @@ func (c *Cluster) Close(ctx context.Context) error {
 		for _, a := range c.admins {
 			a.Close()
 		}
-		var mu sync.Mutex
 		var errs []error
 		var wg sync.WaitGroup
+		if !c.cancelled {
+			for _, n := range c.all() {
+				if n.c != nil {
+					wg.Go(func() { c.saveLog(ctx, n) })
+				}
+			}
+			wg.Wait()
+		}
+		// One container at a time: dockerd that disconnects and removes
+		// several containers of one network at once can keep a stale
+		// endpoint, and the network can then never be removed
+		// (moby#17217; seen here on a clean CI run with parallel
+		// teardown, even with each container leaving the network first).
 		for _, n := range c.all() {
 			if n.c == nil {
 				continue
 			}
-			wg.Go(func() {
-				if !c.cancelled {
-					c.saveLog(ctx, n)
-				}
-				id := n.c.GetContainerID()
-				// A paused container cannot be stopped cleanly.
-				_, _ = c.eng.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
-				// Leave the network first: a loaded dockerd that removes
-				// an attached container can keep a stale endpoint, and
-				// the network can then never be removed (moby#17217).
-				if c.net != nil {
-					_, _ = c.eng.cli.NetworkDisconnect(ctx, c.net.ID, client.NetworkDisconnectOptions{Container: id, Force: true})
-				}
-				_, err := c.eng.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-				if err != nil && !isNotFound(err) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("remove container of %s: %w", n.name, err))
-					mu.Unlock()
-				}
-			})
+			id := n.c.GetContainerID()
+			// A paused container cannot be stopped cleanly.
+			_, _ = c.eng.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+			// Stopped, then out of the network, then removed: no
+			// operation on the network races a container going away.
+			zero := 0
+			_, _ = c.eng.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &zero})
+			if c.net != nil {
+				_, _ = c.eng.cli.NetworkDisconnect(ctx, c.net.ID, client.NetworkDisconnectOptions{Container: id, Force: true})
+			}
+			_, err := c.eng.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove container of %s: %w", n.name, err))
+			}
 		}
-		wg.Wait()
 		if err := c.sweep(ctx, c.cancelled); err != nil {
 			errs = append(errs, err)
 		}

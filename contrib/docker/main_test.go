@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,8 +62,15 @@ func leftovers() error {
 		return err
 	}
 	for _, n := range ns.Items {
+		_, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+		if staleEndpoint(ctx, cli, n.ID, err) {
+			// dockerd's own defect, not a leak of ours: every container
+			// is gone and the network still claims an endpoint, which no
+			// API call removes; only restarting dockerd does.
+			fmt.Fprintf(os.Stderr, "warning: dockerd kept a stale endpoint in network %s after its containers were removed (moby#17217); it cannot be removed without restarting dockerd\n", n.Name)
+			continue
+		}
 		left = append(left, "network "+n.Name)
-		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
 	}
 	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", docker.LabelOwner)})
 	if err != nil {
@@ -78,4 +86,14 @@ func leftovers() error {
 		return fmt.Errorf("the tests left %v behind", left)
 	}
 	return nil
+}
+
+// staleEndpoint reports whether removing network id failed only because
+// dockerd still counts an endpoint of a container that no longer exists.
+func staleEndpoint(ctx context.Context, cli client.APIClient, id string, removeErr error) bool {
+	if removeErr == nil || !strings.Contains(removeErr.Error(), "active endpoints") {
+		return false
+	}
+	n, err := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+	return err == nil && len(n.Network.Containers) == 0
 }
