@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -58,20 +57,8 @@ func (c *runConfig) nemesisLabel() string {
 // runInfo is run.json.
 type runInfo = runfile.RunInfo
 
-// runResults mirrors results.json: the checkers' results plus what the
-// harness adds.
-type runResults struct {
-	*checker.Results
-	Test           string   `json:"test"`
-	Expect         string   `json:"expect"`
-	MetExpectation bool     `json:"met_expectation"`
-	Why            string   `json:"why,omitempty"`
-	Interrupted    bool     `json:"interrupted"`
-	Incomplete     string   `json:"incomplete,omitempty"`
-	Truncated      string   `json:"truncated,omitempty"`
-	Errors         []string `json:"errors,omitempty"`
-	ClientPanics   []string `json:"client_panics,omitempty"`
-}
+// runResults is results.json.
+type runResults = runfile.Results
 
 // runFiles is what a run directory holds, each part optional.
 type runFiles struct {

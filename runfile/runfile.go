@@ -1,7 +1,7 @@
-// Package runfile names the files of a run directory and defines run.json:
-// what the harness writes and the reports read back, in one place, so that
-// neither mirrors the other (the harness imports reports to render a
-// finished run, so reports cannot import the harness).
+// Package runfile owns the files of a run directory: their names, and the
+// formats of run.json, results.json, config.json's settings and
+// nodes.json. The harness writes them and the reports read them back, so
+// neither mirrors the other.
 package runfile
 
 import (

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -114,20 +113,9 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 	}
 
 	ph, pp := splitAddr(primary.AnnounceAddr())
-	m := cluster.MasterName
 	for _, s := range c.sentinels {
 		host, port := splitAddr(s.AnnounceAddr())
-		conf := strings.Join([]string{
-			"# Written by lockjepsen; Sentinel rewrites this file with what it learns.",
-			fmt.Sprintf("sentinel monitor %s %s %s %d", m, ph, pp, spec.Sentinels/2+1),
-			fmt.Sprintf("sentinel down-after-milliseconds %s %d", m, spec.DownAfter.Milliseconds()),
-			fmt.Sprintf("sentinel failover-timeout %s %d", m, spec.FailoverTimeout.Milliseconds()),
-			fmt.Sprintf("sentinel parallel-syncs %s 1", m),
-			// Other sentinels connect to what a sentinel announces in
-			// its hello messages: its inbound link.
-			"sentinel announce-ip " + host,
-			"sentinel announce-port " + port,
-		}, "\n") + "\n"
+		conf := cluster.SentinelConf(spec, ph, pp, host, port, false)
 		if err := os.WriteFile(s.ConfigFile, []byte(conf), 0o644); err != nil {
 			return fmt.Errorf("start sentinel %s: write config: %w", s.Name, err)
 		}

@@ -171,24 +171,11 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 		return fmt.Errorf("start the sentinel system: %w", err)
 	}
 
-	m := cluster.MasterName
 	startAll(c.sentinels, func(n *node) ctrSpec {
 		host, port, _ := net.SplitHostPort(n.announce)
-		conf := strings.Join([]string{
-			"# Written by lockjepsen; Sentinel rewrites this file with what it learns.",
-			// Every process is known by the toxiproxy server's name:
-			// resolve it, and report names rather than addresses.
-			"sentinel resolve-hostnames yes",
-			"sentinel announce-hostnames yes",
-			fmt.Sprintf("sentinel monitor %s %s %s %d", m, ph, pp, spec.Sentinels/2+1),
-			fmt.Sprintf("sentinel down-after-milliseconds %s %d", m, spec.DownAfter.Milliseconds()),
-			fmt.Sprintf("sentinel failover-timeout %s %d", m, spec.FailoverTimeout.Milliseconds()),
-			fmt.Sprintf("sentinel parallel-syncs %s 1", m),
-			// Other sentinels connect to what a sentinel announces in
-			// its hello messages: its internal proxy.
-			"sentinel announce-ip " + host,
-			"sentinel announce-port " + port,
-		}, "\n") + "\n"
+		// Every process is known by the toxiproxy server's name; the
+		// announced address is the sentinel's internal proxy.
+		conf := cluster.SentinelConf(spec, ph, pp, host, port, true)
 		return ctrSpec{
 			image: image,
 			cmd: []string{"redis-sentinel", sentinelConfigFile,

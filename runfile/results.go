@@ -1,0 +1,39 @@
+package runfile
+
+import "github.com/lockjepsen/lockjepsen/checker"
+
+// Results is results.json: the checkers' verdict plus what the run itself
+// reported. It is computed from the stored files alone, so `lockjepsen check`
+// reproduces it.
+type Results struct {
+	*checker.Results
+	Test   string `json:"test"`
+	Expect string `json:"expect"`
+	// MetExpectation decides the exit code: 0 when true, 1 when false.
+	MetExpectation bool `json:"met_expectation"`
+	// Why explains MetExpectation when the verdict alone does not.
+	Why         string `json:"why,omitempty"`
+	Interrupted bool   `json:"interrupted"`
+	// Incomplete says why the history may not cover the whole run: an
+	// interruption, a truncated file, a run that never finished. A "safe"
+	// verdict on incomplete evidence does not meet a "safe" expectation.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Truncated says where the readable prefix of a damaged history ends.
+	Truncated string `json:"truncated,omitempty"`
+	// Errors are failures of the harness itself (a fault that did not heal,
+	// checkers that disagree); they make the exit code 3.
+	Errors []string `json:"errors,omitempty"`
+	// ClientPanics are panics inside the lock under test; each was recorded
+	// as an operation with an unknown outcome.
+	ClientPanics []string `json:"client_panics,omitempty"`
+	// StoppedEarly says why the run ended before its time limit (the
+	// first violation, when asked to stop there).
+	StoppedEarly string `json:"stopped_early,omitempty"`
+	// NotWritten says why results.json could not be stored (a read-only
+	// run directory); the results are complete all the same.
+	NotWritten string `json:"-"`
+}
+
+// HarnessFailed reports whether the run cannot be trusted because the
+// harness itself failed.
+func (r *Results) HarnessFailed() bool { return len(r.Errors) > 0 }
