@@ -1,22 +1,16 @@
 package harness_test
 
 import (
-	"context"
 	"os"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
+	"github.com/lockjepsen/lockjepsen/locks"
 )
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // go-redis logs every failed dial; under faults that is noise in test output.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	locks.SilenceRedisLogs()
 	os.Exit(m.Run())
 }
 

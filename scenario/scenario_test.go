@@ -8,21 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
 var all = flag.Bool("all", false, "run every scenario and require its verdict (also LOCKJEPSEN_SCENARIOS=all)")
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	locks.SilenceRedisLogs()
 	os.Exit(m.Run())
 }
 

@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -44,13 +43,9 @@ const (
 func main() {
 	// go-redis logs every failed dial to stderr; under faults that is noise,
 	// and every outcome is in the history anyway.
-	redis.SetLogger(quietLogger{})
+	locks.SilenceRedisLogs()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // exitError carries an exit code through cobra.
 type exitError struct{ code int }

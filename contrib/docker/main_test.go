@@ -1,8 +1,6 @@
 package docker_test
 
 import (
-	"github.com/redis/go-redis/v9"
-
 	"context"
 	"fmt"
 	"os"
@@ -13,18 +11,15 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
+	"github.com/lockjepsen/lockjepsen/locks"
 )
 
 // TestMain checks, after every test, that this test process left no
 // container and no network of the project behind (and removes any it finds,
 // so that a failure does not leak them either).
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; under faults that is noise.
-	redis.SetLogger(quietLogger{})
+	locks.SilenceRedisLogs()
 	code := m.Run()
 	if engineErr == nil && os.Getenv("LOCKJEPSEN_DOCKER_CHILD") == "" {
 		if err := leftovers(); err != nil {
