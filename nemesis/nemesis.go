@@ -132,15 +132,3 @@ func record(env *Env, f, phase string, a *Action, detail string, err error) {
 		env.OnEvent(f, phase, a.Nodes)
 	}
 }
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}

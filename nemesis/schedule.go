@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 )
 
 // Targets policies: which nodes a random action hits.
@@ -139,7 +140,7 @@ func (s *Schedule) Run(ctx context.Context) error {
 
 func (s *Schedule) runRandom(ctx context.Context) {
 	for {
-		sleepCtx(ctx, jitter(s.Rng, s.Opts.Interval))
+		ctxsleep.Sleep(ctx, jitter(s.Rng, s.Opts.Interval))
 		if ctx.Err() != nil {
 			return
 		}
@@ -164,7 +165,7 @@ func (s *Schedule) runScript(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := range s.Script {
 		st := s.Script[i]
-		sleepCtx(ctx, time.Until(start.Add(st.At)))
+		ctxsleep.Sleep(ctx, time.Until(start.Add(st.At)))
 		if ctx.Err() != nil {
 			break
 		}
@@ -229,9 +230,9 @@ func (s *Schedule) play(ctx context.Context, a *Action) {
 		if interrupt == nil {
 			interrupt = context.WithoutCancel(ctx)
 		}
-		sleepCtx(interrupt, a.For)
+		ctxsleep.Sleep(interrupt, a.For)
 	} else {
-		sleepCtx(ctx, a.For)
+		ctxsleep.Sleep(ctx, a.For)
 	}
 	// Stopping must happen even when the phase is over, with its own
 	// deadline.

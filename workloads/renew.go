@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -46,7 +47,7 @@ func renews(workload string) bool { return workload == Renew || workload == Rene
 func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	lease := c.acquire(ctx, key)
 	if lease == nil {
-		sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
+		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
 		return false
 	}
 	cleanup := context.WithoutCancel(ctx)
@@ -69,7 +70,7 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 		if !time.Now().Before(end) {
 			break
 		}
-		sleep(ctx, step)
+		ctxsleep.Sleep(ctx, step)
 	}
 	c.release(cleanup, key, lease)
 	return false
@@ -96,21 +97,8 @@ func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool
 // increment reads the counter and writes it + 1, both with the fence;
 // false when either failed.
 func (c *client) increment(ctx context.Context, key string, fence *int64) bool {
-	v, err := c.do(ctx, history.Read, key, &history.Value{Fence: fence}, func(ctx context.Context) (*history.Value, error) {
-		n, err := c.env.Resource.Read(ctx, key, fence)
-		if err != nil {
-			return nil, err
-		}
-		return &history.Value{N: history.I64(n)}, nil
-	})
-	if err != nil {
-		return false
-	}
-	n := *v.N + 1
-	_, err = c.do(ctx, history.Write, key, &history.Value{N: &n, Fence: fence}, func(ctx context.Context) (*history.Value, error) {
-		return nil, c.env.Resource.Write(ctx, key, n, fence)
-	})
-	return err == nil
+	n, ok := c.readCounter(ctx, key, fence)
+	return ok && c.writeCounter(ctx, key, n+1, fence)
 }
 
 // watchdogLocker gives every lease a background renewer.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -192,7 +193,7 @@ func (c *client) safeCycle(ctx context.Context, key string) (crashed bool) {
 func (c *client) cycle(ctx context.Context, key string) (crashed bool) {
 	lease := c.acquire(ctx, key)
 	if lease == nil {
-		sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
+		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
 		return false
 	}
 	// Whatever happens to the run, a holder gives the lock back.
@@ -201,21 +202,14 @@ func (c *client) cycle(ctx context.Context, key string) (crashed bool) {
 
 	var read int64
 	if c.cfg.Workload == Counter {
-		v, err := c.do(ctx, history.Read, key, &history.Value{Fence: fence}, func(ctx context.Context) (*history.Value, error) {
-			n, err := c.env.Resource.Read(ctx, key, fence)
-			if err != nil {
-				return nil, err
-			}
-			return &history.Value{N: history.I64(n)}, nil
-		})
-		if err != nil {
+		var ok bool
+		if read, ok = c.readCounter(ctx, key, fence); !ok {
 			c.release(cleanup, key, lease)
 			return false
 		}
-		read = *v.N
 	}
 
-	sleep(ctx, c.holdFor(lease))
+	ctxsleep.Sleep(ctx, c.holdFor(lease))
 
 	if c.cfg.Workload == Counter {
 		// The last validity check: a careful client stops here when its
@@ -229,10 +223,7 @@ func (c *client) cycle(ctx context.Context, key string) (crashed bool) {
 		return true
 	}
 	if c.cfg.Workload == Counter && ctx.Err() == nil {
-		n := read + 1
-		c.do(ctx, history.Write, key, &history.Value{N: &n, Fence: fence}, func(ctx context.Context) (*history.Value, error) {
-			return nil, c.env.Resource.Write(ctx, key, n, fence)
-		})
+		c.writeCounter(ctx, key, read+1, fence)
 	}
 	c.release(cleanup, key, lease)
 	return false
@@ -322,19 +313,6 @@ func fenceOf(l locks.Lease) *int64 {
 	return nil
 }
 
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // Describe tells what the named workload does, for reports.
 func Describe(name string) string { return descriptions[name] }
 
@@ -357,4 +335,29 @@ func (c *client) started(l locks.Lease, sent *sendStamp) *int64 {
 		return history.I64(c.env.Rec.At(t))
 	}
 	return nil
+}
+
+// readCounter reads the protected counter with the lease's fence; false
+// when the read failed.
+func (c *client) readCounter(ctx context.Context, key string, fence *int64) (int64, bool) {
+	v, err := c.do(ctx, history.Read, key, &history.Value{Fence: fence}, func(ctx context.Context) (*history.Value, error) {
+		n, err := c.env.Resource.Read(ctx, key, fence)
+		if err != nil {
+			return nil, err
+		}
+		return &history.Value{N: history.I64(n)}, nil
+	})
+	if err != nil {
+		return 0, false
+	}
+	return *v.N, true
+}
+
+// writeCounter writes n to the protected counter with the lease's fence;
+// false when the write failed.
+func (c *client) writeCounter(ctx context.Context, key string, n int64, fence *int64) bool {
+	_, err := c.do(ctx, history.Write, key, &history.Value{N: &n, Fence: fence}, func(ctx context.Context) (*history.Value, error) {
+		return nil, c.env.Resource.Write(ctx, key, n, fence)
+	})
+	return err == nil
 }

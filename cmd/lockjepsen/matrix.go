@@ -188,19 +188,10 @@ func (mf *matrixFlags) runs(fl *pflag.FlagSet) ([]matrixRun, error) {
 		return nil, err
 	}
 	overridden := fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed")
+	ov := overrides{timeLimit: mf.timeLimit, recovery: mf.recovery, seed: mf.seed, store: mf.store, stopOnFirst: mf.stopOnFirst}
 	for i := range runs {
 		c := &runs[i].cfg
-		if fl.Changed("time-limit") {
-			c.TimeLimit = mf.timeLimit
-		}
-		if fl.Changed("recovery") {
-			c.Recovery = mf.recovery
-		}
-		if fl.Changed("seed") {
-			c.Seed = mf.seed
-		}
-		c.Store = mf.store
-		c.StopOnFirstViolation = c.StopOnFirstViolation || mf.stopOnFirst
+		ov.apply(fl, c)
 		// What reproduces this one run, not the whole matrix.
 		c.Command = runCommand(runs[i], overridden)
 		if err := c.Validate(); err != nil {
