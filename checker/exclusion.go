@@ -67,8 +67,8 @@ type Violation struct {
 	// its lease wakes and deletes someone's key). A fault whose End is before
 	// OverlapStart is one of the latter.
 	Faults []Fault `json:"faults,omitempty"`
-	// OverClaim is by how much the first hold's validity passed its
-	// acquire's invoke + TTL (see the lease model); 0 for none.
+	// OverClaim is by how much the first hold's validity passed the start
+	// of the acquire or extend that told it, plus the TTL (see the lease model); 0 for none.
 	OverClaim int64  `json:"over_claim_ns,omitempty"`
 	Story     string `json:"story"`
 }
@@ -249,7 +249,7 @@ func overClaimOf(h *Hold, ttl int64) int64 {
 	if h.ValidUntil == nil || ttl <= 0 {
 		return 0
 	}
-	if m := *h.ValidUntil - (h.Invoke + ttl); m > int64(LeaseTolerance(time.Duration(ttl))) {
+	if m := *h.ValidUntil - (h.ValidFrom + ttl); m > int64(LeaseTolerance(time.Duration(ttl))) {
 		return m
 	}
 	return 0

@@ -52,6 +52,10 @@ type Hold struct {
 	// ValidUntil is the last valid_until the client was told (acquire or
 	// ok extend); nil means no limit.
 	ValidUntil *int64 `json:"valid_until,omitempty"`
+	// ValidFrom is when the operation that told ValidUntil started (its
+	// invoke, or the lock's own stamp of its first send): no server can
+	// keep the key past ValidFrom + TTL.
+	ValidFrom int64 `json:"valid_from"`
 }
 
 // Empty reports whether the hold confers no belief at all. Empty holds take
@@ -225,7 +229,7 @@ func (a *analysis) complete(inv, i int, ps *procState) {
 			key = op.Key
 		}
 		h := Hold{Key: key, Process: op.Process, Invoke: iop.Time, Start: op.Time,
-			AcquireIndex: op.Index, EndIndex: -1}
+			AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}
 		if v := op.Value; v != nil {
 			h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
 		}
@@ -251,7 +255,7 @@ func (a *analysis) complete(inv, i int, ps *procState) {
 				return
 			}
 			if op.Value != nil && op.Value.ValidUntil != nil {
-				h.ValidUntil = op.Value.ValidUntil
+				h.ValidUntil, h.ValidFrom = op.Value.ValidUntil, startOf(iop, op)
 				if *h.ValidUntil <= op.Time {
 					h.End, h.EndReason, h.EndIndex = op.Time, EndValidUntil, -1
 				}
@@ -319,4 +323,16 @@ func (a *analysis) endOf(c call) int64 {
 		return a.end
 	}
 	return a.ops[c.comp].Time
+}
+
+// startOf is when an operation began at the server at the earliest: its
+// invoke, or the lock's own stamp of its first send when it reports one
+// (a client in another process), which cannot be earlier than the invoke
+// nor later than the answer. A TTL counts from there.
+func startOf(inv, comp *history.Op) int64 {
+	from := inv.Time
+	if comp.Value != nil && comp.Value.Started != nil && *comp.Value.Started > from {
+		from = min(*comp.Value.Started, comp.Time)
+	}
+	return from
 }

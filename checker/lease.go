@@ -197,13 +197,7 @@ func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
 		return // no limit claimed: nothing to over-claim
 	}
 	r.Claims++
-	// The TTL counts from the invoke, or from the lock's own stamp of its
-	// start when it reports one (a client in another process), which
-	// cannot be earlier than the invoke nor later than the answer.
-	from := inv.Time
-	if s := comp.Value.Started; s != nil && *s > from {
-		from = min(*s, comp.Time)
-	}
+	from := startOf(inv, comp)
 	vu, limit := *comp.Value.ValidUntil, from+ttl
 	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
 		return

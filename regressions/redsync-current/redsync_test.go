@@ -54,3 +54,22 @@ func TestExtendIgnoresElapsed(t *testing.T) {
 		t.Fatalf("nothing was judged:\n%s", strings.Join(out.Results.Summary(), "\n"))
 	}
 }
+
+// The v4.12.0 scenario (redsync-v4.12.0): a node paused the whole run,
+// every extension's touch on it times out; the current version keeps the
+// key on the other nodes.
+func TestExtendErrorReleasesAll(t *testing.T) {
+	out := lockjepsentest.Run(t, lockjepsentest.Options{
+		Locker: newLock, LockName: "redsync-v4.18.1", System: "redlock", Workload: "renew", Nemesis: []string{"pause"},
+		TimeLimit: 4 * time.Second, Recovery: 500 * time.Millisecond,
+		Configure: func(c *harness.Config) {
+			c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, time.Minute
+			c.RenewFor = "2..3"
+		},
+	})
+	// Claims counts grants and extends with a validity: more than the
+	// holds means extensions were made while the node was paused.
+	if out != nil && out.Results.Lease.Claims <= out.Results.Exclusion.Holds {
+		t.Fatalf("no extension was judged:\n%s", strings.Join(out.Results.Summary(), "\n"))
+	}
+}

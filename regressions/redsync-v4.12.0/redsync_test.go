@@ -1,0 +1,74 @@
+// redsync v4.12.0: when Extend's touch failed on one node (a timeout, a
+// refused connection), touch released the lock on every node, and
+// Extend still returned true if a quorum of touches had succeeded: the
+// holder believed its lease extended while the key was gone everywhere.
+// Fixed in v4.12.1 (go-redsync/redsync PR #150, #151), which dropped the
+// clean-up.
+package regression_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/lockjepsentest"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/regressions/redsyncadapter"
+)
+
+// v4.12.0 is driven as a user would: one mutex per attempt, one try,
+// tokens unique per grant, and the validity the mutex reports (Until).
+func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
+	rs := redsync.New(pools(nodes)...)
+	return redsyncadapter.New(redsyncadapter.Version{
+		NewMutex: func(key, token string, ttl time.Duration) redsyncadapter.Mutex {
+			return rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1),
+				redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
+		},
+		NotAcquired: func(err error) bool { return errors.Is(err, redsync.ErrFailed) },
+		Validity: func(m redsyncadapter.Mutex, _, _ time.Time, _ time.Duration, _ bool) time.Time {
+			return m.(*redsync.Mutex).Until()
+		},
+	}, process), nil
+}
+
+func pools(nodes []locks.Conn) []redsyncredis.Pool {
+	var out []redsyncredis.Pool
+	for _, n := range nodes {
+		out = append(out, redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1,
+			DialTimeout: 50 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})))
+	}
+	return out
+}
+
+// One node of five is paused for the whole run, so every extension's
+// touch on it times out: v4.12.0 then deletes the key on the other four
+// before Extend returns true on their quorum. The holder believes on a
+// key that is gone, and the next contender is granted it, on every
+// extend, in any seed; the run stops at the first overlap.
+func TestExtendErrorReleasesAll(t *testing.T) {
+	out := lockjepsentest.Run(t, lockjepsentest.Options{
+		Locker: newLock, LockName: "redsync-v4.12.0", System: "redlock", Workload: "renew", Nemesis: []string{"pause"},
+		TimeLimit: 60 * time.Second, Recovery: 500 * time.Millisecond, Expect: harness.ExpectUnsafe,
+		Configure: func(c *harness.Config) {
+			c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, 2*time.Minute
+			c.RenewFor = "2..3"
+			c.StopOnFirstViolation = true
+		},
+	})
+	if out == nil {
+		return
+	}
+	ex := out.Results.Exclusion
+	if ex == nil || ex.Count == 0 {
+		t.Fatalf("no two holders:\n%s", strings.Join(out.Results.Summary(), "\n"))
+	}
+	t.Logf("v4.12.0: %s", ex.Violations[0].Story)
+}
