@@ -249,16 +249,33 @@ printed, and results.json is written only where --out says.`,
 }
 
 func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
-	var matrix, title string
+	var matrix, title, out, junit string
+	var merge bool
+	var o output
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR...",
 		Short: "Render report.html of stored runs, or one matrix page of several",
 		Long: `report renders RUN_DIR/report.html from the run's stored files alone (it does not
 re-run the checkers: use check for that). With --matrix FILE, it writes one page
-summarizing every RUN_DIR given, each cell linking to its run's report.`,
-		Example: "  lockjepsen report store/latest\n  lockjepsen report --matrix review.html store/*/*/",
+summarizing every RUN_DIR given, each cell linking to its run's report.
+
+With --merge, the arguments are the matrix directories of the shards of one
+matrix (matrix --shard i/n, each on its own machine or CI job, copied here with
+their store): report writes one matrix page, results.json and, with --junit,
+JUnit XML for the whole matrix, as one unsharded run would. Exit codes as
+matrix's: 1 when some run did not meet its expectation.`,
+		Example: "  lockjepsen report store/latest\n  lockjepsen report --matrix review.html store/*/*/\n  lockjepsen report --merge --out merged --junit junit.xml shard-*/store/matrix/*/",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if merge {
+				if out == "" {
+					return usageErr(stderr, errors.New("--merge needs --out DIR for the merged matrix"))
+				}
+				return writeMerged(args, out, junit, o, stdout, stderr)
+			}
+			if out != "" || junit != "" {
+				return usageErr(stderr, errors.New("--out and --junit go with --merge"))
+			}
 			for _, dir := range args {
 				if _, err := os.Stat(filepath.Join(dir, harness.HistoryFile)); err != nil {
 					return usageErr(stderr, fmt.Errorf("%s is not a lockjepsen run directory: it has no %s", dir, harness.HistoryFile))
@@ -283,6 +300,10 @@ summarizing every RUN_DIR given, each cell linking to its run's report.`,
 	}
 	cmd.Flags().StringVar(&matrix, "matrix", "", "write one matrix page of all the runs to this file")
 	cmd.Flags().StringVar(&title, "title", "lockjepsen matrix", "title of the matrix page")
+	cmd.Flags().BoolVar(&merge, "merge", false, "the arguments are shards' matrix directories: merge them into one matrix")
+	cmd.Flags().StringVar(&out, "out", "", "with --merge: directory for the merged matrix.html and results.json")
+	cmd.Flags().StringVar(&junit, "junit", "", "with --merge: also write JUnit XML to this file")
+	o.flags(cmd.Flags())
 	return cmd
 }
 

@@ -34,8 +34,13 @@ const (
 // matrixRun is one run of a matrix in its results.json.
 type matrixRun struct {
 	Scenario string `json:"scenario"`
-	// Dir is the run's directory (absent when it never started).
+	// Index is the run's place in the whole matrix, shards or not.
+	Index int `json:"index"`
+	// Dir is the run's directory (absent when it never started); RelDir
+	// is the same relative to the matrix directory, for a merge on
+	// another machine.
 	Dir      string `json:"dir,omitempty"`
+	RelDir   string `json:"rel_dir,omitempty"`
 	System   string `json:"system"`
 	Lock     string `json:"lock"`
 	Workload string `json:"workload"`
@@ -64,6 +69,9 @@ type matrixResults struct {
 	Started     time.Time   `json:"started"`
 	Ended       time.Time   `json:"ended"`
 	Budget      string      `json:"budget"`
+	// Shard is the share of the matrix this run computed (--shard i/n);
+	// absent for the whole matrix.
+	Shard shard `json:"shard"`
 	Interrupted bool        `json:"interrupted"`
 	Met         bool        `json:"met"` // every run ran and met its expectation
 	Counts      matrixCount `json:"counts"`
@@ -91,6 +99,7 @@ type matrixFlags struct {
 	budget, timeLimit, recovery                time.Duration
 	seed                                       int64
 	store, outDir, junit, title, configFile    string
+	shard                                      string
 	o                                          output
 	client                                     clientFlags
 }
@@ -135,8 +144,9 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 			if mf.outDir == "" {
 				mf.outDir = filepath.Join(mf.store, runfile.MatrixDir, time.Now().UTC().Format("20060102T150405Z"))
 			}
+			sh, _ := parseShard(mf.shard) // runs checked it
 			m := &matrixRunner{runs: runs, budget: mf.budget, outDir: mf.outDir, junit: mf.junit, title: mf.title,
-				stdout: stdout, stderr: stderr, o: mf.o}
+				stdout: stdout, stderr: stderr, o: mf.o, shard: sh}
 			return m.run(cmd.Context())
 		},
 	}
@@ -161,6 +171,7 @@ func (mf *matrixFlags) flags(f *pflag.FlagSet) {
 	f.StringVar(&mf.junit, "junit", "", "also write JUnit XML to this file")
 	f.StringVar(&mf.title, "title", "lockjepsen matrix", "title of the matrix page and the JUnit suite")
 	f.StringVar(&mf.configFile, "config", "", "read these flags from a YAML or JSON file; flags on the command line override it")
+	f.StringVar(&mf.shard, "shard", "", "run only share i of n (i/n, as 2/3) of the matrix, for several CI jobs; merge their outputs with report --merge")
 	mf.o.flags(f)
 	mf.client.flags(f)
 }
@@ -186,6 +197,13 @@ func (mf *matrixFlags) runs(fl *pflag.FlagSet) ([]matrixRun, error) {
 	}
 	if runs, err = mf.withClient(runs); err != nil {
 		return nil, err
+	}
+	sh, err := parseShard(mf.shard)
+	if err != nil {
+		return nil, err
+	}
+	if runs = sh.take(runs); len(runs) == 0 {
+		return nil, fmt.Errorf("--shard %s: the matrix has fewer runs than shards; this shard has none", sh)
 	}
 	overridden := fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed")
 	ov := overrides{timeLimit: mf.timeLimit, recovery: mf.recovery, seed: mf.seed, store: mf.store, stopOnFirst: mf.stopOnFirst}
@@ -416,6 +434,7 @@ type matrixRunner struct {
 	title          string
 	stdout, stderr io.Writer
 	o              output
+	shard          shard
 }
 
 func (m *matrixRunner) say(format string, a ...any) {
@@ -425,12 +444,16 @@ func (m *matrixRunner) say(format string, a ...any) {
 }
 
 func (m *matrixRunner) run(ctx context.Context) error {
-	res := &matrixResults{Title: m.title, Started: time.Now(), Budget: m.budget.String()}
+	res := &matrixResults{Title: m.title, Started: time.Now(), Budget: m.budget.String(), Shard: m.shard}
 	var total time.Duration
 	for _, r := range m.runs {
 		total += scenario.Estimate(r.cfg)
 	}
-	m.say("matrix: %d runs, about %s (budget %s); files in %s", len(m.runs), total.Round(time.Second), m.budget, m.outDir)
+	of := ""
+	if m.shard.Of > 0 {
+		of = fmt.Sprintf(" (shard %s)", m.shard)
+	}
+	m.say("matrix: %d runs%s, about %s (budget %s); files in %s", len(m.runs), of, total.Round(time.Second), m.budget, m.outDir)
 	if err := os.MkdirAll(m.outDir, 0o755); err != nil {
 		return usageErr(m.stderr, fmt.Errorf("--out %s: %v", m.outDir, err))
 	}
@@ -440,6 +463,7 @@ func (m *matrixRunner) run(ctx context.Context) error {
 		if m.runOne(ctx, i, deadline) {
 			harnessFailed = true
 		}
+		m.runs[i].RelDir = relTo(m.outDir, m.runs[i].Dir)
 	}
 	res.Ended = time.Now()
 	res.Interrupted = ctx.Err() != nil

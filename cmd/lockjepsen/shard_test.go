@@ -1,0 +1,150 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+)
+
+// Every run of --all lands in exactly one shard, whatever the split, and
+// the shards of one split differ in size by one at most.
+func TestShardsPartitionTheMatrix(t *testing.T) {
+	all := func(shard string) []matrixRun {
+		t.Helper()
+		var mf matrixFlags
+		fl := pflag.NewFlagSet("matrix", pflag.ContinueOnError)
+		mf.flags(fl)
+		if err := fl.Parse([]string{"--all", "--shard", shard}); err != nil {
+			t.Fatal(err)
+		}
+		runs, err := mf.runs(fl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs
+	}
+	whole := all("")
+	for _, n := range []int{1, 2, 3, 7} {
+		seen := make([]int, len(whole))
+		smallest, largest := len(whole), 0
+		for i := 1; i <= n; i++ {
+			runs := all(shard{i, n}.String())
+			smallest, largest = min(smallest, len(runs)), max(largest, len(runs))
+			for _, r := range runs {
+				if whole[r.Index].Scenario != r.Scenario {
+					t.Fatalf("shard %d/%d: run %d is %s, the whole matrix has %s there", i, n, r.Index, r.Scenario, whole[r.Index].Scenario)
+				}
+				seen[r.Index]++
+			}
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Errorf("%d shards: %s is in %d of them", n, whole[i].Scenario, c)
+			}
+		}
+		if largest-smallest > 1 {
+			t.Errorf("%d shards: sizes from %d to %d", n, smallest, largest)
+		}
+	}
+}
+
+func TestShardUsageErrors(t *testing.T) {
+	store := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"matrix", "--all", "--shard", "0/3"}, "1 <= i <= n"},
+		{[]string{"matrix", "--all", "--shard", "4/3"}, "1 <= i <= n"},
+		{[]string{"matrix", "--all", "--shard", "two"}, "i/n"},
+		{[]string{"matrix", "--scenarios", "baseline", "--shard", "2/2"}, "this shard has none"},
+		{[]string{"report", "--merge", store}, "--out"},
+		{[]string{"report", "--merge", "--out", filepath.Join(store, "m"), store}, "not a matrix directory"},
+		{[]string{"report", "--out", store, store}, "go with --merge"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			args := append(c.args, "--store", store)
+			if c.args[0] == "report" {
+				args = c.args
+			}
+			code, _, stderr := runCLI(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, c.want) {
+				t.Fatalf("exit %d, want %d with %q:\n%s", code, exitUsage, c.want, stderr)
+			}
+		})
+	}
+}
+
+// Three shards, each with its own store as on its own CI machine, moved
+// elsewhere before the merge as downloaded artifacts are, give the same
+// verdicts as the unsharded matrix. clock-jump stops at its first
+// violation: clients contend for one key all the time, so nearly every
+// jump (+1.5 TTL, some ten in 4 s) expires a live lease, and its verdict
+// is unsafe in both.
+func TestShardsMergeToTheWholeMatrix(t *testing.T) {
+	redistest.RequireBinary(t)
+	dir := t.TempDir()
+	common := []string{"matrix", "--scenarios", "baseline,token-client-crash,clock-jump", "--stop-on-first-violation",
+		"--time-limit", "4s", "--recovery", "500ms", "--quiet"}
+	verdicts := func(res matrixResults) []string {
+		var out []string
+		for _, r := range res.Runs {
+			out = append(out, r.Scenario+"="+r.Verdict)
+		}
+		return out
+	}
+	wholeOut := filepath.Join(dir, "whole", "m")
+	if code, stdout, stderr := runCLI(t, append(common, "--store", filepath.Join(dir, "whole"), "--out", wholeOut)...); code != exitMet {
+		t.Fatalf("whole matrix: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var shardDirs []string
+	for _, i := range []string{"1/3", "2/3", "3/3"} {
+		machine := filepath.Join(dir, "machine"+i[:1])
+		out := filepath.Join(machine, "store", "matrix", "m")
+		if code, stdout, stderr := runCLI(t, append(common, "--shard", i, "--store", filepath.Join(machine, "store"), "--out", out)...); code != exitMet {
+			t.Fatalf("shard %s: exit %d\n%s\n%s", i, code, stdout, stderr)
+		}
+		artifact := filepath.Join(dir, "artifacts", "shard"+i[:1])
+		if err := os.MkdirAll(filepath.Dir(artifact), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(machine, artifact); err != nil {
+			t.Fatal(err)
+		}
+		shardDirs = append(shardDirs, filepath.Join(artifact, "store", "matrix", "m"))
+	}
+	merged := filepath.Join(dir, "merged")
+	junit := filepath.Join(dir, "junit.xml")
+	slices.Reverse(shardDirs) // any order
+	args := append([]string{"report", "--merge", "--out", merged, "--junit", junit, "--quiet"}, shardDirs...)
+	if code, stdout, stderr := runCLI(t, args...); code != exitMet {
+		t.Fatalf("merge: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	whole, all := readMatrixResults(t, filepath.Join(wholeOut, "results.json")), readMatrixResults(t, filepath.Join(merged, "results.json"))
+	if w, m := verdicts(whole), verdicts(all); !slices.Equal(w, m) {
+		t.Fatalf("merged verdicts %v, the whole matrix's %v", m, w)
+	}
+	for _, r := range all.Runs {
+		if _, err := os.Stat(filepath.Join(r.Dir, "history.jsonl")); err != nil {
+			t.Errorf("%s: the merge did not find its run directory: %v", r.Scenario, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(merged, "matrix.html")); err != nil {
+		t.Fatal(err)
+	}
+	if j := readJUnit(t, junit); j.Tests != 3 || j.Failures != 0 {
+		t.Fatalf("junit: %+v", j)
+	}
+	// A shard left out is refused, naming it.
+	code, _, stderr := runCLI(t, "report", "--merge", "--out", filepath.Join(dir, "partial"), shardDirs[0], shardDirs[1])
+	if code != exitUsage || !strings.Contains(stderr, "shard 1/3 missing") {
+		t.Fatalf("a missing shard: exit %d:\n%s", code, stderr)
+	}
+}
