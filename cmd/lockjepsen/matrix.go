@@ -65,13 +65,13 @@ type matrixRun struct {
 
 // matrixResults is the matrix's results.json.
 type matrixResults struct {
-	Title       string      `json:"title"`
-	Started     time.Time   `json:"started"`
-	Ended       time.Time   `json:"ended"`
-	Budget      string      `json:"budget"`
+	Title   string    `json:"title"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended"`
+	Budget  string    `json:"budget"`
 	// Shard is the share of the matrix this run computed (--shard i/n);
 	// absent for the whole matrix.
-	Shard shard `json:"shard"`
+	Shard       shard       `json:"shard"`
 	Interrupted bool        `json:"interrupted"`
 	Met         bool        `json:"met"` // every run ran and met its expectation
 	Counts      matrixCount `json:"counts"`
