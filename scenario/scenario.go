@@ -45,12 +45,19 @@ type Scenario struct {
 // scenario's system, lock, workload, faults, timings and expectation. Store
 // is left at the default ("store"); the caller sets it.
 func (s Scenario) Config() harness.Config {
-	cfg := harness.DefaultConfig()
-	cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
-	cfg.NemesisInterval = 400 * time.Millisecond
+	cfg := Base()
 	s.Edit(&cfg)
 	cfg.Expect = s.Expect
 	cfg.Name = s.Name
+	return cfg
+}
+
+// Base is what every scenario starts from: harness.DefaultConfig with
+// timings short enough for CI.
+func Base() harness.Config {
+	cfg := harness.DefaultConfig()
+	cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
+	cfg.NemesisInterval = 400 * time.Millisecond
 	return cfg
 }
 
@@ -217,6 +224,13 @@ func sortedJoin(list []string) string {
 // Single runs on one Redis.
 func Single(c *harness.Config) { c.System = cluster.Single }
 
+// Sentinel runs on a primary, replicas and sentinels, long enough for a
+// failover (about 2.5 s) to happen and settle within the run.
+func Sentinel(c *harness.Config) {
+	c.System = cluster.Sentinel
+	c.TimeLimit, c.Recovery = 9*time.Second, 2*time.Second
+}
+
 // ServerFault: server faults on a single Redis, with holds long enough
 // that a fault usually lands on a holder.
 func ServerFault(c *harness.Config, faults ...string) {
@@ -271,10 +285,7 @@ const (
 
 func init() {
 	single, serverFault, redlock, seeded, then := Single, ServerFault, Redlock, Seeded, Then
-	sentinel := func(c *harness.Config) {
-		c.System, c.Lock = cluster.Sentinel, locks.Token
-		c.TimeLimit, c.Recovery = 9*time.Second, 2*time.Second
-	}
+	sentinel := then(Sentinel, func(c *harness.Config) { c.Lock = locks.Token })
 	client := func(argv ...string) func(*harness.Config) {
 		return then(single, func(c *harness.Config) { c.Client = argv })
 	}
