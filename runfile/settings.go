@@ -1,6 +1,12 @@
 package runfile
 
-import "time"
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Settings is what config.json holds: every option of a run that a file
 // can hold. harness.Config embeds it, with the run's scripted steps and
@@ -99,3 +105,47 @@ type Settings struct {
 	// traffic is sent.
 	AllowRemote bool `json:"allow_remote,omitempty"`
 }
+
+// Flags is the command line of `lockjepsen test` options that give these
+// settings, for the options that differ from def (the CLI's defaults):
+// the CLI names its flags after these JSON keys, with dashes. What only a
+// process can hold (a user's Go lock) and where the run is stored are
+// left out.
+func (s Settings) Flags(def Settings) []string {
+	v, d := reflect.ValueOf(s), reflect.ValueOf(def)
+	var out []string
+	for i := range v.NumField() {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if notAFlag[key] || key == "" || key == "-" || reflect.DeepEqual(v.Field(i).Interface(), d.Field(i).Interface()) {
+			continue
+		}
+		name := "--" + strings.ReplaceAll(key, "_", "-")
+		if n, ok := flagNames[key]; ok {
+			name = "--" + n
+		}
+		switch x := v.Field(i).Interface().(type) {
+		case bool:
+			out = append(out, name+"="+strconv.FormatBool(x))
+		case time.Duration:
+			out = append(out, name, x.String())
+		case float64:
+			out = append(out, name, strconv.FormatFloat(x, 'g', -1, 64))
+		case []string:
+			sep := ","
+			if key == "client" {
+				sep = " " // a program and its arguments, split at spaces
+			}
+			out = append(out, name, strings.Join(x, sep))
+		default:
+			out = append(out, name, fmt.Sprint(x))
+		}
+	}
+	return out
+}
+
+// flagNames are the flags not named after their key.
+var flagNames = map[string]string{"bandwidth_kbps": "bandwidth", "script_name": "script"}
+
+// notAFlag are the settings no flag of `lockjepsen test` sets.
+var notAFlag = map[string]bool{"store": true, "name": true, "command": true, "custom_lock": true,
+	"custom_lock_name": true, "custom_lock_fences": true, "custom_lock_renews": true, "allow_remote": true}

@@ -266,25 +266,9 @@ func runCommand(r matrixRun, overridden bool) []string {
 		}
 		return cmd
 	}
-	cmd := []string{"lockjepsen", "test", "--system", c.System, "--lock", c.Lock}
-	add := func(differs bool, flag, value string) {
-		if differs {
-			cmd = append(cmd, flag, value)
-		}
-	}
-	add(c.Workload != def.Workload, "--workload", c.Workload)
-	add(len(c.Nemesis) > 0, "--nemesis", strings.Join(c.Nemesis, ","))
-	add(c.Targets != def.Targets, "--targets", c.Targets)
-	add(c.Clients != def.Clients, "--clients", strconv.Itoa(c.Clients))
-	add(c.TTL != def.TTL, "--ttl", c.TTL.String())
-	add(c.Hold != def.Hold, "--hold", c.Hold)
-	add(c.NemesisInterval != def.NemesisInterval, "--nemesis-interval", c.NemesisInterval.String())
-	add(c.FaultDuration != def.FaultDuration, "--fault-duration", c.FaultDuration.String())
-	add(c.TimeLimit != def.TimeLimit, "--time-limit", c.TimeLimit.String())
-	add(c.Recovery != def.Recovery, "--recovery", c.Recovery.String())
-	add(c.Seed != def.Seed, "--seed", strconv.FormatInt(c.Seed, 10))
-	add(c.Expect != def.Expect, "--expect", c.Expect)
-	return cmd
+	// --system and --lock always, so that the line says what it tests.
+	def.System, def.Lock = "", ""
+	return append([]string{"lockjepsen", "test"}, c.Settings.Flags(def.Settings)...)
 }
 
 func scenarioRun(s scenario.Scenario) matrixRun {
