@@ -342,3 +342,22 @@ func TestWitnessCauses(t *testing.T) {
 		})
 	}
 }
+
+// Faults pairs each stop with its start, fault by fault and target by
+// target, and leaves a fault never stopped open.
+func TestFaultSpans(t *testing.T) {
+	ops := new(hb).fault(100, "kill", "start", "n1").fault(150, "pause", "start", "n2").
+		fault(400, "kill", "stop", "n1").fault(500, "kill", "start", "n2").acquire(1, "k", 0, 10, ok, "a", 990).build(t)
+	got := Faults(ops)
+	want := []Fault{{Name: "kill", Start: 100e6, End: 400e6, Targets: []string{"n1"}},
+		{Name: "pause", Start: 150e6, End: Never, Targets: []string{"n2"}},
+		{Name: "kill", Start: 500e6, End: Never, Targets: []string{"n2"}}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Start != want[i].Start || got[i].End != want[i].End || got[i].Targets[0] != want[i].Targets[0] {
+			t.Errorf("fault %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -336,3 +336,15 @@ func startOf(inv, comp *history.Op) int64 {
 	}
 	return from
 }
+
+// Faults are the nemesis faults of a history with the spans they were
+// active, in the order they started: End is Never for a fault never
+// stopped, and Start for an instant one (client-crash).
+func Faults(ops []history.Op) []Fault {
+	a := scan(ops)
+	out := make([]Fault, len(a.faults))
+	for i, f := range a.faults {
+		out[i] = f.Fault
+	}
+	return out
+}

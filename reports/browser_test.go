@@ -5,101 +5,21 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/lockjepsen/lockjepsen/internal/browsertest"
 	"github.com/lockjepsen/lockjepsen/reports"
 )
 
-// findBrowser returns Chromium's path; the browser tests skip without it
-// unless LOCKJEPSEN_REQUIRE_BROWSER is set.
-func findBrowser(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("LOCKJEPSEN_REQUIRE_BROWSER") != "" {
-		t.Fatal("a Chromium browser is required (apt-get install chromium)")
-	}
-	t.Skip("skipping: no chromium (apt-get install chromium, or set LOCKJEPSEN_REQUIRE_BROWSER=1 to fail instead)")
-	return ""
-}
-
-// browser starts one headless Chromium for the test; chromedp stops the
-// process it started at cleanup.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	bin := findBrowser(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox,
-		chromedp.WindowSize(1400, 1000),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
-
-// pageErrors collects console errors, uncaught exceptions and browser log
-// errors (a failed load) of a tab.
-type pageErrors struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (p *pageErrors) add(s string) {
-	p.mu.Lock()
-	p.errs = append(p.errs, s)
-	p.mu.Unlock()
-}
-
-func (p *pageErrors) list() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.errs...)
-}
-
-// open loads url in a new tab and returns the tab and its errors.
-func open(t *testing.T, bctx context.Context, url string) (context.Context, *pageErrors) {
-	t.Helper()
-	ctx, cancel := chromedp.NewContext(bctx)
-	t.Cleanup(cancel)
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(cancelT)
-	pe := &pageErrors{}
-	msgs := chromedp.Console(ctx)
-	go func() {
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				pe.add(fmt.Sprintf("%s: %s (%s:%d)", m.Type, m.Text, m.URL, m.Line+1))
-			}
-		}
-	}()
-	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
-		t.Fatalf("open %s: %v", url, err)
-	}
-	return ctx, pe
-}
+// The browser helpers, shared with the review's page tests.
+var (
+	browser = browsertest.Start
+	open    = browsertest.Open
+)
 
 var shots = os.Getenv("LOCKJEPSEN_SCREENSHOTS") != ""
 
@@ -196,7 +116,7 @@ func TestBrowserReports(t *testing.T) {
 			if n := count(t, ctx, "#throughput svg"); n != 1 {
 				t.Errorf("no throughput plot")
 			}
-			if errs := pe.list(); len(errs) > 0 {
+			if errs := pe.List(); len(errs) > 0 {
 				t.Errorf("console errors: %v", errs)
 			}
 			screenshot(t, ctx, r.name+"-top", "")
@@ -227,7 +147,7 @@ func TestBrowserReports(t *testing.T) {
 		if n := count(t, ctx, "table.matrix a.run"); n != len(runs) {
 			t.Errorf("%d run links in the grid, want %d", n, len(runs))
 		}
-		if errs := pe.list(); len(errs) > 0 {
+		if errs := pe.List(); len(errs) > 0 {
 			t.Errorf("console errors: %v", errs)
 		}
 		screenshot(t, ctx, "matrix", "")
@@ -241,7 +161,7 @@ func TestBrowserReports(t *testing.T) {
 			if n := count(t, c, "#verdict"); n != 1 {
 				t.Errorf("%s: no verdict", h)
 			}
-			if errs := pe.list(); len(errs) > 0 {
+			if errs := pe.List(); len(errs) > 0 {
 				t.Errorf("%s: console errors: %v", h, errs)
 			}
 		}
@@ -256,7 +176,7 @@ func TestBrowserReports(t *testing.T) {
 			if n := count(t, ctx, ".banner"); n == 0 {
 				t.Errorf("%s: no banner says what is odd", name)
 			}
-			if errs := pe.list(); len(errs) > 0 {
+			if errs := pe.List(); len(errs) > 0 {
 				t.Errorf("%s: console errors: %v", name, errs)
 			}
 			screenshot(t, ctx, "odd-"+name, "")
@@ -269,7 +189,7 @@ func TestBrowserReports(t *testing.T) {
 		if n := count(t, ctx, "table.runs tr"); n != len(runs)+1 {
 			t.Errorf("%d rows in the index, want %d runs + header", n, len(runs))
 		}
-		if errs := pe.list(); len(errs) > 0 {
+		if errs := pe.List(); len(errs) > 0 {
 			t.Errorf("console errors: %v", errs)
 		}
 		screenshot(t, ctx, "serve-index", "")

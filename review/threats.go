@@ -23,6 +23,10 @@ type Threat struct {
 	Inject func(c *harness.Config)
 	// Mitigations could close the threat, by name, in the order tried.
 	Mitigations []string
+	// Analog: Inject has an equivalent on systems outside Systems, for a
+	// mitigation that changes the system (a Sentinel failover is a
+	// member's crash on etcd).
+	Analog bool
 }
 
 // AppliesTo reports whether the threat is one the system faces.
@@ -65,8 +69,7 @@ var Threats = []Threat{
 		Inject: func(c *harness.Config) {
 			serverFault(c, "clock-drift")
 			c.ClockRate = 1.01
-		},
-		Mitigations: []string{"etcd"}},
+		}},
 	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more)", Systems: []string{cluster.Sentinel},
 		Inject: func(c *harness.Config) {
 			if c.System != cluster.Sentinel {
@@ -81,7 +84,7 @@ var Threats = []Threat{
 			c.TTL = max(c.TTL, FailoverTTL)
 			c.Hold = "3s..4500ms"
 		},
-		Mitigations: []string{"ttl-below-failover", "wait", "min-replicas", "fencing", "etcd"}},
+		Mitigations: []string{"ttl-below-failover", "wait", "min-replicas", "fencing", "etcd"}, Analog: true},
 	{Name: "split-brain", Title: "split brain: the primary cut off from the sentinels but not from half the clients", Systems: []string{cluster.Sentinel},
 		Inject: func(c *harness.Config) {
 			if c.System != cluster.Sentinel {
@@ -91,7 +94,7 @@ var Threats = []Threat{
 			c.ScriptName = "sentinel-split-brain"
 			c.Hold = "50ms..150ms"
 		},
-		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}},
+		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}, Analog: true},
 }
 
 // serverFault injects a server fault the way the scenarios do, aimed where

@@ -24,12 +24,14 @@ const (
 	LatestLink = "latest"
 	// MatrixDir holds the matrix pages of `lockjepsen matrix`.
 	MatrixDir = "matrix"
+	// ReviewDir holds the pages of `lockjepsen review`.
+	ReviewDir = "review"
 )
 
 // ReservedNames cannot name a test: a test of that name would be stored
 // where the store keeps its own entries (store/latest would point at
 // itself).
-var ReservedNames = []string{LatestLink, MatrixDir}
+var ReservedNames = []string{LatestLink, MatrixDir, ReviewDir}
 
 // Reserved reports whether a test may not be called name.
 func Reserved(name string) bool { return slices.Contains(ReservedNames, name) }

@@ -143,7 +143,7 @@ input, 3 the harness itself failed.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newTestCmd(args, stdout, stderr), newScenarioCmd(args, stdout, stderr), newMatrixCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
-		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr))
+		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr), newReviewCmd(stdout, stderr))
 	return root
 }
 

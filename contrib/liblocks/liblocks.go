@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/review"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
@@ -26,6 +27,9 @@ func Register() error {
 	registerOnce.Do(func() {
 		if registerErr = locks.Register(Locks...); registerErr == nil {
 			registerErr = scenario.Register(Scenarios...)
+		}
+		if registerErr == nil {
+			registerErr = review.RegisterMitigation(EtcdBaseline)
 		}
 	})
 	return registerErr

@@ -1,0 +1,194 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/scenario"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+// Mitigation is a change a design review could make to close a threat,
+// declared once: the review tries it, on the same seeds, for each threat
+// it found unsafe that lists it.
+type Mitigation struct {
+	Name string
+	// Title names the change for a design review.
+	Title string
+	// OnResource: the mitigation protects the resource, not the lock
+	// (fencing), so a cell is judged by whether the resource stayed safe.
+	OnResource bool
+	// Apply changes a configuration that has the threat injected. It
+	// returns a note for the cell (what exactly was run), or
+	// NotApplicable with the reason.
+	Apply func(c *harness.Config, t Threat, m Measured) (note string, err error)
+}
+
+// NotApplicable is a mitigation that cannot be tried here; the cell says
+// why.
+type NotApplicable struct{ Why string }
+
+func (n *NotApplicable) Error() string { return n.Why }
+
+func notApplicable(format string, a ...any) error {
+	return &NotApplicable{Why: fmt.Sprintf(format, a...)}
+}
+
+// Measured is what the threat's own runs measured, which some
+// mitigations are sized by.
+type Measured struct {
+	// Failover is the longest Sentinel failover seen (fault to new
+	// primary); 0 when none was.
+	Failover time.Duration
+}
+
+var (
+	mitigationsMu sync.RWMutex
+	mitigations   = []Mitigation{
+		{Name: "fencing", Title: "fencing tokens checked at the resource", OnResource: true, Apply: fencing},
+		{Name: "fsync-always", Title: "appendfsync always", Apply: fsyncAlways},
+		{Name: "delayed-restart", Title: "a crashed node restarted only after a TTL", Apply: delayedRestart},
+		{Name: "ttl-below-failover", Title: "a TTL below the measured failover time", Apply: ttlBelowFailover},
+		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", Apply: waitForReplica},
+		{Name: "min-replicas", Title: "min-replicas-to-write 1 (max lag 1 s)", Apply: minReplicas},
+		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", Apply: redlockInstead},
+	}
+)
+
+// RegisterMitigation adds a mitigation that lives outside this module
+// (the etcd baseline, whose client a user of this module must not
+// inherit).
+func RegisterMitigation(m Mitigation) error {
+	mitigationsMu.Lock()
+	defer mitigationsMu.Unlock()
+	if slices.ContainsFunc(mitigations, func(o Mitigation) bool { return o.Name == m.Name }) {
+		return fmt.Errorf("review: mitigation %q is registered twice", m.Name)
+	}
+	mitigations = append(mitigations, m)
+	return nil
+}
+
+// Mitigations lists every mitigation known, built-in and registered.
+func Mitigations() []Mitigation {
+	mitigationsMu.RLock()
+	defer mitigationsMu.RUnlock()
+	return slices.Clone(mitigations)
+}
+
+// LookupMitigation finds a mitigation by name.
+func LookupMitigation(name string) (Mitigation, bool) {
+	all := Mitigations()
+	i := slices.IndexFunc(all, func(m Mitigation) bool { return m.Name == name })
+	if i < 0 {
+		return Mitigation{}, false
+	}
+	return all[i], true
+}
+
+func fencing(c *harness.Config, _ Threat, _ Measured) (string, error) {
+	if len(c.Client) > 0 {
+		return "", notApplicable("the lock is your client: fencing needs your client to pass a fence to the resource (run your fenced variant as --client)")
+	}
+	if d, err := locks.Lookup(c.Lock); err == nil && d.Fences {
+		return "", notApplicable("%s fences already", c.Lock)
+	}
+	d, err := locks.Lookup(locks.Fenced)
+	if err != nil || !d.Fits(c.System, 1) {
+		return "", notApplicable("no fenced lock runs on %s here", c.System)
+	}
+	c.Lock = locks.Fenced
+	switch c.Workload {
+	case workloads.Mutex:
+		c.Workload = workloads.Counter
+	case workloads.Renew:
+		c.Workload = workloads.RenewCounter
+	}
+	return fmt.Sprintf("the %s lock (a fence from INCR with every grant), the resource refusing stale fences", locks.Fenced), nil
+}
+
+func fsyncAlways(c *harness.Config, _ Threat, _ Measured) (string, error) {
+	if c.System == cluster.Etcd {
+		return "", notApplicable("etcd syncs its log before it answers")
+	}
+	if c.Persistence == cluster.PersistAlways {
+		return "", notApplicable("the servers already run with appendfsync always")
+	}
+	c.Persistence = cluster.PersistAlways
+	return "", nil
+}
+
+func delayedRestart(c *harness.Config, _ Threat, _ Measured) (string, error) {
+	c.RestartDelay = c.TTL + 200*time.Millisecond
+	return fmt.Sprintf("restart after %s", c.RestartDelay), nil
+}
+
+func ttlBelowFailover(c *harness.Config, _ Threat, m Measured) (string, error) {
+	if c.System != cluster.Sentinel {
+		return "", notApplicable("only a Sentinel system fails over")
+	}
+	if m.Failover <= 0 {
+		return "", notApplicable("no failover was measured")
+	}
+	c.TTL = max((m.Failover/2).Round(100*time.Millisecond), 200*time.Millisecond)
+	c.Hold = harness.DefaultConfig().Hold
+	return fmt.Sprintf("TTL %s, half the measured failover of %s: every lease ends before a replica can be promoted, and holders must renew that often", c.TTL, m.Failover.Round(10*time.Millisecond)), nil
+}
+
+func waitForReplica(c *harness.Config, _ Threat, _ Measured) (string, error) {
+	if c.System != cluster.Sentinel {
+		return "", notApplicable("WAIT needs replicas")
+	}
+	if len(c.Client) > 0 {
+		return "", notApplicable("the lock is your client: the harness's %s lock would replace it", locks.WaitName)
+	}
+	c.Lock = locks.WaitName
+	return fmt.Sprintf("the harness's %s lock: a grant counts only once a replica acknowledged it", locks.WaitName), nil
+}
+
+func minReplicas(c *harness.Config, _ Threat, _ Measured) (string, error) {
+	if c.System != cluster.Sentinel {
+		return "", notApplicable("min-replicas-to-write needs replicas")
+	}
+	c.MinReplicasToWrite, c.MinReplicasMaxLag = 1, time.Second
+	return "", nil
+}
+
+func redlockInstead(c *harness.Config, t Threat, _ Measured) (string, error) {
+	if c.System != cluster.Single {
+		return "", notApplicable("only a single Redis is replaced by Redlock")
+	}
+	ttl, workload := c.TTL, c.Workload
+	if err := switchSystem(c, t, scenario.Redlock(locks.RedlockName)); err != nil {
+		return "", err
+	}
+	c.TTL, c.Workload = ttl, workload
+	return fmt.Sprintf("the harness's %s lock on 5 nodes, faults aimed at the holder's nodes", locks.RedlockName), nil
+}
+
+// SwitchSystem moves a configuration to another system for a mitigation
+// that replaces it: the system's own timings from the scenarios' builder,
+// the threat injected again as it applies there, the clients kept.
+func SwitchSystem(c *harness.Config, t Threat, builder func(*harness.Config)) error {
+	return switchSystem(c, t, builder)
+}
+
+func switchSystem(c *harness.Config, t Threat, builder func(*harness.Config)) error {
+	fresh := scenario.Base()
+	fresh.Seed, fresh.Workload, fresh.Store, fresh.Client = c.Seed, c.Workload, c.Store, c.Client
+	fresh.Renew, fresh.RenewFor, fresh.StopOnFirstViolation, fresh.StopGrace = c.Renew, c.RenewFor, c.StopOnFirstViolation, c.StopGrace
+	builder(&fresh)
+	if fresh.System != cluster.Etcd {
+		fresh.Persistence = c.Persistence
+	}
+	t.Inject(&fresh)
+	*c = fresh
+	if len(c.Client) > 0 && !harness.TakesClients(c.System) {
+		return notApplicable("external clients do not run on %s yet", c.System)
+	}
+	return nil
+}

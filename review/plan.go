@@ -1,0 +1,313 @@
+// Package review answers a design review's question about one lock on one
+// system: which production threats break it, and which changes close each
+// threat it breaks under. It runs every threat that applies (threats.go),
+// then each mitigation listed for a threat it found unsafe
+// (mitigations.go), on the same seeds, within a time budget, and writes
+// review.html and review.json (page.go).
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/scenario"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+// Options say what to review and how long it may take.
+type Options struct {
+	// System and Lock are what is reviewed; Client, when set, is an
+	// external lock client that replaces Lock.
+	System, Lock string
+	Client       []string
+	// TTL is the lock's TTL; 0 is the harness's default.
+	TTL time.Duration
+	// Workload is how clients use the lock; "" is counter, a protected
+	// resource, so that a mitigation of the resource (fencing) can show.
+	Workload string
+	// Persistence is the servers' persistence as deployed; "" is none.
+	Persistence string
+	// TimeLimit is each run's fault phase; 0 is each system's own (3 s on
+	// a single Redis).
+	TimeLimit time.Duration
+	// Seeds is the number of seeds each cell runs; 0 picks the most, up
+	// to 5, that the budget fits, and at least 2.
+	Seeds int
+	// Budget bounds the whole review.
+	Budget time.Duration
+	// Threats and Mitigations narrow the review to these names; empty is
+	// every one that applies.
+	Threats, Mitigations []string
+	// Store is where the runs go ("" is the harness's default, store);
+	// Out where review.html and review.json go ("" is STORE/review/TIME).
+	Store, Out string
+	// Configure, when set, edits every run's configuration last: a Go
+	// user's own Locker, say.
+	Configure func(*harness.Config)
+	// Run runs one configuration and draws its report; nil is harness.Run
+	// and reports.WriteRun.
+	Run func(ctx context.Context, cfg harness.Config) (*harness.Outcome, error)
+	// Say, when set, is told of each run as it starts and ends.
+	Say func(format string, a ...any)
+}
+
+// minSeeds and maxSeeds bound the seeds a budget buys per cell.
+const (
+	minSeeds = 2
+	maxSeeds = 5
+)
+
+// Plan is what a review will run: its threats, the mitigations it may
+// try, and the seeds per cell.
+type Plan struct {
+	Options Options
+	Threats []Threat
+	// Tries are the mitigations each threat may try, by threat name.
+	Tries map[string][]Mitigation
+	Seeds int
+	// Estimate is the time the whole plan takes if every threat is found
+	// unsafe and every mitigation runs.
+	Estimate time.Duration
+}
+
+// BudgetError refuses a budget too small for the review's threats.
+type BudgetError struct {
+	Budget, Needs time.Duration
+	Seeds         int
+	// WouldSkip are the cells that would not fit, in the order they run.
+	WouldSkip []string
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("a budget of %s cannot fit this review with %d seeds per cell (about %s): it would skip %s; give --budget %s, or fewer --threats or --mitigations",
+		e.Budget, e.Seeds, e.Needs.Round(time.Second), strings.Join(e.WouldSkip, ", "), suggest(e.Needs))
+}
+
+// suggest rounds a duration up to a whole minute, for a budget to ask for.
+func suggest(d time.Duration) time.Duration {
+	return (d + time.Minute - 1).Truncate(time.Minute)
+}
+
+// NewPlan checks the options and plans the review. A budget that cannot
+// fit every threat and mitigation with the seeds asked (or the minimum of
+// 2) is a *BudgetError.
+func NewPlan(o Options) (*Plan, error) {
+	if o.Budget <= 0 {
+		return nil, errors.New("the budget must be positive")
+	}
+	if o.Seeds < 0 {
+		return nil, errors.New("seeds must be positive")
+	}
+	threats, err := chooseThreats(o)
+	if err != nil {
+		return nil, err
+	}
+	tries, err := chooseMitigations(o, threats)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Options: o, Threats: threats, Tries: tries}
+	if _, err := p.threatConfig(threats[0], 1); err != nil {
+		return nil, err
+	}
+	perSeed, cells := p.estimate()
+	seeds := o.Seeds
+	if seeds == 0 {
+		seeds = max(minSeeds, min(maxSeeds, int(o.Budget/max(perSeed, time.Second))))
+	}
+	p.Seeds, p.Estimate = seeds, perSeed*time.Duration(seeds)
+	if p.Estimate > o.Budget {
+		return nil, &BudgetError{Budget: o.Budget, Needs: p.Estimate, Seeds: seeds, WouldSkip: skipped(cells, seeds, o.Budget)}
+	}
+	return p, nil
+}
+
+// plannedCell is a cell and the time one seed of it takes.
+type plannedCell struct {
+	name string
+	cost time.Duration
+}
+
+// estimate is the time one seed of every cell takes, and the cells.
+func (p *Plan) estimate() (time.Duration, []plannedCell) {
+	var total time.Duration
+	var cells []plannedCell
+	add := func(name string, cfg harness.Config) {
+		cost := scenario.Estimate(cfg)
+		total += cost
+		cells = append(cells, plannedCell{name, cost})
+	}
+	for _, t := range p.Threats {
+		if cfg, err := p.threatConfig(t, 1); err == nil {
+			add(t.Name, cfg)
+		}
+	}
+	for _, t := range p.Threats {
+		for _, m := range p.Tries[t.Name] {
+			// A failover's TTL is measured by then: plan with the threat's.
+			if cfg, _, err := p.mitigationConfig(t, m, 1, Measured{Failover: FailoverTTL}); err == nil {
+				add(t.Name+" + "+m.Name, cfg)
+			}
+		}
+	}
+	return total, cells
+}
+
+// skipped names the cells past the budget when each runs seeds times.
+func skipped(cells []plannedCell, seeds int, budget time.Duration) []string {
+	var used time.Duration
+	var out []string
+	for _, c := range cells {
+		used += c.cost * time.Duration(seeds)
+		if used > budget {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+func chooseThreats(o Options) ([]Threat, error) {
+	var out []Threat
+	for _, t := range Threats {
+		if t.AppliesTo(o.System) && (len(o.Threats) == 0 || slices.Contains(o.Threats, t.Name)) {
+			out = append(out, t)
+		}
+	}
+	for _, name := range o.Threats {
+		t, ok := LookupThreat(name)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("unknown threat %q; the threats are %s", name, threatNames())
+		case !t.AppliesTo(o.System):
+			return nil, fmt.Errorf("threat %s does not apply to %s", name, o.System)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no threat applies to %s", o.System)
+	}
+	return out, nil
+}
+
+func chooseMitigations(o Options, threats []Threat) (map[string][]Mitigation, error) {
+	for _, name := range o.Mitigations {
+		if _, ok := LookupMitigation(name); !ok {
+			return nil, fmt.Errorf("unknown mitigation %q; the mitigations are %s", name, mitigationNames())
+		}
+	}
+	tries := map[string][]Mitigation{}
+	for _, t := range threats {
+		for _, name := range t.Mitigations {
+			m, ok := LookupMitigation(name)
+			if ok && (len(o.Mitigations) == 0 || slices.Contains(o.Mitigations, name)) {
+				tries[t.Name] = append(tries[t.Name], m)
+			}
+		}
+	}
+	return tries, nil
+}
+
+func threatNames() string {
+	var names []string
+	for _, t := range Threats {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func mitigationNames() string {
+	var names []string
+	for _, m := range Mitigations() {
+		names = append(names, m.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// base is the reviewed system as the scenarios run it, with the user's
+// lock, TTL, workload and persistence.
+func (p *Plan) base(seed int64) harness.Config {
+	o := p.Options
+	c := scenario.Base()
+	switch o.System {
+	case cluster.Sentinel:
+		scenario.Sentinel(&c)
+	case cluster.Redlock:
+		scenario.Redlock(o.Lock)(&c)
+	case cluster.Etcd:
+		scenario.Etcd(o.Lock)(&c)
+	default:
+		scenario.Single(&c)
+	}
+	c.System, c.Lock, c.Client, c.Seed = o.System, o.Lock, o.Client, seed
+	if o.Store != "" {
+		c.Store = o.Store
+	}
+	c.Workload = workloads.Counter
+	if o.Workload != "" {
+		c.Workload = o.Workload
+	}
+	if o.TTL > 0 {
+		c.TTL = o.TTL
+	}
+	if o.Persistence != "" {
+		c.Persistence = o.Persistence
+	}
+	if o.TimeLimit > 0 {
+		c.TimeLimit = o.TimeLimit
+	}
+	// An unsafe cell is decided at its first overlap; the grace records
+	// what the holders do next (a fenced resource refusing a late write).
+	c.StopOnFirstViolation, c.StopGrace = true, time.Second
+	return c
+}
+
+// threatConfig is one seed of a threat as deployed.
+func (p *Plan) threatConfig(t Threat, seed int64) (harness.Config, error) {
+	c := p.base(seed)
+	t.Inject(&c)
+	return p.finish(c, t.Name)
+}
+
+// mitigationConfig is one seed of a threat with a mitigation applied.
+func (p *Plan) mitigationConfig(t Threat, m Mitigation, seed int64, measured Measured) (harness.Config, string, error) {
+	c := p.base(seed)
+	t.Inject(&c)
+	note, err := m.Apply(&c, t, measured)
+	if err != nil {
+		return c, "", err
+	}
+	if c, err = p.finish(c, t.Name+"-"+m.Name); err != nil {
+		var na *NotApplicable
+		if !errors.As(err, &na) {
+			err = notApplicable("%v", err)
+		}
+		return c, "", err
+	}
+	return c, note, nil
+}
+
+// finish names the run, applies the user's last edits, and validates.
+func (p *Plan) finish(c harness.Config, cell string) (harness.Config, error) {
+	lock := c.Lock
+	if len(c.Client) > 0 {
+		lock = "client"
+	}
+	c.Name = fmt.Sprintf("review-%s-%s-%s", c.System, lock, cell)
+	if p.Options.Configure != nil {
+		p.Options.Configure(&c)
+	}
+	c.Command = append([]string{"lockjepsen", "test"}, c.Settings.Flags(harness.DefaultConfig().Settings)...)
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", cell, err)
+	}
+	if _, err := locks.Lookup(c.Lock); err != nil && len(c.Client) == 0 && p.Options.Configure == nil {
+		return c, notApplicable("%v", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,184 @@
+package review
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+func threatNamesOf(p *Plan) []string {
+	var out []string
+	for _, t := range p.Threats {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Each system faces its own threats: failover and split brain only on
+// Sentinel.
+func TestPlanThreatsPerSystem(t *testing.T) {
+	cases := []struct {
+		system, lock string
+		has, lacks   []string
+	}{
+		{cluster.Single, locks.Token, []string{"client-pause", "server-restart", "clock-jump"}, []string{"failover", "split-brain"}},
+		{cluster.Sentinel, locks.Token, []string{"client-pause", "failover", "split-brain"}, nil},
+		{cluster.Redlock, locks.RedlockName, []string{"server-restart", "clock-jump"}, []string{"failover"}},
+	}
+	for _, c := range cases {
+		t.Run(c.system, func(t *testing.T) {
+			p, err := NewPlan(Options{System: c.system, Lock: c.lock, Budget: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := threatNamesOf(p)
+			for _, n := range c.has {
+				if !slices.Contains(names, n) {
+					t.Errorf("%v lacks %s", names, n)
+				}
+			}
+			for _, n := range c.lacks {
+				if slices.Contains(names, n) {
+					t.Errorf("%v has %s", names, n)
+				}
+			}
+			if p.Seeds < minSeeds || p.Seeds > maxSeeds || p.Estimate <= 0 || p.Estimate > time.Hour {
+				t.Errorf("seeds %d, estimate %s", p.Seeds, p.Estimate)
+			}
+		})
+	}
+}
+
+// A budget that cannot fit the review is refused before anything runs,
+// naming what it would skip and a budget that fits.
+func TestPlanRefusesASmallBudget(t *testing.T) {
+	_, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Budget: 30 * time.Second})
+	var be *BudgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("got %v, want a BudgetError", err)
+	}
+	if be.Seeds != minSeeds || len(be.WouldSkip) == 0 || suggest(be.Needs) < be.Needs {
+		t.Fatalf("%+v", be)
+	}
+	for _, want := range []string{"cannot fit", "server-restart", "--budget"} {
+		if !strings.Contains(be.Error(), want) {
+			t.Errorf("%q lacks %q", be.Error(), want)
+		}
+	}
+	p, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Budget: suggest(be.Needs)})
+	if err != nil || p.Seeds != minSeeds {
+		t.Fatalf("the suggested budget: %v, %+v", err, p)
+	}
+}
+
+func TestPlanUsageErrors(t *testing.T) {
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{System: cluster.Single, Lock: locks.Token, Budget: time.Hour, Threats: []string{"meteor"}}, "unknown threat"},
+		{Options{System: cluster.Single, Lock: locks.Token, Budget: time.Hour, Threats: []string{"failover"}}, "does not apply"},
+		{Options{System: cluster.Single, Lock: locks.Token, Budget: time.Hour, Mitigations: []string{"prayer"}}, "unknown mitigation"},
+		{Options{System: cluster.Single, Lock: locks.Token}, "budget"},
+		{Options{System: cluster.Single, Lock: locks.RedlockName, Budget: time.Hour}, "redlock"},
+	}
+	for _, c := range cases {
+		if _, err := NewPlan(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+}
+
+// Each mitigation changes what it says, on top of the threat, or says why
+// it does not apply.
+func TestMitigationConfigs(t *testing.T) {
+	p, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Budget: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, _ := LookupThreat("server-restart")
+	cases := []struct {
+		mitigation string
+		check      func(c harness.Config) bool
+	}{
+		{"fencing", func(c harness.Config) bool { return c.Lock == locks.Fenced && c.Workload == workloads.Counter }},
+		{"fsync-always", func(c harness.Config) bool { return c.Persistence == cluster.PersistAlways }},
+		{"delayed-restart", func(c harness.Config) bool { return c.RestartDelay > c.TTL }},
+		{"redlock", func(c harness.Config) bool {
+			return c.System == cluster.Redlock && c.Lock == locks.RedlockName && slices.Equal(c.Nemesis, []string{"kill"}) && c.Targets == "holder"
+		}},
+	}
+	for _, c := range cases {
+		m, _ := LookupMitigation(c.mitigation)
+		cfg, _, err := p.mitigationConfig(restart, m, 1, Measured{})
+		if err != nil || !c.check(cfg) || cfg.Seed != 1 || !slices.Contains(cfg.Nemesis, "kill") {
+			t.Errorf("%s: %v\n%+v", c.mitigation, err, cfg.Settings)
+		}
+	}
+	for _, name := range []string{"wait", "min-replicas", "ttl-below-failover"} {
+		m, _ := LookupMitigation(name)
+		var na *NotApplicable
+		if _, _, err := p.mitigationConfig(restart, m, 1, Measured{}); !errors.As(err, &na) {
+			t.Errorf("%s on a single Redis: %v, want not applicable", name, err)
+		}
+	}
+	// A measured failover sizes the TTL.
+	s, err := NewPlan(Options{System: cluster.Sentinel, Lock: locks.Token, Budget: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failover, _ := LookupThreat("failover")
+	m, _ := LookupMitigation("ttl-below-failover")
+	cfg, note, err := s.mitigationConfig(failover, m, 1, Measured{Failover: 2400 * time.Millisecond})
+	if err != nil || cfg.TTL != 1200*time.Millisecond || !strings.Contains(note, "2.4s") {
+		t.Errorf("ttl-below-failover: %v, TTL %s, %q", err, cfg.TTL, note)
+	}
+	fcfg, err := s.threatConfig(failover, 1)
+	if err != nil || fcfg.TTL < FailoverTTL || fcfg.ScriptName == "" {
+		t.Errorf("failover: %v, %+v", err, fcfg.Settings)
+	}
+	// A client cannot be given the harness's fence.
+	c, err := NewPlan(Options{System: cluster.Single, Client: []string{"python3", "client.py"}, Budget: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fencing, _ := LookupMitigation("fencing")
+	var na *NotApplicable
+	if _, _, err := c.mitigationConfig(restart, fencing, 1, Measured{}); !errors.As(err, &na) || !strings.Contains(na.Why, "client") {
+		t.Errorf("fencing a client: %v", err)
+	}
+}
+
+// A cell is unsafe when any seed broke the lock; a resource mitigation's
+// cell when any seed damaged the resource, whatever the lock did.
+func TestJudge(t *testing.T) {
+	safe, unsafe, stuck, unknown := checker.VerdictSafe, checker.VerdictUnsafe, checker.VerdictStuck, checker.VerdictUnknown
+	cases := []struct {
+		name       string
+		runs       []RunRef
+		onResource bool
+		want       string
+	}{
+		{"all safe", []RunRef{{Verdict: safe}, {Verdict: safe}}, false, StateNotFound},
+		{"one unsafe seed", []RunRef{{Verdict: safe}, {Verdict: unsafe}}, false, StateUnsafe},
+		{"stuck", []RunRef{{Verdict: stuck}, {Verdict: safe}}, false, StateStuck},
+		{"unsafe beats stuck", []RunRef{{Verdict: stuck}, {Verdict: unsafe}}, false, StateUnsafe},
+		{"nothing granted", []RunRef{{Verdict: unknown}, {Verdict: unknown}}, false, StateUnknown},
+		{"a harness failure", []RunRef{{Verdict: unsafe}, {Verdict: StateError, Error: "boom"}}, false, StateError},
+		{"fencing: the lock overlapped, the resource held", []RunRef{{Verdict: unsafe, ResourceSafe: true, Violations: 3}}, true, StateNotFound},
+		{"fencing: the resource was damaged", []RunRef{{Verdict: unsafe, ResourceSafe: true}, {Verdict: unsafe}}, true, StateUnsafe},
+	}
+	for _, c := range cases {
+		if got := judge(c.runs, c.onResource); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package review
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/runfile"
+)
+
+// Review is a finished review: review.json, and what review.html shows.
+type Review struct {
+	System      string        `json:"system"`
+	Lock        string        `json:"lock"`
+	Client      []string      `json:"client,omitempty"`
+	TTL         time.Duration `json:"ttl_ns"`
+	Workload    string        `json:"workload"`
+	Persistence string        `json:"persistence"`
+	Seeds       int           `json:"seeds"`
+	Budget      time.Duration `json:"budget_ns"`
+	Started     time.Time     `json:"started"`
+	Ended       time.Time     `json:"ended"`
+	Interrupted bool          `json:"interrupted,omitempty"`
+	// Columns are the mitigations of the table, in the order first tried.
+	Columns []Column `json:"columns"`
+	Rows    []Row    `json:"rows"`
+	// Verdict is the review's answer in one paragraph.
+	Verdict string `json:"verdict"`
+	// Caveat says what an absence of violations does and does not prove.
+	Caveat string `json:"caveat"`
+}
+
+// Column is a mitigation of the table.
+type Column struct {
+	Name       string `json:"name"`
+	Title      string `json:"title"`
+	OnResource bool   `json:"on_resource,omitempty"`
+}
+
+// Row is one threat: as deployed, then with each mitigation tried.
+type Row struct {
+	Threat     string `json:"threat"`
+	Title      string `json:"title"`
+	Configured Cell   `json:"configured"`
+	Tried      []Cell `json:"tried,omitempty"`
+	// Measured sizes the mitigations; Timings say in words what the
+	// threat's runs measured (a failover's length, a crashed node's
+	// downtime, the pause that broke the lock).
+	Measured Measured `json:"measured"`
+	Timings  []string `json:"timings,omitempty"`
+}
+
+func newReview(p *Plan) *Review {
+	o := p.Options
+	base := p.base(1)
+	r := &Review{System: o.System, Lock: o.Lock, Client: o.Client, TTL: base.TTL, Workload: base.Workload,
+		Persistence: base.Persistence, Seeds: p.Seeds, Budget: o.Budget, Started: time.Now()}
+	for _, t := range p.Threats {
+		r.Rows = append(r.Rows, Row{Threat: t.Name, Title: t.Title})
+		for _, m := range p.Tries[t.Name] {
+			if !slices.ContainsFunc(r.Columns, func(c Column) bool { return c.Name == m.Name }) {
+				r.Columns = append(r.Columns, Column{Name: m.Name, Title: m.Title, OnResource: m.OnResource})
+			}
+		}
+	}
+	return r
+}
+
+// Cell is the row's cell under a column; ok is false for a mitigation the
+// threat does not try.
+func (row Row) Cell(column string) (Cell, bool) {
+	i := slices.IndexFunc(row.Tried, func(c Cell) bool { return c.Mitigation == column })
+	if i < 0 {
+		return Cell{}, false
+	}
+	return row.Tried[i], true
+}
+
+// measure reads what the threat's runs measured from their files.
+func (row *Row) measure() {
+	var failovers, downtimes, pauses []time.Duration
+	for _, run := range row.Configured.Runs {
+		if info := readRunInfo(run.Dir); info != nil {
+			for _, f := range info.Failovers {
+				if f.Duration > 0 {
+					failovers = append(failovers, time.Duration(f.Duration))
+				}
+			}
+		}
+		faults := faultsOf(run.Dir)
+		for _, f := range faults {
+			if f.Name == "kill" && f.End != checker.Never && f.End > f.Start {
+				downtimes = append(downtimes, time.Duration(f.End-f.Start))
+			}
+		}
+		if d := breakingPause(run.Dir, faults); d > 0 {
+			pauses = append(pauses, d)
+		}
+	}
+	ttl := row.Configured.TTL
+	if len(failovers) > 0 {
+		row.Measured.Failover = slices.Max(failovers)
+		row.Timings = append(row.Timings, "Sentinel failover, from the fault to the new primary: "+span(failovers)+against(failovers, ttl))
+	}
+	if len(downtimes) > 0 {
+		row.Timings = append(row.Timings, "a crashed node was down for "+span(downtimes)+against(downtimes, ttl))
+	}
+	if len(pauses) > 0 {
+		row.Timings = append(row.Timings, "the client pause behind each first violation lasted "+span(pauses)+against(pauses, ttl))
+	}
+}
+
+// against compares measured times with the TTL.
+func against(ds []time.Duration, ttl time.Duration) string {
+	if ttl <= 0 {
+		return ""
+	}
+	lo, hi := slices.Min(ds), slices.Max(ds)
+	switch {
+	case lo > ttl:
+		return ", longer than the TTL of " + fmtD(ttl)
+	case hi < ttl:
+		return ", shorter than the TTL of " + fmtD(ttl)
+	}
+	return ", around the TTL of " + fmtD(ttl)
+}
+
+// span is "1.2s" or "1.2s to 2.5s in 3 runs".
+func span(ds []time.Duration) string {
+	lo, hi := slices.Min(ds), slices.Max(ds)
+	if len(ds) == 1 || hi-lo < time.Millisecond {
+		return fmtD(hi)
+	}
+	return fmt.Sprintf("%s to %s (%d times)", fmtD(lo), fmtD(hi), len(ds))
+}
+
+func fmtD(d time.Duration) string {
+	if d >= time.Second {
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// faultsOf reads a run's faults from its history; nil when it has none.
+func faultsOf(dir string) []checker.Fault {
+	if dir == "" {
+		return nil
+	}
+	read, err := history.ReadFile(filepath.Join(dir, runfile.HistoryFile))
+	if err != nil {
+		return nil
+	}
+	return checker.Faults(read.Ops)
+}
+
+// breakingPause is the length of the client pause behind a run's first
+// violation: the one active in the witness, or the last pause of the stale
+// writer that ended before its damaging write.
+func breakingPause(dir string, faults []checker.Fault) time.Duration {
+	var res runfile.Results
+	if dir == "" || runfile.ReadJSON(filepath.Join(dir, runfile.ResultsFile), &res) != nil || res.Results == nil {
+		return 0
+	}
+	if ex := res.Exclusion; ex != nil && len(ex.Violations) > 0 {
+		for _, f := range ex.Violations[0].Faults {
+			if f.Name == "client-pause" && f.End != checker.Never {
+				return time.Duration(f.End - f.Start)
+			}
+		}
+	}
+	if rs := res.Resource; rs != nil && len(rs.Interleaved) > 0 {
+		w := rs.Interleaved[0]
+		var best *checker.Fault
+		for i, f := range faults {
+			if f.Name != "client-pause" || f.End == checker.Never {
+				continue
+			}
+			for _, wr := range []checker.Write{w.First, w.Second} {
+				if slices.Contains(f.Clients, wr.Process) && f.End <= wr.Invoke && (best == nil || f.End > best.End) {
+					best = &faults[i]
+				}
+			}
+		}
+		if best != nil {
+			return time.Duration(best.End - best.Start)
+		}
+	}
+	return 0
+}
+
+// finish writes the verdict paragraph once every cell has run.
+func (r *Review) finish(interrupted bool) {
+	r.Ended, r.Interrupted = time.Now(), interrupted
+	var notFound, unsafe, stuck, other []string
+	var closers []string
+	for _, row := range r.Rows {
+		name := short(row.Threat)
+		switch row.Configured.State {
+		case StateNotFound:
+			notFound = append(notFound, name)
+		case StateUnsafe:
+			unsafe = append(unsafe, name)
+			closers = append(closers, r.closes(row))
+		case StateStuck:
+			stuck = append(stuck, name)
+			closers = append(closers, r.closes(row))
+		default:
+			other = append(other, fmt.Sprintf("%s (%s)", name, row.Configured.State))
+		}
+	}
+	var parts []string
+	if len(unsafe) > 0 {
+		parts = append(parts, "Unsafe against "+andList(unsafe)+".")
+	}
+	if len(stuck) > 0 {
+		parts = append(parts, "Stuck (no client could acquire) under "+andList(stuck)+".")
+	}
+	if len(notFound) > 0 {
+		parts = append(parts, fmt.Sprintf("No violation found against %s in %s.", andList(notFound), r.effort()))
+	}
+	parts = append(parts, closers...)
+	if len(other) > 0 {
+		parts = append(parts, "Not decided: "+strings.Join(other, ", ")+".")
+	}
+	r.Verdict = strings.Join(parts, " ")
+	r.Caveat = fmt.Sprintf("“Not found” means no violation in %s: the threat did not break the lock in these runs, which is evidence, not proof, of safety; a longer time limit or more seeds (--time-limit, --seeds) gives more. “Unsafe” is proof: the linked report holds the history and the witness.", r.effort())
+}
+
+// effort is "2 seeds × 3s".
+func (r *Review) effort() string {
+	limit := time.Duration(0)
+	for _, row := range r.Rows {
+		limit = max(limit, row.Configured.TimeLimit)
+	}
+	return fmt.Sprintf("%d %s × %s each", r.Seeds, plural(r.Seeds, "seed", "seeds"), fmtD(limit))
+}
+
+// closes says which mitigations closed a threat, and which were tried in
+// vain.
+func (r *Review) closes(row Row) string {
+	var closed, failed []string
+	for _, c := range row.Tried {
+		title := r.title(c.Mitigation)
+		switch {
+		case c.State == StateNotFound && r.onResource(c.Mitigation):
+			closed = append(closed, title+" (on the resource)")
+		case c.State == StateNotFound:
+			closed = append(closed, title)
+		case found(c.State):
+			failed = append(failed, title)
+		}
+	}
+	name := capitalize(short(row.Threat))
+	tried := ""
+	if len(failed) > 0 {
+		tried = "; " + andList(failed) + " did not"
+	}
+	if len(closed) == 0 {
+		if len(failed) == 0 {
+			return name + ": no mitigation could be tried here."
+		}
+		return name + ": nothing tried closes it" + "; tried " + andList(failed) + "."
+	}
+	return fmt.Sprintf("%s is closed by %s%s.", name, andList(closed), tried)
+}
+
+func (r *Review) title(mitigation string) string {
+	for _, c := range r.Columns {
+		if c.Name == mitigation {
+			return c.Title
+		}
+	}
+	return mitigation
+}
+
+func (r *Review) onResource(mitigation string) bool {
+	for _, c := range r.Columns {
+		if c.Name == mitigation {
+			return c.OnResource
+		}
+	}
+	return false
+}
+
+func short(threat string) string { return strings.ReplaceAll(threat, "-", " ") }
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func andList(items []string) string {
+	switch len(items) {
+	case 0:
+		return ""
+	case 1:
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
