@@ -134,7 +134,7 @@ func ttlBelowFailover(c *harness.Config, _ Threat, m Measured) (string, error) {
 	if m.Failover <= 0 {
 		return "", notApplicable("no failover was measured")
 	}
-	c.TTL = max((m.Failover/2).Round(100*time.Millisecond), 200*time.Millisecond)
+	c.TTL = max((m.Failover / 2).Round(100*time.Millisecond), 200*time.Millisecond)
 	c.Hold = harness.DefaultConfig().Hold
 	return fmt.Sprintf("TTL %s, half the measured failover of %s: every lease ends before a replica can be promoted, and holders must renew that often", c.TTL, m.Failover.Round(10*time.Millisecond)), nil
 }

@@ -99,4 +99,3 @@ func Open(t *testing.T, bctx context.Context, url string) (context.Context, *Pag
 	}
 	return ctx, pe
 }
-
