@@ -108,7 +108,7 @@ func fencing(c *harness.Config, _ Threat, _ Measured) (string, error) {
 	case workloads.Renew:
 		c.Workload = workloads.RenewCounter
 	}
-	return fmt.Sprintf("the %s lock (a fence from INCR with every grant), the resource refusing stale fences", locks.Fenced), nil
+	return fmt.Sprintf("the %s lock; the resource refuses stale fences", locks.Fenced), nil
 }
 
 func fsyncAlways(c *harness.Config, _ Threat, _ Measured) (string, error) {

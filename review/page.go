@@ -207,6 +207,7 @@ ran {{.R.Started.Format "2006-01-02 15:04 MST"}} for {{.Elapsed}} (budget {{.R.B
 {{end}}</tr>
 {{end}}</tbody></table>
 <p class="caveat">Each cell links to the report of its deciding run: the first unsafe seed, else the first seed. A resource cell judges the protected resource, not the lock: with fencing the lock may still let two clients believe they hold it, while the resource refuses the stale one's writes.</p>
+{{if .R.NotTried}}<p class="caveat">Not tried on this system: {{range $k, $v := .R.NotTried}}<br>{{$k}}: {{$v}}{{end}}</p>{{end}}
 <h2>Timing, measured</h2>
 <ul>
 <li>The TTL as deployed: {{.TTL}}.</li>

@@ -69,8 +69,10 @@ const (
 type Plan struct {
 	Options Options
 	Threats []Threat
-	// Tries are the mitigations each threat may try, by threat name.
-	Tries map[string][]Mitigation
+	// Tries are the mitigations each threat may try, by threat name;
+	// NotTried says why the others it lists cannot be tried here.
+	Tries    map[string][]Mitigation
+	NotTried map[string]string
 	Seeds int
 	// Estimate is the time the whole plan takes if every threat is found
 	// unsafe and every mitigation runs.
@@ -117,6 +119,7 @@ func NewPlan(o Options) (*Plan, error) {
 	if _, err := p.threatConfig(threats[0], 1); err != nil {
 		return nil, err
 	}
+	p.dropNotApplicable()
 	perSeed, cells := p.estimate()
 	seeds := o.Seeds
 	if seeds == 0 {
@@ -127,6 +130,27 @@ func NewPlan(o Options) (*Plan, error) {
 		return nil, &BudgetError{Budget: o.Budget, Needs: p.Estimate, Seeds: seeds, WouldSkip: skipped(cells, seeds, o.Budget)}
 	}
 	return p, nil
+}
+
+// dropNotApplicable keeps out of the plan the mitigations that cannot be
+// tried on this system (Redlock instead of a Sentinel system, fencing a
+// client), and records why, so that the page says so once instead of in a
+// column of "n/a". A mitigation sized by a measurement is judged with a
+// failover of FailoverTTL; if none is measured, its cell says so.
+func (p *Plan) dropNotApplicable() {
+	p.NotTried = map[string]string{}
+	for _, t := range p.Threats {
+		var keep []Mitigation
+		for _, m := range p.Tries[t.Name] {
+			var na *NotApplicable
+			if _, _, err := p.mitigationConfig(t, m, 1, Measured{Failover: FailoverTTL}); errors.As(err, &na) {
+				p.NotTried[m.Name+" against "+short(t.Name)] = na.Why
+				continue
+			}
+			keep = append(keep, m)
+		}
+		p.Tries[t.Name] = keep
+	}
 }
 
 // plannedCell is a cell and the time one seed of it takes.

@@ -32,6 +32,9 @@ type Review struct {
 	Verdict string `json:"verdict"`
 	// Caveat says what an absence of violations does and does not prove.
 	Caveat string `json:"caveat"`
+	// NotTried are the mitigations a threat lists that cannot be tried
+	// on this system, and why ("redlock against server crash": ...).
+	NotTried map[string]string `json:"not_tried,omitempty"`
 }
 
 // Column is a mitigation of the table.
@@ -58,7 +61,7 @@ func newReview(p *Plan) *Review {
 	o := p.Options
 	base := p.base(1)
 	r := &Review{System: o.System, Lock: o.Lock, Client: o.Client, TTL: base.TTL, Workload: base.Workload,
-		Persistence: base.Persistence, Seeds: p.Seeds, Budget: o.Budget, Started: time.Now()}
+		Persistence: base.Persistence, Seeds: p.Seeds, Budget: o.Budget, Started: time.Now(), NotTried: p.NotTried}
 	for _, t := range p.Threats {
 		r.Rows = append(r.Rows, Row{Threat: t.Name, Title: t.Title})
 		for _, m := range p.Tries[t.Name] {
@@ -195,6 +198,13 @@ func breakingPause(dir string, faults []checker.Fault) time.Duration {
 // finish writes the verdict paragraph once every cell has run.
 func (r *Review) finish(interrupted bool) {
 	r.Ended, r.Interrupted = time.Now(), interrupted
+	r.Compose()
+}
+
+// Compose writes the verdict paragraph and the caveat from the cells: a
+// stored review drawn again (lockjepsen review --render) gets the words of
+// the version that draws it.
+func (r *Review) Compose() {
 	var notFound, unsafe, stuck, other []string
 	var closers []string
 	for _, row := range r.Rows {
@@ -254,18 +264,20 @@ func (r *Review) closes(row Row) string {
 			failed = append(failed, title)
 		}
 	}
+	// "Not found again", not "closed": a mitigation's cell is as much
+	// evidence as the threat's, no more.
 	name := capitalize(short(row.Threat))
-	tried := ""
+	still := ""
 	if len(failed) > 0 {
-		tried = "; " + andList(failed) + " did not"
+		still = "; still unsafe with " + andList(failed)
 	}
 	if len(closed) == 0 {
 		if len(failed) == 0 {
 			return name + ": no mitigation could be tried here."
 		}
-		return name + ": nothing tried closes it" + "; tried " + andList(failed) + "."
+		return name + ": nothing tried closes it" + still + "."
 	}
-	return fmt.Sprintf("%s is closed by %s%s.", name, andList(closed), tried)
+	return fmt.Sprintf("%s: not found again with %s%s.", name, andList(closed), still)
 }
 
 func (r *Review) title(mitigation string) string {

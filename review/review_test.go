@@ -75,8 +75,8 @@ func readPage(t *testing.T, path string) {
 	}
 	for _, want := range []string{
 		"Unsafe against client pause and server restart",
-		"Client pause is closed by fencing tokens checked at the resource (on the resource)",
-		"Server restart is closed by appendfsync always and a crashed node restarted only after a TTL",
+		"Client pause: not found again with fencing tokens checked at the resource (on the resource)",
+		"Server restart: not found again with appendfsync always and a crashed node restarted only after a TTL",
 	} {
 		if !strings.Contains(verdict, want) {
 			t.Errorf("the verdict lacks %q:\n%s", want, verdict)

@@ -26,9 +26,9 @@ func TestVerdictWording(t *testing.T) {
 	for _, want := range []string{
 		"Unsafe against client pause, failover and split brain.",
 		"No violation found against client crash in 2 seeds × 3s each.",
-		"Client pause is closed by fencing tokens (on the resource).",
-		"Failover is closed by the etcd baseline; WAIT did not.",
-		"Split brain: nothing tried closes it; tried WAIT.",
+		"Client pause: not found again with fencing tokens (on the resource).",
+		"Failover: not found again with the etcd baseline; still unsafe with WAIT.",
+		"Split brain: nothing tried closes it; still unsafe with WAIT.",
 		"Not decided: partition (skipped).",
 	} {
 		if !strings.Contains(r.Verdict, want) {

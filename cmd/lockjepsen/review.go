@@ -24,6 +24,7 @@ type reviewFlags struct {
 	threats, mitigations string
 	client               clientFlags
 	quiet                bool
+	render               string
 }
 
 func newReviewCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -55,6 +56,9 @@ harness failed in some cell.`,
   lockjepsen review --lock token --threats client-pause,server-restart --seeds 1 --budget 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.render != "" {
+				return rerender(rf.render, stdout, stderr)
+			}
 			plan, err := rf.plan(stderr)
 			if err != nil {
 				return usageErr(stderr, err)
@@ -90,6 +94,7 @@ func (rf *reviewFlags) flags(cmd *cobra.Command) {
 	f.StringVar(&rf.o.Store, "store", "store", "directory where runs are stored")
 	f.StringVar(&rf.o.Out, "out", "", "directory for review.html and review.json (default STORE/review/TIMESTAMP)")
 	f.BoolVarP(&rf.quiet, "quiet", "q", false, "print only the verdict paragraph and the page's path")
+	f.StringVar(&rf.render, "render", "", "draw review.html again from a stored review's review.json in this directory, running nothing")
 	rf.client.flags(f)
 }
 
@@ -154,4 +159,17 @@ func nonEmpty(list string) []string {
 		return nil
 	}
 	return splitList(list)
+}
+
+// rerender draws a stored review's page again from its review.json.
+func rerender(dir string, stdout, stderr io.Writer) error {
+	r, err := review.Read(dir)
+	if err != nil {
+		return usageErr(stderr, fmt.Errorf("--render %s: not a review directory: %v", dir, err))
+	}
+	r.Compose()
+	if err := r.Write(dir); err != nil {
+		return failure(stderr, err)
+	}
+	return printReview(stdout, r, dir)
 }
