@@ -107,7 +107,7 @@ func (row *Row) measure() {
 	ttl := row.Configured.TTL
 	if len(failovers) > 0 {
 		row.Measured.Failover = slices.Max(failovers)
-		row.Timings = append(row.Timings, "Sentinel failover, from the fault to the new primary: "+span(failovers)+against(failovers, ttl))
+		row.Timings = append(row.Timings, "Sentinel failover, from the last fault before it to the new primary: "+span(failovers)+against(failovers, ttl))
 	}
 	if len(downtimes) > 0 {
 		row.Timings = append(row.Timings, "a crashed node was down for "+span(downtimes)+against(downtimes, ttl))
