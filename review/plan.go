@@ -73,7 +73,7 @@ type Plan struct {
 	// NotTried says why the others it lists cannot be tried here.
 	Tries    map[string][]Mitigation
 	NotTried map[string]string
-	Seeds int
+	Seeds    int
 	// Estimate is the time the whole plan takes if every threat is found
 	// unsafe and every mitigation runs.
 	Estimate time.Duration
