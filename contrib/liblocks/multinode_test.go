@@ -98,9 +98,16 @@ func testNodes(t *testing.T, name string) int {
 	return 5
 }
 
+// testNodeTimeout bounds a node's answer in these tests: long enough that
+// a machine whose two cores are taken (the race detector, a parallel
+// build, other tests' servers) answers in time, since a test that is not
+// about timeouts must not see one; short enough that a paused node costs
+// a row of TestQuorum half a second.
+const testNodeTimeout = 500 * time.Millisecond
+
 func build(t *testing.T, name string, conns []locks.Conn, prefix string) locks.Locker {
 	t.Helper()
-	l, err := locks.New(name, conns, locks.Options{TokenPrefix: prefix, NodeTimeout: 50 * time.Millisecond})
+	l, err := locks.New(name, conns, locks.Options{TokenPrefix: prefix, NodeTimeout: testNodeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

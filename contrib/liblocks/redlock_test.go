@@ -21,7 +21,9 @@ import (
 // (a read-only node) and silence (a paused node).
 func TestQuorum(t *testing.T) {
 	t.Parallel()
-	const ttl = 3 * time.Second
+	// Long enough that the bound on a failed acquisition below (TTL/4)
+	// is several node timeouts.
+	const ttl = 10 * time.Second
 	type outcome int
 	const (
 		granted outcome = iota
@@ -87,7 +89,7 @@ func TestQuorum(t *testing.T) {
 					}
 					// redsync's Unlock waits for every node: a paused one
 					// costs the whole context.
-					rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+					rctx, cancel := context.WithTimeout(ctx, 4*testNodeTimeout)
 					if err := lease.Release(rctx); err != nil {
 						t.Errorf("%s: release: %v", tc.name, err)
 					}
@@ -154,7 +156,7 @@ func (c *stepClock) Now() time.Time {
 func newRedlock(t *testing.T, c *nodeSet, opts locks.RedlockOptions) *locks.Redlock {
 	t.Helper()
 	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = 50 * time.Millisecond
+		opts.NodeTimeout = testNodeTimeout
 	}
 	l, err := locks.NewRedlock(c.conns, opts)
 	if err != nil {
