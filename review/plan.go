@@ -306,6 +306,11 @@ func (p *Plan) mitigationConfig(t Threat, m Mitigation, seed int64, measured Mea
 	if err != nil {
 		return c, "", err
 	}
+	if m.OnResource {
+		// Judged by the resource: the lock may overlap long before a
+		// stale write reaches the resource, so the run goes its full time.
+		c.StopOnFirstViolation, c.StopGrace = false, 0
+	}
 	if c, err = p.finish(c, t.Name+"-"+m.Name); err != nil {
 		var na *NotApplicable
 		if !errors.As(err, &na) {
