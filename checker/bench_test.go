@@ -14,12 +14,30 @@ import (
 // (0: never) the contender's acquire succeeds too and both write the same
 // value: a mutual-exclusion violation and a lost update.
 func genHistory(nOps, violateEvery int) []history.Op {
-	const clients, keys = 16, 4
 	ops := make([]history.Op, 0, 2*nOps+16)
+	genEvents(nOps, violateEvery, func(op history.Op) { ops = append(ops, op) })
+	return ops
+}
+
+// genEvents is genHistory handing each event to emit as it is made, so
+// that a test can feed a history of any length without holding it.
+func genEvents(nOps, violateEvery int, emit func(history.Op)) {
+	const clients, keys = 16, 4
 	counter := make([]int64, keys)
 	var round []history.Op
 	add := func(t int64, p int, typ history.Type, f, key string, v *history.Value) {
 		round = append(round, history.Op{Time: t, Process: p, Type: typ, F: f, Key: key, Value: v})
+	}
+	index, last := int64(0), int64(0)
+	flush := func() {
+		sort.SliceStable(round, func(i, j int) bool { return round[i].Time < round[j].Time })
+		for _, op := range round {
+			op.Index = index
+			index++
+			last = op.Time
+			emit(op)
+		}
+		round = round[:0]
 	}
 	n := 0
 	for r := 0; n < nOps; r++ {
@@ -30,7 +48,6 @@ func genHistory(nOps, violateEvery int) []history.Op {
 		tok, dtok := fmt.Sprintf("c%d-%d", c, r), fmt.Sprintf("c%d-%d", d, r)
 		fence, dfence := history.I64(int64(2*r)), history.I64(int64(2*r+1))
 		violate := violateEvery > 0 && r%violateEvery == violateEvery-1
-		round = round[:0]
 		add(T, c, history.Invoke, history.Acquire, key, &history.Value{TTL: 1e6})
 		add(T+100, d, history.Invoke, history.Acquire, key, &history.Value{TTL: 1e6})
 		add(T+1000, c, history.OK, history.Acquire, key, &history.Value{Token: tok, Fence: fence, ValidUntil: history.I64(T + 5000)})
@@ -61,20 +78,16 @@ func genHistory(nOps, violateEvery int) []history.Op {
 			add(T+9000, history.NemesisProcess, history.Info, "partition", "", &history.Value{Phase: "stop"})
 		}
 		n += 6
-		sort.SliceStable(round, func(i, j int) bool { return round[i].Time < round[j].Time })
-		ops = append(ops, round...)
+		flush()
 	}
 	// A final read per key, after every write.
-	T := ops[len(ops)-1].Time + 1000
+	T := last + 1000
 	for k := 0; k < keys; k++ {
 		key := fmt.Sprintf("lock-%d", k)
-		ops = append(ops, history.Op{Time: T, Process: k, Type: history.Invoke, F: history.Read, Key: key},
-			history.Op{Time: T + 100, Process: k, Type: history.OK, F: history.Read, Key: key, Value: &history.Value{N: history.I64(counter[k])}})
+		add(T, k, history.Invoke, history.Read, key, nil)
+		add(T+100, k, history.OK, history.Read, key, &history.Value{N: history.I64(counter[k])})
 	}
-	for i := range ops {
-		ops[i].Index = int64(i)
-	}
-	return ops
+	flush()
 }
 
 func TestGeneratedHistories(t *testing.T) {

@@ -176,46 +176,17 @@ func Check(ops []history.Op, opts Options) *Results {
 
 // CheckContext is Check that gives up when ctx is done (Ctrl-C during a
 // long check), returning ctx's error and no results. Porcupine cannot be
-// stopped mid-segment, so giving up can take one segment's timeout.
+// stopped mid-segment, so giving up can take one segment's timeout. It is
+// a Stream fed the slice.
 func CheckContext(ctx context.Context, ops []history.Op, opts Options) (*Results, error) {
-	opts = opts.withDefaults()
-	opts.ctx = ctx
-	a := scan(ops)
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	s := NewStreamContext(ctx, opts)
+	for i := range ops {
+		if i%tickEvents == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.Add(ops[i])
 	}
-	r := &Results{Exclusion: a.exclusion(opts.TTL)}
-	if r.Linearizability = a.linearizability(opts); ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
-	r.Lease = a.leaseModel(opts)
-	r.First = firsts(r.Exclusion, r.Lease)
-	r.Violations = r.Exclusion.Count
-	r.Incidents = r.Exclusion.Incidents
-	r.Ops = r.Stats.Ops
-	lin := r.Linearizability.Valid
-	switch {
-	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid:
-		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
-	case r.Liveness.Stuck:
-		r.Verdict, r.Valid = VerdictStuck, ValidFalse
-	case r.Exclusion.untested():
-		// A run where no lock was granted (a dead server, a broken lock)
-		// found no violation only because it tested nothing.
-		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
-	case lin == ValidUnknown:
-		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
-	default:
-		r.Verdict, r.Valid = VerdictSafe, ValidTrue
-	}
-	switch {
-	case r.Exclusion.Count > 0 && lin == ValidTrue:
-		r.Disagreement = fmt.Sprintf("harness bug: the exclusion checker found %d violations but porcupine found every segment linearizable", r.Exclusion.Count)
-	case r.Exclusion.Count == 0 && lin == ValidFalse:
-		r.Disagreement = fmt.Sprintf("harness bug: porcupine found %d illegal segments but the exclusion checker found no overlapping holds", r.Linearizability.SegmentsIllegal)
-	}
-	return r, nil
+	return s.Finish(ctx)
 }
 
 // LockVersusResource tells apart the two questions a design review asks,

@@ -173,14 +173,24 @@ func (a *analysis) releaseExtendByKey() map[string][]call {
 // granted: invoked before the second grant, and completed (or still in
 // flight) after the first holder's acquire was invoked. A release invoked
 // earlier still counts, since a GET-then-DEL can read its own token before
-// the key expires and delete the next holder's key afterwards.
+// the key expires and delete the next holder's key afterwards. One whose
+// outcome is unknown counts whenever it was invoked, the first holder's
+// own included: the client gave up on it, but its DEL can still reach the
+// server after the holder's next grant (a loaded CI run showed a plain-DEL
+// release that timed out deleting its own process's next key).
 func (a *analysis) between(first, second *Hold, calls []call) []Event {
 	hi := sort.Search(len(calls), func(i int) bool { return a.ops[calls[i].inv].Time > second.Start })
 	var out []Event
+	perProcess := map[int]int{}
 	for i := hi - 1; i >= 0 && len(out) < maxBetween; i-- {
 		c := calls[i]
 		inv := &a.ops[c.inv]
-		if inv.Process == first.Process || a.endOf(c) < first.Invoke {
+		// A process's latest maxBetween+1 calls, as the stream keeps.
+		if perProcess[inv.Process]++; perProcess[inv.Process] > maxBetween+1 {
+			continue
+		}
+		unknown := c.comp >= 0 && a.ops[c.comp].Type == history.Info
+		if !unknown && (inv.Process == first.Process || a.endOf(c) < first.Invoke) {
 			continue
 		}
 		e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true}

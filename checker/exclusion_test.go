@@ -315,17 +315,30 @@ func TestWitnessCauses(t *testing.T) {
 		{"an over-claimed extension",
 			new(hb).acquire(1, "k", 0, 10, ok, "a", 990).extend(1, "k", 500, 700, ok, "a", 1690).acquire(3, "k", 1550, 1560, ok, "c", 2500),
 			[]string{"over-claimed its validity by 190ms"}, nil},
+		{"the first holder's own release that timed out before its grant",
+			new(hb).release(1, "k", 0, 250, info, "old").acquire(1, "k", 260, 270, ok, "a", 1250).acquire(3, "k", 400, 410, ok, "c", 1390),
+			[]string{"Likely cause: process 1's release (token old) ended with an unknown outcome at 0.250s"}, nil},
+		{"another's release that timed out before the first holder's acquire",
+			new(hb).release(2, "k", 0, 250, info, "old").acquire(1, "k", 260, 270, ok, "a", 1250).acquire(3, "k", 400, 410, ok, "c", 1390),
+			[]string{"Likely cause: process 2's release (token old)"}, nil},
+		{"the first holder's own completed release changed nothing after",
+			new(hb).release(1, "k", 0, 250, ok, "old").acquire(1, "k", 260, 270, ok, "a", 1250).acquire(3, "k", 400, 410, ok, "c", 1390),
+			[]string{"No cause was recorded"}, []string{"process 1's release"}},
 		{"the release comes before the faults",
 			new(hb).fault(100, "partition", "start", "n1").acquire(1, "k", 0, 10, ok, "a", 990).release(2, "k", 300, 310, ok, "b").acquire(3, "k", 400, 410, ok, "c", 1390),
 			[]string{"Likely cause: process 2's release"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := ExclusionWith(c.b.build(t), Options{TTL: time.Second})
+			ops := c.b.build(t)
+			r := ExclusionWith(ops, Options{TTL: time.Second})
 			if len(r.Violations) == 0 {
 				t.Fatal("no violation")
 			}
 			story := r.Violations[0].Story
+			if s := Check(ops, Options{TTL: time.Second}).Exclusion.Violations[0].Story; s != story {
+				t.Errorf("the streaming checker tells another story:\n%s\nthe in-memory one:\n%s", s, story)
+			}
 			for _, want := range c.has {
 				if !strings.Contains(story, want) {
 					t.Errorf("story lacks %q:\n%s", want, story)

@@ -99,6 +99,7 @@ func (b *hb) build(tb testing.TB) []history.Op {
 	if err != nil {
 		tb.Fatalf("invalid test history: %v", err)
 	}
+	keepBuilt(res.Ops)
 	return res.Ops
 }
 

@@ -241,22 +241,35 @@ func (a *analysis) judgeHonesty(r *LeaseResult, c call, lk leaseKey, e expiry, o
 	}
 	d := Dishonest{Key: lk.key, Process: inv.Process, F: inv.F, Token: lk.token, Index: comp.Index,
 		Invoke: inv.Time, Expiry: e.at, Late: inv.Time - e.at}
+	d.Story = dishonestStory(&d)
+	r.Dishonesty = append(r.Dishonesty, d)
+}
+
+func dishonestStory(d *Dishonest) string {
 	meaning := "a release that does not compare its token (a plain DEL) deleted a key that was not its own, or the lock reported success for a lock it had lost"
-	if inv.F == history.Extend {
+	if d.F == history.Extend {
 		meaning = "an extend that does not compare its token revived or extended a key that was not its own, or the lock reported success for a lock it had lost"
 	}
-	d.Story = fmt.Sprintf("process %d's %s of %s (token %s) was invoked at %s and reported success, but the lease's key had expired on the server by %s at the latest, %s earlier: %s (dishonest %s)",
+	return fmt.Sprintf("process %d's %s of %s (token %s) was invoked at %s and reported success, but the lease's key had expired on the server by %s at the latest, %s earlier: %s (dishonest %s)",
 		d.Process, d.F, d.Key, d.Token, fmtT(d.Invoke), fmtT(d.Expiry), fmtD(d.Late), meaning, d.F)
-	r.Dishonesty = append(r.Dishonesty, d)
 }
 
 // serverMayKeep says why the server may honestly have kept a key past its
 // TTL between from and to, or "" when nothing could have.
 func (a *analysis) serverMayKeep(from, to int64, opts Options) string {
+	faults := make([]*Fault, len(a.faults))
+	for i := range a.faults {
+		faults[i] = &a.faults[i].Fault
+	}
+	return serverMayKeep(faults, from, to, opts)
+}
+
+// serverMayKeep is (*analysis).serverMayKeep over a list of faults.
+func serverMayKeep(faults []*Fault, from, to int64, opts Options) string {
 	if opts.ServerRenewsLeases != "" {
 		return opts.ServerRenewsLeases
 	}
-	for _, f := range a.faults {
+	for _, f := range faults {
 		if f.Start <= to && f.End >= from && opts.isClockFault(f.Name) {
 			return fmt.Sprintf("a %s on %v may have slowed or moved back a node's clock, and a key lives by its node's clock", f.Name, f.Targets)
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -65,6 +66,23 @@ func Linearizability(ops []history.Op, opts Options) *LinearizabilityResult {
 	return scan(ops).linearizability(opts.withDefaults())
 }
 
+// linearizability feeds the analysis's holds to a linEngine: the in-memory
+// path, which the streaming one must agree with.
+func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
+	e := newLinEngine(opts)
+	for i := range a.holds {
+		h := &a.holds[i]
+		if h.Empty() {
+			continue
+		}
+		e.add(h.Key, linOp{call: h.Invoke, ret: h.Start, hold: h})
+		if h.End != Never {
+			e.add(h.Key, linOp{call: h.End, ret: h.End, hold: h, release: true})
+		}
+	}
+	return e.finish()
+}
+
 const (
 	maxIllegalListed = 10
 	maxIllegalFiles  = 3
@@ -79,14 +97,14 @@ const (
 	// cost far more than the checking.
 	smallSegment = 64
 	chunkOps     = 256
-	batchOps     = 8192
+	batchOps     = 4096
 )
 
 // linOp is one operation of the mutex model: a hold's acquire [Invoke,
 // Start] or its release [End, End].
 type linOp struct {
 	call, ret int64
-	hold      int32
+	hold      *Hold
 	release   bool
 }
 
@@ -94,11 +112,28 @@ type linOp struct {
 // operation before it returned before any of it was called, and at that
 // instant the lock's state was known (free, or held by init).
 type segment struct {
-	key  string
-	n    int
-	ops  []linOp
-	init int32 // hold that holds the lock when the segment starts, -1 = free
-	gi   int   // index in time order among all keys' segments
+	key    string
+	keyIdx int // the key's place in the order keys were first held
+	n      int
+	ops    []linOp // in (call, ret) order; only the first maxKeptOps of a huge segment
+	nops   int     // operations, also those not kept
+	init   *Hold   // holds the lock when the segment starts, nil = free
+	start  int64   // the first operation's call
+	end    int64   // the latest return
+	result int8
+	window []*segment // for an illegal one: what visualizeIllegal draws
+}
+
+// before orders segments in time, then by key and number: the order the
+// results list them in.
+func (s *segment) before(o *segment) bool {
+	if s.start != o.start {
+		return s.start < o.start
+	}
+	if s.keyIdx != o.keyIdx {
+		return s.keyIdx < o.keyIdx
+	}
+	return s.n < o.n
 }
 
 // lockInput is the model's input; client is a dense id, as porcupine wants.
@@ -106,7 +141,7 @@ type lockInput struct {
 	release bool
 	init    bool // the synthetic acquire that sets a segment's initial state
 	client  int
-	hold    int32
+	hold    *Hold
 	seg     int32
 }
 
@@ -120,79 +155,330 @@ const (
 )
 
 type linChecker struct {
-	a        *analysis
-	opts     Options
-	clients  map[int]int // process -> dense id
-	procOf   []int
-	model    porcupine.Model
-	batched  porcupine.Model
+	opts    Options
+	clients map[int]int // process -> dense id
+	procOf  []int
+	model   porcupine.Model
+	batched porcupine.Model
+	// The budget counts the time spent checking, not the time a streaming
+	// check waits for the history to be read: deadline is set when a piece
+	// of work starts, from what spent left.
+	spent    time.Duration
 	deadline time.Time
 }
 
-func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
-	began := time.Now()
-	r := &LinearizabilityResult{Valid: ValidTrue}
-	lc := &linChecker{a: a, opts: opts, clients: map[int]int{}, deadline: began.Add(opts.LinearizabilityBudget)}
-	if opts.OutDir != "" {
-		// A re-check must not leave the pictures of an earlier check beside
-		// results that do not list them.
-		removeVisualizations(r, opts.OutDir)
-	}
-	byKey := map[string][]linOp{}
-	var keys []string
-	for i := range a.holds {
-		h := &a.holds[i]
-		if h.Empty() {
-			continue
-		}
-		if _, ok := lc.clients[h.Process]; !ok {
-			lc.clients[h.Process] = len(lc.procOf)
-			lc.procOf = append(lc.procOf, h.Process)
-		}
-		if _, ok := byKey[h.Key]; !ok {
-			keys = append(keys, h.Key)
-		}
-		byKey[h.Key] = append(byKey[h.Key], linOp{call: h.Invoke, ret: h.Start, hold: int32(i)})
-		if h.End != Never {
-			byKey[h.Key] = append(byKey[h.Key], linOp{call: h.End, ret: h.End, hold: int32(i), release: true})
-		}
-	}
-	lc.buildModels()
-	var segs []*segment
-	perKey := map[string][]*segment{}
-	for _, k := range keys {
-		ops := byKey[k]
-		r.Ops += len(ops)
-		ks := cutSegments(k, ops)
-		perKey[k] = ks
-		segs = append(segs, ks...)
-	}
-	slices.SortStableFunc(segs, func(x, y *segment) int { return cmp.Compare(x.ops[0].call, y.ops[0].call) })
-	for i, s := range segs {
-		s.gi = i
-	}
-	r.Segments = len(segs)
-	results := lc.checkAll(len(segs), chunks(keys, perKey, opts.MaxSegmentOps))
+// linEngine is the linearizability check fed one key's operations at a
+// time as they become known. Each key's operations are cut into segments
+// at quiet points as soon as no later operation can sort before them, and
+// segments are checked in batches as they close, so its memory is the
+// operations not yet cut plus a batch, not the history.
+type linEngine struct {
+	lc       *linChecker
+	r        *LinearizabilityResult
+	began    time.Time
+	keys     map[string]*linKey
+	order    []*linKey
+	batch    []chunk
+	batchN   int
+	illegal  []*segment // the first maxIllegalListed illegal segments, in order
+	maxKept  int
+	finished bool
+}
 
-	var illegal []*segment
-	for i, s := range segs {
-		switch results[i] {
-		case segLegal:
-			r.SegmentsChecked++
-			r.OpsChecked += len(s.ops)
-		case segIllegal:
-			r.SegmentsChecked++
-			r.SegmentsIllegal++
-			r.OpsChecked += len(s.ops)
-			illegal = append(illegal, s)
-		case segTooLarge:
-			r.TooLarge++
-		case segTimedOut:
-			r.TimedOut++
-		default:
-			r.OverBudget++
+// linKey is one key's operations on their way to segments.
+type linKey struct {
+	key string
+	idx int
+	buf []linOp // not yet cut, in arrival order
+	cut cutter
+	cur chunk
+	// recent are the key's latest segments, enough to draw the window of
+	// an illegal one once its batch is checked.
+	recent    []*segment
+	recentOps int
+	// first are the key's first segments, as many as a legal history's
+	// picture shows; firstFull once one did not fit.
+	first     []*segment
+	firstOps  int
+	firstFull bool
+}
+
+// cutter splits one key's operations, fed in (call, ret) order, at quiet
+// points: instants when every earlier operation has returned and no later
+// one has been called (porcupine's intervals are closed, so strictly), and
+// at most one hold is acquired but not released, which makes the lock's
+// state there certain.
+type cutter struct {
+	seg    *segment
+	maxRet int64
+	open   []*Hold // acquired and not released
+	n      int
+}
+
+func newLinEngine(opts Options) *linEngine {
+	e := &linEngine{r: &LinearizabilityResult{Valid: ValidTrue}, began: time.Now(), keys: map[string]*linKey{},
+		lc: &linChecker{opts: opts, clients: map[int]int{}}}
+	// A huge segment is too large to check anyway; past what a window can
+	// show, its operations are counted, not kept.
+	e.maxKept = max(opts.MaxSegmentOps, visWindowCap)
+	e.lc.buildModels()
+	return e
+}
+
+// add queues one operation of key.
+func (e *linEngine) add(key string, o linOp) {
+	k := e.keys[key]
+	if k == nil {
+		k = &linKey{key: key, idx: len(e.order)}
+		e.keys[key] = k
+		e.order = append(e.order, k)
+	}
+	if _, ok := e.lc.clients[o.hold.Process]; !ok {
+		e.lc.clients[o.hold.Process] = len(e.lc.procOf)
+		e.lc.procOf = append(e.lc.procOf, o.hold.Process)
+	}
+	k.buf = append(k.buf, o)
+}
+
+// advance cuts key's queued operations that call before w: no operation
+// still to come can sort before them.
+func (e *linEngine) advance(k *linKey, w int64) {
+	if len(k.buf) == 0 {
+		return
+	}
+	slices.SortFunc(k.buf, func(x, y linOp) int {
+		if c := cmp.Compare(x.call, y.call); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ret, y.ret)
+	})
+	i := 0
+	for ; i < len(k.buf) && k.buf[i].call < w; i++ {
+		if s := k.cut.feed(k, k.buf[i], e.maxKept); s != nil {
+			e.closed(k, s)
 		}
 	}
+	k.buf = append(k.buf[:0], k.buf[i:]...)
+}
+
+// feed adds o and returns the segment it closed, if any.
+func (c *cutter) feed(k *linKey, o linOp, maxKept int) *segment {
+	var done *segment
+	if c.seg != nil && c.maxRet < o.call && len(c.open) <= 1 {
+		done = c.seg
+		c.seg = nil
+	}
+	if c.seg == nil {
+		c.seg = &segment{key: k.key, keyIdx: k.idx, n: c.n, start: o.call, end: math.MinInt64}
+		if len(c.open) == 1 {
+			c.seg.init = c.open[0]
+		}
+		c.n++
+	}
+	s := c.seg
+	if s.nops < maxKept {
+		s.ops = append(s.ops, o)
+	} else {
+		s.ops = nil // too large to check or draw: only counted
+	}
+	s.nops++
+	c.maxRet = max(c.maxRet, o.ret)
+	s.end = max(s.end, o.ret)
+	if o.release {
+		if j := slices.Index(c.open, o.hold); j >= 0 {
+			c.open = slices.Delete(c.open, j, j+1)
+		}
+	} else {
+		c.open = append(c.open, o.hold)
+	}
+	return done
+}
+
+// closed takes a finished segment: counted, kept for pictures, and put in
+// a chunk to check.
+func (e *linEngine) closed(k *linKey, s *segment) {
+	e.r.Segments++
+	e.r.Ops += s.nops
+	k.recent = append(k.recent, s)
+	k.recentOps += s.nops
+	// The window is drawn only for an illegal segment, but the segments
+	// before it are dropped long before its batch is checked: take it now
+	// (a few segments in a run that cuts often), and keep only the
+	// segments back to the acquire of the hold open at the next one's
+	// start.
+	s.window = window(s, k.recent)
+	k.trimRecent()
+	if !k.firstFull {
+		if len(k.first) == 0 || k.firstOps+s.nops <= visCap {
+			k.first = append(k.first, s)
+			k.firstOps += s.nops
+		} else {
+			k.firstFull = true
+		}
+	}
+	maxSeg := e.lc.opts.MaxSegmentOps
+	big := s.nops > smallSegment || s.nops > maxSeg
+	if big || k.cur.ops+s.nops > chunkOps {
+		if k.cur.ops > 0 {
+			e.dispatch(k.cur)
+		}
+		k.cur = chunk{}
+	}
+	k.cur.segs = append(k.cur.segs, s)
+	k.cur.ops += s.nops
+	if big {
+		e.dispatch(k.cur)
+		k.cur = chunk{}
+	}
+}
+
+// dispatch checks a chunk, or batches it with others.
+func (e *linEngine) dispatch(c chunk) {
+	switch {
+	case len(c.segs) == 1 && c.ops > e.lc.opts.MaxSegmentOps:
+		e.result(c.segs[0], segTooLarge)
+	case c.ops <= chunkOps:
+		e.batch = append(e.batch, c)
+		e.batchN += c.ops
+		if e.batchN >= batchOps {
+			e.flush()
+		}
+	default:
+		e.lc.session(func() { e.result(c.segs[0], e.lc.checkOne(c.segs[0])) })
+	}
+}
+
+// flush checks the batch: all of it in one porcupine call, and the chunks
+// of a batch that was not legal one by one.
+func (e *linEngine) flush() {
+	batch := e.batch
+	e.batch, e.batchN = nil, 0
+	if len(batch) == 0 {
+		return
+	}
+	e.lc.session(func() {
+		if timeout := e.lc.remaining(); timeout > 0 {
+			var flat []porcupine.Operation
+			for i, c := range batch {
+				flat = e.lc.operations(flat, c.segs, int32(i), nil)
+			}
+			if porcupine.CheckOperationsTimeout(e.lc.batched, flat, timeout) == porcupine.Ok {
+				for _, c := range batch {
+					for _, s := range c.segs {
+						e.result(s, segLegal)
+					}
+				}
+				return
+			}
+		}
+		for _, c := range batch {
+			e.checkChunk(c)
+		}
+	})
+}
+
+// checkChunk settles a chunk that was not legal as part of a batch: as one
+// partition first, then segment by segment to find the culprits.
+func (e *linEngine) checkChunk(c chunk) {
+	if len(c.segs) > 1 {
+		if timeout := e.lc.remaining(); timeout > 0 {
+			ops := e.lc.operations(nil, c.segs, 0, nil)
+			if porcupine.CheckOperationsTimeout(e.lc.model, ops, timeout) == porcupine.Ok {
+				for _, s := range c.segs {
+					e.result(s, segLegal)
+				}
+				return
+			}
+		}
+	}
+	for _, s := range c.segs {
+		e.result(s, e.lc.checkOne(s))
+	}
+}
+
+// trimRecent drops the segments no later window can reach: those before
+// the one with the acquire of the hold open at the current segment's start
+// (any hold open at a later cut was that one or acquired in the current
+// segment or after), and those more than visWindowCap operations back.
+func (k *linKey) trimRecent() {
+	from := len(k.recent)
+	if cur := k.cut.seg; cur != nil && cur.init != nil {
+		from = 0
+		for j := len(k.recent) - 1; j >= 0; j-- {
+			if slices.ContainsFunc(k.recent[j].ops, func(o linOp) bool { return o.hold == cur.init && !o.release }) {
+				from = j
+				break
+			}
+		}
+	}
+	ops := k.recentOps
+	for _, s := range k.recent[:from] {
+		ops -= s.nops
+	}
+	for from < len(k.recent) && ops-k.recent[from].nops >= visWindowCap {
+		ops -= k.recent[from].nops
+		from++
+	}
+	k.recentOps = ops
+	clear(k.recent[:from])
+	k.recent = slices.Delete(k.recent, 0, from)
+}
+
+// result counts one segment's answer and keeps the first illegal ones,
+// with the window their picture needs.
+func (e *linEngine) result(s *segment, res int8) {
+	r := e.r
+	s.result = res
+	if res != segIllegal {
+		s.window = nil
+	}
+	switch res {
+	case segLegal:
+		r.SegmentsChecked++
+		r.OpsChecked += s.nops
+		return
+	case segTooLarge:
+		r.TooLarge++
+		return
+	case segTimedOut:
+		r.TimedOut++
+		return
+	case segOverBudget:
+		r.OverBudget++
+		return
+	}
+	r.SegmentsChecked++
+	r.SegmentsIllegal++
+	r.OpsChecked += s.nops
+	i := sort.Search(len(e.illegal), func(i int) bool { return s.before(e.illegal[i]) })
+	if i >= maxIllegalListed {
+		return
+	}
+	e.illegal = slices.Insert(e.illegal, i, s)
+	if len(e.illegal) > maxIllegalListed {
+		e.illegal = e.illegal[:maxIllegalListed]
+	}
+}
+
+// finish cuts and checks what is left and writes the pictures.
+func (e *linEngine) finish() *LinearizabilityResult {
+	if e.finished {
+		return e.r
+	}
+	e.finished = true
+	r := e.r
+	for _, k := range e.order {
+		e.advance(k, math.MaxInt64)
+		if s := k.cut.seg; s != nil {
+			k.cut.seg = nil
+			e.closed(k, s)
+		}
+		if k.cur.ops > 0 {
+			e.dispatch(k.cur)
+			k.cur = chunk{}
+		}
+	}
+	e.flush()
 	r.SegmentsUnknown = r.TooLarge + r.TimedOut + r.OverBudget
 	switch {
 	case r.SegmentsIllegal > 0:
@@ -200,78 +486,46 @@ func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
 	case r.SegmentsUnknown > 0:
 		r.Valid = ValidUnknown
 	}
-	for i, s := range illegal {
-		if i == maxIllegalListed {
-			break
-		}
-		info := s.info()
-		if i < maxIllegalFiles && opts.OutDir != "" {
-			info.File = lc.visualizeIllegal(r, s, perKey[s.key])
-		}
-		r.Illegal = append(r.Illegal, info)
+	if e.lc.opts.OutDir != "" {
+		// A re-check must not leave the pictures of an earlier check beside
+		// results that do not list them; removed only now, so that a
+		// history that turns out malformed leaves them be.
+		removeVisualizations(r, e.lc.opts.OutDir)
 	}
-	if r.Valid == ValidTrue && len(segs) > 0 && opts.OutDir != "" {
-		// Show the start of the first key's history: consecutive segments
-		// of one key form a valid history together.
-		first := segs[0]
-		ks := perKey[first.key]
-		j, n := first.n, 0
-		for j < len(ks) && (n == 0 || n+len(ks[j].ops) <= visCap) {
-			n += len(ks[j].ops)
-			j++
-		}
-		lc.visualize(r, first.key, first.n, ks[first.n:j], "")
-	}
-	r.Elapsed = int64(time.Since(began))
+	e.lc.session(e.pictures)
+	r.Elapsed = int64(e.lc.spent)
 	return r
 }
 
-// cutSegments splits one key's operations at quiet points: instants when
-// every earlier operation has returned and no later one has been called
-// (porcupine's intervals are closed, so strictly), and at most one hold is
-// acquired but not released, which makes the lock's state there certain.
-func cutSegments(key string, ops []linOp) []*segment {
-	slices.SortFunc(ops, func(x, y linOp) int {
-		if c := cmp.Compare(x.call, y.call); c != 0 {
-			return c
+// pictures lists the first illegal segments, drawing the first few, or
+// draws the start of a legal history.
+func (e *linEngine) pictures() {
+	r, opts := e.r, e.lc.opts
+	for i, s := range e.illegal {
+		info := s.info()
+		if i < maxIllegalFiles && opts.OutDir != "" {
+			info.File = e.lc.visualizeIllegal(r, s)
 		}
-		return cmp.Compare(x.ret, y.ret)
-	})
-	var segs []*segment
-	maxRet := int64(math.MinInt64)
-	open, openSum := 0, int64(0)
-	start, init := 0, int32(-1)
-	for j, o := range ops {
-		if j > start && maxRet < o.call && open <= 1 {
-			segs = append(segs, &segment{key: key, n: len(segs), ops: ops[start:j], init: init})
-			init = -1
-			if open == 1 {
-				// With one hold open, openSum is that hold.
-				init = int32(openSum)
-			}
-			start = j
-		}
-		maxRet = max(maxRet, o.ret)
-		if o.release {
-			open--
-			openSum -= int64(o.hold)
-		} else {
-			open++
-			openSum += int64(o.hold)
+		r.Illegal = append(r.Illegal, info)
+	}
+	if r.Valid != ValidTrue || r.Segments == 0 || opts.OutDir == "" {
+		return
+	}
+	// Show the start of the first key's history: consecutive segments of
+	// one key form a valid history together.
+	var first *linKey
+	for _, k := range e.order {
+		if len(k.first) > 0 && (first == nil || k.first[0].before(first.first[0])) {
+			first = k
 		}
 	}
-	if start < len(ops) {
-		segs = append(segs, &segment{key: key, n: len(segs), ops: ops[start:], init: init})
+	if first != nil {
+		e.lc.visualize(r, first.key, 0, first.first, "")
 	}
-	return segs
 }
 
 func (s *segment) info() SegmentInfo {
-	end := int64(math.MinInt64)
-	for _, o := range s.ops {
-		end = max(end, o.ret)
-	}
-	return SegmentInfo{Key: s.key, N: s.n, Start: s.ops[0].call, End: end, Ops: len(s.ops)}
+	return SegmentInfo{Key: s.key, N: s.n, Start: s.start, End: s.end, Ops: s.nops}
 }
 
 func (lc *linChecker) buildModels() {
@@ -294,7 +548,7 @@ func (lc *linChecker) buildModels() {
 		Step: step,
 		DescribeOperation: func(input, output any) string {
 			in := input.(*lockInput)
-			h := &lc.a.holds[in.hold]
+			h := in.hold
 			switch {
 			case in.init:
 				return fmt.Sprintf("held by p%d (token %s) at segment start", h.Process, h.Token)
@@ -345,20 +599,29 @@ func (lc *linChecker) operations(dst []porcupine.Operation, segs []*segment, seg
 	}
 	// One allocation for all inputs instead of one per operation.
 	ins := make([]lockInput, 0, n)
-	if s := segs[0]; s.init >= 0 {
-		h := &lc.a.holds[s.init]
-		t := s.ops[0].call - 1
-		ins = append(ins, lockInput{init: true, client: lc.clients[h.Process], hold: s.init, seg: seg})
+	if s := segs[0]; s.init != nil {
+		h := s.init
+		t := s.start - 1
+		ins = append(ins, lockInput{init: true, client: lc.clients[h.Process], hold: h, seg: seg})
 		dst = append(dst, porcupine.Operation{ClientId: id(h.Process), Call: t, Return: t, Input: &ins[len(ins)-1]})
 	}
 	for _, s := range segs {
 		for _, o := range s.ops {
-			p := lc.a.holds[o.hold].Process
+			p := o.hold.Process
 			ins = append(ins, lockInput{release: o.release, client: lc.clients[p], hold: o.hold, seg: seg})
 			dst = append(dst, porcupine.Operation{ClientId: id(p), Call: o.call, Return: o.ret, Input: &ins[len(ins)-1]})
 		}
 	}
 	return dst
+}
+
+// session runs a piece of checking work against what is left of the
+// budget, and counts the time it took.
+func (lc *linChecker) session(work func()) {
+	began := time.Now()
+	lc.deadline = began.Add(lc.opts.LinearizabilityBudget - lc.spent)
+	work()
+	lc.spent += time.Since(began)
 }
 
 func (lc *linChecker) remaining() time.Duration {
@@ -395,110 +658,14 @@ type chunk struct {
 	ops  int
 }
 
-// chunks groups each key's small segments into chunks of about chunkOps
-// operations; a segment too big for that is a chunk of its own.
-func chunks(keys []string, perKey map[string][]*segment, maxSeg int) []chunk {
-	var cs []chunk
-	for _, k := range keys {
-		var cur chunk
-		for _, s := range perKey[k] {
-			big := len(s.ops) > smallSegment || len(s.ops) > maxSeg
-			if big || cur.ops+len(s.ops) > chunkOps {
-				if cur.ops > 0 {
-					cs = append(cs, cur)
-				}
-				cur = chunk{}
-			}
-			cur.segs = append(cur.segs, s)
-			cur.ops += len(s.ops)
-			if big {
-				cs = append(cs, cur)
-				cur = chunk{}
-			}
-		}
-		if cur.ops > 0 {
-			cs = append(cs, cur)
-		}
-	}
-	// Time order, so that a budget that runs out leaves the end of the run
-	// unchecked rather than a random part of it.
-	slices.SortStableFunc(cs, func(x, y chunk) int { return cmp.Compare(x.segs[0].ops[0].call, y.segs[0].ops[0].call) })
-	return cs
-}
-
-// checkChunk settles a chunk that was not legal as part of a batch: as one
-// partition first, then segment by segment to find the culprits.
-func (lc *linChecker) checkChunk(c chunk, results []int8) {
-	if len(c.segs) > 1 {
-		if timeout := lc.remaining(); timeout > 0 {
-			ops := lc.operations(nil, c.segs, 0, nil)
-			if porcupine.CheckOperationsTimeout(lc.model, ops, timeout) == porcupine.Ok {
-				for _, s := range c.segs {
-					results[s.gi] = segLegal
-				}
-				return
-			}
-		}
-	}
-	for _, s := range c.segs {
-		results[s.gi] = lc.checkOne(s)
-	}
-}
-
-func (lc *linChecker) checkAll(nsegs int, cs []chunk) []int8 {
-	results := make([]int8, nsegs)
-	var batch []chunk
-	var flat []porcupine.Operation
-	n := 0 // ops in batch
-	flush := func() {
-		defer func() { batch, n = batch[:0], 0 }()
-		if len(batch) == 0 {
-			return
-		}
-		if timeout := lc.remaining(); timeout > 0 {
-			flat = flat[:0]
-			for i, c := range batch {
-				flat = lc.operations(flat, c.segs, int32(i), nil)
-			}
-			if porcupine.CheckOperationsTimeout(lc.batched, flat, timeout) == porcupine.Ok {
-				for _, c := range batch {
-					for _, s := range c.segs {
-						results[s.gi] = segLegal
-					}
-				}
-				return
-			}
-		}
-		for _, c := range batch {
-			lc.checkChunk(c, results)
-		}
-	}
-	for _, c := range cs {
-		switch {
-		case len(c.segs) == 1 && c.ops > lc.opts.MaxSegmentOps:
-			results[c.segs[0].gi] = segTooLarge
-		case c.ops <= chunkOps:
-			batch = append(batch, c)
-			n += c.ops
-			if n >= batchOps {
-				flush()
-			}
-		default:
-			results[c.segs[0].gi] = lc.checkOne(c.segs[0])
-		}
-	}
-	flush()
-	return results
-}
-
 // visualizeIllegal draws an illegal segment. A segment cut while a hold
 // was open shows that holder only as a synthetic initial state, so the
 // picture would show one process acquiring a lock that looks free in it;
 // drawing the key's history from the holder's real acquire shows both sides
 // of the conflict. The verdict is unaffected: this is for the human.
-func (lc *linChecker) visualizeIllegal(r *LinearizabilityResult, s *segment, ks []*segment) string {
-	if w := window(s, ks); w != nil {
-		if name := lc.visualize(r, s.key, s.n, w, porcupine.Illegal); name != "" {
+func (lc *linChecker) visualizeIllegal(r *LinearizabilityResult, s *segment) string {
+	if s.window != nil {
+		if name := lc.visualize(r, s.key, s.n, s.window, porcupine.Illegal); name != "" {
 			return name
 		}
 	}
@@ -509,19 +676,21 @@ func (lc *linChecker) visualizeIllegal(r *LinearizabilityResult, s *segment, ks 
 // real acquire of the hold open at s's start through s; nil when s starts
 // with the lock free or the window would exceed visWindowCap operations.
 // Only one hold is open at a cut, so that hold is the earliest one open.
-func window(s *segment, ks []*segment) []*segment {
-	if s.init < 0 || s.n >= len(ks) || ks[s.n] != s {
+// recent are the key's latest segments, s among them.
+func window(s *segment, recent []*segment) []*segment {
+	at := slices.Index(recent, s)
+	if s.init == nil || at < 0 {
 		return nil
 	}
-	n := len(s.ops)
-	for j := s.n - 1; j >= 0; j-- {
-		n += len(ks[j].ops)
+	n := s.nops
+	for j := at - 1; j >= 0; j-- {
+		n += recent[j].nops
 		if n > visWindowCap {
 			return nil
 		}
-		for _, o := range ks[j].ops {
+		for _, o := range recent[j].ops {
 			if o.hold == s.init && !o.release {
-				return ks[j : s.n+1]
+				return slices.Clone(recent[j : at+1])
 			}
 		}
 	}

@@ -147,44 +147,58 @@ func (a *analysis) resource() *ResourceResult {
 	var why []string
 	for _, k := range names {
 		ks := keys[k]
-		ks.Valid = true
 		// Calls are in invoke order, so lastRead is the latest-invoked ok
 		// read; it counts only if no write could land after it.
 		if ks.lastRead >= 0 && a.ops[a.calls[ks.lastRead].inv].Time > ks.lastWriteEnd {
 			ks.Final = a.ops[a.calls[ks.lastRead].comp].Value.N
 		}
-		if ks.Final != nil && *ks.Final < int64(ks.Accepted) {
-			ks.LostUpdates = ks.Accepted - int(*ks.Final)
-		}
-		if ks.Duplicates > 0 {
-			ks.Valid = false
-			why = append(why, fmt.Sprintf("%s: %d accepted writes wrote a value already written (interleaved read-modify-write)", k, ks.Duplicates))
-		}
-		if ks.LostUpdates > 0 {
-			ks.Valid = false
-			why = append(why, fmt.Sprintf("%s: %d accepted increments but the final value is %d: %d lost updates", k, ks.Accepted, *ks.Final, ks.LostUpdates))
-		}
-		if ks.Final != nil && *ks.Final > int64(ks.Accepted+ks.UnknownWrites) {
-			ks.Valid = false
-			why = append(why, fmt.Sprintf("%s: final value %d exceeds the %d accepted and %d unknown writes", k, *ks.Final, ks.Accepted, ks.UnknownWrites))
-		}
-		r.Checked = true
-		r.Valid = r.Valid && ks.Valid
-		r.Writes += ks.Writes
-		r.Accepted += ks.Accepted
-		r.RejectedStale += ks.RejectedStale
-		r.UnknownWrites += ks.UnknownWrites
-		r.Reads += ks.Reads
-		r.RejectedReads += ks.RejectedReads
-		r.LostUpdates += ks.LostUpdates
-		r.Duplicates += ks.Duplicates
-		r.Keys = append(r.Keys, ks.ResourceKey)
+		why = append(why, judgeResourceKey(&ks.ResourceKey)...)
+		addResourceKey(r, &ks.ResourceKey)
 	}
 	if len(r.Keys) == 1 {
 		r.Final = r.Keys[0].Final
 	}
 	r.Explanation = strings.Join(why, "; ")
 	return r
+}
+
+// judgeResourceKey judges one key's tally, whose Final is set, and says
+// why it is not valid.
+func judgeResourceKey(ks *ResourceKey) []string {
+	var why []string
+	k := ks.Key
+	ks.Valid = true
+	if ks.Final != nil && *ks.Final < int64(ks.Accepted) {
+		ks.LostUpdates = ks.Accepted - int(*ks.Final)
+	}
+	if ks.Duplicates > 0 {
+		ks.Valid = false
+		why = append(why, fmt.Sprintf("%s: %d accepted writes wrote a value already written (interleaved read-modify-write)", k, ks.Duplicates))
+	}
+	if ks.LostUpdates > 0 {
+		ks.Valid = false
+		why = append(why, fmt.Sprintf("%s: %d accepted increments but the final value is %d: %d lost updates", k, ks.Accepted, *ks.Final, ks.LostUpdates))
+	}
+	if ks.Final != nil && *ks.Final > int64(ks.Accepted+ks.UnknownWrites) {
+		ks.Valid = false
+		why = append(why, fmt.Sprintf("%s: final value %d exceeds the %d accepted and %d unknown writes", k, *ks.Final, ks.Accepted, ks.UnknownWrites))
+	}
+	return why
+}
+
+// addResourceKey adds a judged key's tally to the result.
+func addResourceKey(r *ResourceResult, ks *ResourceKey) {
+	r.Checked = true
+	r.Valid = r.Valid && ks.Valid
+	r.Writes += ks.Writes
+	r.Accepted += ks.Accepted
+	r.RejectedStale += ks.RejectedStale
+	r.UnknownWrites += ks.UnknownWrites
+	r.Reads += ks.Reads
+	r.RejectedReads += ks.RejectedReads
+	r.LostUpdates += ks.LostUpdates
+	r.Duplicates += ks.Duplicates
+	r.Keys = append(r.Keys, *ks)
 }
 
 func interleaving(key string, first, second Write) Interleaving {

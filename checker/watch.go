@@ -57,6 +57,14 @@ type watchProc struct {
 	crashedAt int64
 }
 
+// EarlierHoldEnded reports whether an event has ended the belief of v's
+// earlier holder since the overlap: it released, asked for the lock
+// again, lost an extension or crashed. What it did while it still
+// believed (a stale write the resource refused) is recorded by then.
+func (v *WatchViolation) EarlierHoldEnded() bool {
+	return v.first != nil && v.first.end != math.MaxInt64
+}
+
 // NewWatcher returns a Watcher that has seen nothing.
 func NewWatcher() *Watcher {
 	return &Watcher{procs: map[int]*watchProc{}, open: map[string][]*watchHold{}}

@@ -114,3 +114,48 @@ func dump(ops []history.Op) string {
 	}
 	return b.String()
 }
+
+// A run told to go on after its first violation stops once the earlier
+// holder's belief has ended: by then what it did while it believed, a
+// stale write, is in the history. Events of the later holder, or a write
+// of the earlier one, must not end it.
+func TestEarlierHoldEnded(t *testing.T) {
+	overlap := func() *hb {
+		return new(hb).
+			acquire(1, "k", 0, 1, ok, "a", 100).
+			acquire(2, "k", 2, 3, ok, "b", 100)
+	}
+	cases := []struct {
+		name string
+		b    *hb
+		want bool
+	}{
+		{"nothing after the overlap", overlap(), false},
+		{"the earlier holder's write is still in its hold", overlap().write(1, "k", 4, 5, ok, 1, history.I64(1)), false},
+		{"the later holder releases", overlap().release(2, "k", 4, 5, ok, "b"), false},
+		{"the earlier holder invokes its release", overlap().write(1, "k", 4, 5, fail, 1, history.I64(1)).release(1, "k", 6, -1, ok, "a"), true},
+		{"the earlier holder crashes", overlap().crash(4, 1), true},
+		{"the earlier holder's extend fails", overlap().extend(1, "k", 4, 5, fail, "a", 100), true},
+		{"the earlier holder asks again", overlap().acquire(1, "k", 4, -1, ok, "c", 100), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := NewWatcher()
+			var first *WatchViolation
+			for _, op := range c.b.buildRaw() {
+				if v := w.Observe(op); first == nil {
+					first = v
+				}
+			}
+			if first == nil {
+				first = w.Done()
+			}
+			if first == nil {
+				t.Fatal("no violation in the table's history")
+			}
+			if got := first.EarlierHoldEnded(); got != c.want {
+				t.Fatalf("EarlierHoldEnded = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

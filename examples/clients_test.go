@@ -63,10 +63,10 @@ func TestForeignClients(t *testing.T) {
 		faults   []string
 		expect   string
 	}{
-		{"redis-py Lock, no faults", python, []string{"python3", "python/redispy_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
-		{"redis-py Lock, client-pause", python, []string{"python3", "python/redispy_lock.py"}, workloads.Mutex, []string{nemesis.ClientPause}, harness.ExpectUnsafe},
-		{"python token lock, no faults", python, []string{"python3", "python/token_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
-		{"python fenced token lock, counter, client-pause", python, []string{"python3", "python/token_lock.py", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
+		{"redis-py Lock, no faults", python, []string{"/usr/bin/python3", "python/redispy_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
+		{"redis-py Lock, client-pause", python, []string{"/usr/bin/python3", "python/redispy_lock.py"}, workloads.Mutex, []string{nemesis.ClientPause}, harness.ExpectUnsafe},
+		{"python token lock, no faults", python, []string{"/usr/bin/python3", "python/token_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
+		{"python fenced token lock, counter, client-pause", python, []string{"/usr/bin/python3", "python/token_lock.py", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
 		{"node token lock, no faults", node, []string{"node", "node/token_lock.js"}, workloads.Mutex, nil, harness.ExpectSafe},
 		{"node fenced token lock, counter, client-pause", node, []string{"node", "node/token_lock.js", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
 	}
@@ -87,7 +87,11 @@ func TestForeignClients(t *testing.T) {
 			if c.workload == workloads.Counter && !r.Resource.Valid {
 				t.Errorf("the fenced resource was damaged:\n%s", summary)
 			}
-			if c.expect == harness.ExpectSafe && r.Exclusion.Holds < 10 {
+			// A safe verdict from a client that never got the lock would say
+			// nothing. Two holds show grants and releases went through; a
+			// higher count would measure the machine's load (a CI run under
+			// load saw a node client start late and hold four times in 3 s).
+			if c.expect == harness.ExpectSafe && r.Exclusion.Holds < 2 {
 				t.Errorf("only %d holds: the client hardly ran\n%s", r.Exclusion.Holds, summary)
 			}
 		})
@@ -103,7 +107,7 @@ func TestForeignClients(t *testing.T) {
 func TestHandMadeClientFromTheDocs(t *testing.T) {
 	requireRuntime(t, python...)
 	cfg := harnesstest.ShortConfig(t)
-	cfg.Client = client(t, "python3", "testdata/getdel_client.py")
+	cfg.Client = client(t, "/usr/bin/python3", "testdata/getdel_client.py")
 	cfg.Nemesis = []string{nemesis.Latency}
 	cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, 10*time.Minute
 	cfg.Latency, cfg.Jitter = 50*time.Millisecond, 0
@@ -128,7 +132,7 @@ func TestHandMadeClientFromTheDocs(t *testing.T) {
 func TestClientExitingMidRun(t *testing.T) {
 	redistest.RequireBinary(t)
 	cfg := harnesstest.ShortConfig(t)
-	cfg.Client = client(t, "python3", "../locks/extclient/testdata/badclient.py", "exit")
+	cfg.Client = client(t, "/usr/bin/python3", "../locks/extclient/testdata/badclient.py", "exit")
 	cfg.Expect = harness.ExpectAny
 	out, err := harness.Run(context.Background(), cfg)
 	if err != nil {
@@ -147,6 +151,29 @@ func TestClientExitingMidRun(t *testing.T) {
 	}
 	if left := clientProcesses(t, "badclient.py"); len(left) > 0 {
 		t.Errorf("client processes left: %v", left)
+	}
+}
+
+// A client's start-up is not the run's time: clients that take longer to
+// start than the whole time limit (an interpreter behind a version
+// manager's shim took 4 s on a loaded machine) still run for all of it,
+// instead of leaving a history with no operation.
+func TestSlowStartingClientsGetTheWholeTimeLimit(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := harnesstest.ShortConfig(t)
+	cfg.Client = client(t, "/usr/bin/python3", "../locks/extclient/testdata/badclient.py", "slow-start", "2")
+	cfg.TimeLimit, cfg.Recovery = time.Second, 200*time.Millisecond
+	cfg.Expect = harness.ExpectAny // the client grants nothing: the verdict is unknown
+	r := harnesstest.Run(t, cfg).Results
+	if len(r.Errors) > 0 {
+		t.Fatalf("errors: %q", r.Errors)
+	}
+	// Each worker tries again after a refusal: a run that started its
+	// clock after they started sees many attempts, one that spent its
+	// time limit waiting for them sees none.
+	if r.Liveness.AcquireAttempts < cfg.Clients {
+		t.Fatalf("%d acquire attempts from %d clients in %s: the clients did not get the time limit\n%s",
+			r.Liveness.AcquireAttempts, cfg.Clients, cfg.TimeLimit, strings.Join(r.Summary(), "\n"))
 	}
 }
 

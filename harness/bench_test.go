@@ -3,20 +3,15 @@ package harness_test
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/opsbench"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
-	"github.com/lockjepsen/lockjepsen/locks"
 )
 
 // benchClients and benchKeys: the speed target of the benchmark issue is 16
@@ -25,58 +20,68 @@ import (
 const benchClients, benchKeys = 16, 16
 
 // BenchmarkOpsHarness runs a fault-free single/token test and reports the
-// acquire+release cycles per second the harness achieved, recording and
-// checking included (only the run, not the check, is timed).
+// acquire+release cycles per second the harness achieved, recording
+// included, and this process's CPU per cycle while the clients ran (the
+// check is neither timed nor counted).
 func BenchmarkOpsHarness(b *testing.B) {
 	redistest.RequireBinary(b)
+	var sum opsbench.Result
 	for i := 0; i < b.N; i++ {
-		cfg := harness.DefaultConfig()
-		cfg.Store = b.TempDir()
-		cfg.Clients, cfg.Keys = benchClients, benchKeys
-		cfg.Hold, cfg.RetryBackoff = "0", 0
-		cfg.TimeLimit, cfg.Recovery = 5*time.Second, 0
-		out, err := harness.Run(context.Background(), cfg)
+		res, err := runHarness(b, benchClients, benchKeys)
 		if err != nil {
 			b.Fatal(err)
 		}
-		secs := float64(out.Results.Stats.Duration) / 1e9
-		b.ReportMetric(float64(out.Results.Liveness.AcquireAttempts)/secs, "cycles/s")
-		b.ReportMetric(float64(out.Results.Liveness.AcquireOK)/secs, "grants/s")
+		sum = sum.Add(res)
 	}
+	report(b, sum)
+}
+
+// runHarness runs a fault-free single/token test of 5 s with zero hold and
+// retry backoff and measures it.
+func runHarness(b *testing.B, clients, keys int) (opsbench.Result, error) {
+	cfg := harness.DefaultConfig()
+	cfg.Store = b.TempDir()
+	cfg.Clients, cfg.Keys = clients, keys
+	cfg.Hold, cfg.RetryBackoff = "0", 0
+	cfg.TimeLimit, cfg.Recovery = 5*time.Second, 0
+	w := &opsbench.Window{}
+	cfg.Progress = w
+	out, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		return opsbench.Result{}, err
+	}
+	cpu, err := w.CPU()
+	if err != nil {
+		return opsbench.Result{}, err
+	}
+	return opsbench.Result{
+		Cycles:  int64(out.Results.Liveness.AcquireAttempts),
+		Grants:  int64(out.Results.Liveness.AcquireOK),
+		Elapsed: time.Duration(out.Results.Stats.Duration),
+		CPU:     cpu,
+	}, nil
+}
+
+func report(b *testing.B, r opsbench.Result) {
+	b.ReportMetric(r.PerSecond(), "cycles/s")
+	b.ReportMetric(r.GrantsPerSecond(), "grants/s")
+	b.ReportMetric(r.CPUPerCycle(), "cpu-ns/op")
 }
 
 // BenchmarkOpsBareLoop does what the harness's clients do, with go-redis
-// alone: per client, SET NX PX on a random key and, if granted, the Lua
-// compare-and-delete. Compare its cycles/s with BenchmarkOpsHarness.
+// alone (opsbench.BareLoop). Compare its cycles/s and cpu-ns/op (an op is
+// one cycle) with BenchmarkOpsHarness's.
 func BenchmarkOpsBareLoop(b *testing.B) {
 	s, _ := redistest.Start(b)
+	var sum opsbench.Result
 	for i := 0; i < b.N; i++ {
-		var cycles, grants atomic.Int64
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var wg sync.WaitGroup
-		for c := 0; c < benchClients; c++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true, PoolSize: 2})
-				defer rdb.Close()
-				l, _ := locks.NewRedisLock(rdb, locks.Token, fmt.Sprintf("p%d", c))
-				r := rand.New(rand.NewSource(int64(c)))
-				for ctx.Err() == nil {
-					lease, err := l.TryAcquire(ctx, fmt.Sprintf("lock-%d", r.Intn(benchKeys)), 500*time.Millisecond)
-					cycles.Add(1)
-					if err == nil {
-						grants.Add(1)
-						lease.Release(ctx)
-					}
-				}
-			}()
+		res, err := opsbench.BareLoop(s.Addr(), benchClients, benchKeys, 5*time.Second)
+		if err != nil {
+			b.Fatal(err)
 		}
-		wg.Wait()
-		cancel()
-		b.ReportMetric(float64(cycles.Load())/5, "cycles/s")
-		b.ReportMetric(float64(grants.Load())/5, "grants/s")
+		sum = sum.Add(res)
 	}
+	report(b, sum)
 }
 
 // BenchmarkStartRedlock5 measures the start-up of a 5-node Redlock cluster

@@ -28,13 +28,20 @@ func Check(dir string) (*Results, error) { return CheckContext(context.Backgroun
 // Where out cannot be written (a read-only copy of a run), the results are
 // returned all the same, and NotWritten says what was not stored.
 func CheckContext(ctx context.Context, dir, out string) (*Results, error) {
-	histPath := filepath.Join(dir, HistoryFile)
-	if st, err := os.Stat(histPath); err != nil || !st.Mode().IsRegular() {
+	return checkRun(ctx, dir, out, nil)
+}
+
+// checkRun is CheckContext that takes, when live is not nil, the
+// checkers' results computed alongside the run on exactly the events
+// stored: the history is then not read back.
+func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Results, error) {
+	histPath, err := runfile.FindHistory(dir)
+	if st, serr := os.Stat(histPath); err != nil || serr != nil || !st.Mode().IsRegular() {
 		hint := ""
 		if _, err := os.Stat(filepath.Join(dir, "latest")); err == nil {
 			hint = fmt.Sprintf(" (it looks like a store: try %s)", filepath.Join(dir, "latest"))
 		}
-		return nil, usage("%s is not a lockjepsen run directory: it has no %s file%s", dir, HistoryFile, hint)
+		return nil, usage("%s is not a lockjepsen run directory: it has no history (%s or %s)%s", dir, runfile.CompressedHistoryFile, HistoryFile, hint)
 	}
 	cfg := DefaultConfig()
 	if err := readJSON(filepath.Join(dir, ConfigFile), &cfg); err != nil {
@@ -57,26 +64,19 @@ func CheckContext(ctx context.Context, dir, out string) (*Results, error) {
 	if os.Getenv(HoldEnv) == PhaseCheck {
 		<-ctx.Done() // a test delivers its signal here
 	}
-	read, err := history.ReadFileContext(ctx, histPath)
-	if err != nil {
-		var fe *history.FormatError
-		if errors.As(err, &fe) {
-			return nil, &UsageError{fmt.Errorf("malformed history: %w", err)}
-		}
-		return nil, err
-	}
 	notWritten := ""
 	if err := probeWritable(out); err != nil {
 		notWritten = fmt.Sprintf("could not write %s or porcupine's pictures into %s (%v); give another directory with --out", ResultsFile, out, err)
 	}
-	opts := checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
-		ServerRenewsLeases: cfg.system().serverRenewsLeases}
+	opts := checkOptions(cfg, out)
 	if notWritten != "" {
 		opts.OutDir = ""
 	}
-	res, err := checker.CheckContext(ctx, read.Ops, opts)
-	if err != nil {
-		return nil, err
+	res, read := live, &history.ReadResult{}
+	if live == nil {
+		if res, read, err = checkHistory(ctx, histPath, opts); err != nil {
+			return nil, err
+		}
 	}
 	results := &Results{
 		Results:      res,
@@ -87,11 +87,49 @@ func CheckContext(ctx context.Context, dir, out string) (*Results, error) {
 		ClientPanics: info.ClientPanics,
 		StoppedEarly: info.StoppedEarly,
 		NotWritten:   notWritten,
+
+		CheckedAlongsideRun: live != nil,
 	}
 	if err := finishResults(results, cfg, info, finished, read, filepath.Join(out, ResultsFile)); err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// checkOptions are the checkers' options for a run of cfg whose
+// porcupine pictures go to out.
+func checkOptions(cfg Config, out string) checker.Options {
+	return checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
+		ServerRenewsLeases: cfg.system().serverRenewsLeases}
+}
+
+// checkHistory streams the history through the checkers, so that memory
+// does not grow with the run's length, and says whether it was truncated.
+func checkHistory(ctx context.Context, path string, opts checker.Options) (*checker.Results, *history.ReadResult, error) {
+	sc, err := history.OpenScanner(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer sc.Close()
+	st := checker.NewStreamContext(ctx, opts)
+	for op, ok := sc.Next(); ok; op, ok = sc.Next() {
+		if sc.Events()%4096 == 0 && ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		st.Add(op)
+	}
+	if err := sc.Err(); err != nil {
+		var fe *history.FormatError
+		if errors.As(err, &fe) {
+			return nil, nil, &UsageError{fmt.Errorf("malformed history: %w", err)}
+		}
+		return nil, nil, err
+	}
+	res, err := st.Finish(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, sc.Result(), nil
 }
 
 // finish judges the expectation on the checkers' results and stores them.

@@ -109,8 +109,8 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validateWorkload() error {
-	if c.DriftFactor < 0 || c.DriftFactor >= 1 || c.LockTries < 0 || c.LockTries > 1000 {
-		return usage("--drift-factor must be in [0, 1) and --lock-tries in 0..1000")
+	if c.DriftFactor < 0 || c.DriftFactor >= 1 || c.LockTries < 0 || c.LockTries > 1000 || c.NodeTimeout < 0 || c.NodeTimeout > time.Minute {
+		return usage("--drift-factor must be in [0, 1), --lock-tries in 0..1000 and --node-timeout in 0..1m")
 	}
 	if !slices.Contains(workloads.Names, c.Workload) {
 		return usage("--workload %q is unknown; want one of %s", c.Workload, strings.Join(workloads.Names, ", "))
@@ -234,6 +234,7 @@ func (c *Config) validateRanges() error {
 		{c.NemesisInterval >= 10*time.Millisecond && c.NemesisInterval <= time.Hour, "--nemesis-interval", "must be between 10ms and 1h"},
 		{c.RetryBackoff >= 0 && c.RetryBackoff <= time.Minute, "--retry-backoff", "must be between 0 and 1m"},
 		{c.StopGrace >= 0 && c.StopGrace <= time.Hour && (c.StopGrace == 0 || c.StopOnFirstViolation), "--stop-grace", "must be between 0 and 1h, and goes with --stop-on-first-violation"},
+		{c.CheckpointEvery == 0 || c.CheckpointEvery >= 100*time.Millisecond, "--checkpoint-every", "must be 0 (none) or at least 100ms"},
 		{c.OpTimeout >= time.Millisecond && c.OpTimeout <= time.Minute, "--op-timeout", "must be between 1ms and 1m"},
 		{c.LongHoldRate >= 0 && c.LongHoldRate <= 1, "--long-hold-rate", "must be between 0 and 1"},
 		{c.Store != "", "--store", "must not be empty"},

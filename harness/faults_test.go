@@ -3,7 +3,6 @@ package harness_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // The server faults of the nemesis issue on a single Redis with the token
@@ -182,7 +182,7 @@ func requireUnavailability(min time.Duration) func(*testing.T, *harness.Results)
 // Every named fault was started and stopped at least once.
 func requireFaultsInjected(t *testing.T, dir string, names []string) {
 	t.Helper()
-	res, err := history.ReadFile(filepath.Join(dir, harness.HistoryFile))
+	res, err := history.ReadFile(runfile.HistoryPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestSameSeedSameSchedule(t *testing.T) {
 	t.Parallel()
 	schedule := func() []string {
 		cfg := shortConfig(t)
-		cfg.TimeLimit, cfg.Recovery = 2*time.Second, 0
+		cfg.TimeLimit, cfg.Recovery = 4*time.Second, 0
 		cfg.Nemesis = []string{"pause", "partition", "kill"}
 		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 100*time.Millisecond
 		cfg.Expect = harness.ExpectAny
@@ -221,7 +221,7 @@ func TestSameSeedSameSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := history.ReadFile(filepath.Join(out.Dir, harness.HistoryFile))
+		res, err := history.ReadFile(runfile.HistoryPath(out.Dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,8 +234,12 @@ func TestSameSeedSameSchedule(t *testing.T) {
 		return events
 	}
 	a, b := schedule(), schedule()
-	n := min(len(a), len(b)) - 1 // the last draw may fall on either side of the deadline
-	if n < 4 {
+	// The seeded draws are the same whatever the timing; how many fit in
+	// the time limit is not (a kill's restart took 2 s on a loaded
+	// machine), so the runs are compared on their common prefix, less the
+	// last draw, which may fall on either side of the deadline.
+	n := min(len(a), len(b)) - 1
+	if n < 2 {
 		t.Fatalf("too few faults: %d and %d", len(a), len(b))
 	}
 	if !reflect.DeepEqual(a[:n], b[:n]) {

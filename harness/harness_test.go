@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/runfile"
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
@@ -202,7 +204,7 @@ func requireDELWitness(t *testing.T, out *harness.Outcome) {
 	if r.Violations == 0 || len(r.Exclusion.Violations) == 0 {
 		t.Fatal("no violation")
 	}
-	res, err := history.ReadFile(filepath.Join(out.Dir, harness.HistoryFile))
+	res, err := history.ReadFile(runfile.HistoryPath(out.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +254,7 @@ func TestStoreLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"history.jsonl", "results.json", "config.json", "run.json", "nodes.json", "nodes/n1/redis.log"} {
+	for _, f := range []string{runfile.CompressedHistoryFile, "results.json", "config.json", "run.json", "nodes.json", "nodes/n1/redis.log"} {
 		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -282,11 +284,37 @@ func TestCheckOnDamagedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist := filepath.Join(out.Dir, harness.HistoryFile)
-	orig, err := os.ReadFile(hist)
+	// The run wrote its history compressed. A compressed stream cut
+	// anywhere (a harness killed between flushes) is checked on what
+	// was flushed; the cases after it edit the lines of a plain history,
+	// which every reader still takes.
+	zst := filepath.Join(out.Dir, runfile.CompressedHistoryFile)
+	packed, err := os.ReadFile(zst)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("compressed stream cut short: what was flushed is checked", func(t *testing.T) {
+		defer os.WriteFile(zst, packed, 0o644)
+		os.WriteFile(zst, packed[:len(packed)-3], 0o644)
+		res, err := harness.Check(out.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Truncated == "" {
+			t.Fatal("the results do not say the history was truncated")
+		}
+	})
+	f, err := history.Open(zst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || f.Cut() {
+		t.Fatalf("read the compressed history back: %v (cut %v)", err, f.Cut())
+	}
+	os.Remove(zst)
+	hist := filepath.Join(out.Dir, harness.HistoryFile)
 	lines := strings.SplitAfter(string(orig), "\n")
 
 	t.Run("truncated last line: the prefix is checked", func(t *testing.T) {

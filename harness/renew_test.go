@@ -3,6 +3,7 @@ package harness_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
@@ -29,7 +30,7 @@ func TestRenewalScenarios(t *testing.T) {
 			cfg.Store = t.TempDir()
 			if cfg.Expect == harness.ExpectUnsafe {
 				harnesstest.UntilViolation(&cfg)
-				cfg.StopGrace = 2 * cfg.TTL // the stale holder wakes and tries its write
+				cfg.StopGrace = 30 * time.Second // until the stale holder wakes, tries its write and ends its hold
 			}
 			r := harnesstest.Run(t, cfg).Results
 			summary := strings.Join(r.Summary(), "\n")

@@ -21,6 +21,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
@@ -119,14 +120,18 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	// The history exists before anything starts, so that a run stopped
 	// at any point leaves one that can be checked.
-	rec, err := history.Create(filepath.Join(dir, HistoryFile), time.Now())
+	rec, err := history.Create(filepath.Join(dir, runfile.CompressedHistoryFile), time.Now())
 	if err != nil {
 		return fail(err)
 	}
-	defer rec.Close()
 	if cfg.Observer != nil {
 		rec.Observe(cfg.Observer)
 	}
+	r.live = startLiveCheck(ctx, rec, checkOptions(cfg, dir))
+	defer func() {
+		rec.Close()
+		r.live.abandon() // unless finish took its results
+	}()
 	defer r.tellInterrupt(ctx)()
 	runErr := r.run(ctx, rec)
 	if err := rec.Close(); err != nil {
@@ -134,6 +139,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		// is in the file, and stays checkable once there is room.
 		return fail(fmt.Errorf("%w; the run stopped at that error. The events recorded before it are in %s: free some space, then check them with lockjepsen check %s", err, rec.Path(), dir))
 	}
+	r.events = rec.Count() // closed: exactly the events in the file
 	r.info.Ended = time.Now()
 	if ctx.Err() != nil {
 		r.info.Interrupted, r.info.InterruptedIn = true, r.interruptedIn()
@@ -166,8 +172,7 @@ func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 	} else {
 		r.holdFor(ctx, PhaseFinishing)
 	}
-	r.say("checking the history (%d events)", r.events)
-	res, err := CheckContext(checkCtx, r.dir, "")
+	res, err := checkRun(checkCtx, r.dir, "", r.liveResults(checkCtx, interruptedBefore))
 	if err != nil && ctx.Err() != nil && !interruptedBefore {
 		r.info.Interrupted, r.info.InterruptedIn = true, PhaseFinishing
 		if werr := writeJSON(filepath.Join(r.dir, RunInfoFile), r.info); werr != nil {
@@ -186,6 +191,25 @@ func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 		out.Results.Errors = append(out.Results.Errors, err.Error())
 	}
 	return out, nil
+}
+
+// liveResults are the results of the check alongside the run, or nil
+// when the stored history must be checked instead: the run was
+// interrupted (its check must not be cut short with it), or the live
+// check gave up.
+func (r *runner) liveResults(ctx context.Context, interrupted bool) *checker.Results {
+	if interrupted {
+		r.live.abandon()
+		r.say("checking the history (%d events)", r.events)
+		return nil
+	}
+	res, why := r.live.finish(ctx, r.events)
+	if res == nil {
+		r.say("the check alongside the run stopped (%s); checking the stored history (%d events)", why, r.events)
+		return nil
+	}
+	r.say("checked the history alongside the run (%d events)", r.events)
+	return res
 }
 
 // describe puts the run's lock, workload and faults into words for
@@ -293,6 +317,7 @@ type runner struct {
 	hold string // HoldEnv's phase
 
 	events int64 // recorded, for the finishing message
+	live   *liveCheck
 
 	mu               sync.Mutex
 	panics           []string
@@ -569,6 +594,15 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 // error and the nemesis's failure to heal.
 func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *system, cp *clientPhase, fp *faultPhase) (werr, healErr error) {
 	cfg := r.cfg
+	// The clients' locks are built before the clock starts (see
+	// workloads.Connect); a client that cannot start fails the run here.
+	clients, werr := workloads.Connect(cp.wcfg, cp.env, cfg.Clients)
+	if werr != nil {
+		r.mu.Lock()
+		r.info.Errors = append(r.info.Errors, r.clientErrs...)
+		r.mu.Unlock()
+		return werr, nil
+	}
 	// stopCtx ends the fault and client phases early: an interrupt, a
 	// failed history write, or the first violation when asked to stop
 	// there.
@@ -585,7 +619,12 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 		defer r.stopOnFirstViolation(rec, stopEarly)()
 	}
 	fp.sched.Interrupt = stopCtx
-	runCtx, stopClients := context.WithTimeout(stopCtx, cfg.TimeLimit+cfg.Recovery)
+	// The clients stop Recovery after the faults are healed, not at
+	// TimeLimit+Recovery: a heal that waits out a restart on a loaded
+	// machine would otherwise eat the recovery phase, and liveness after
+	// the faults be judged on what was left of it (a CI run's key looked
+	// stuck when its server came back 0.6 s before the end).
+	runCtx, stopClients := context.WithCancel(stopCtx)
 	defer stopClients()
 	faultCtx, stopFaults := context.WithTimeout(stopCtx, cfg.TimeLimit)
 	defer stopFaults()
@@ -596,12 +635,15 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 	go func() {
 		defer wg.Done()
 		healErr = fp.sched.Run(faultCtx)
-		if stopCtx.Err() == nil {
-			r.setPhase(PhaseRecovery)
-			if len(fp.sched.Faults) > 0 {
-				r.say("faults healed; recovery phase of %s", cfg.Recovery)
-			}
+		if stopCtx.Err() != nil {
+			return // stopped early: no recovery phase
 		}
+		r.setPhase(PhaseRecovery)
+		if len(fp.sched.Faults) > 0 {
+			r.say("faults healed; recovery phase of %s", cfg.Recovery)
+		}
+		ctxsleep.Sleep(runCtx, cfg.Recovery)
+		stopClients()
 	}()
 	wg.Add(1)
 	go func() {
@@ -619,9 +661,10 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 			r.awaitHealthy(ctx, faultCtx, runCtx, sys.sc)
 		}()
 	}
+	finishCheckpoints := r.startCheckpoints(runCtx, rec)
 	r.say("running %d clients for %s (+%s recovery), lock %s, workload %s, nemesis %s, seed %d",
 		cfg.Clients, cfg.TimeLimit, cfg.Recovery, lockName(cfg), cfg.Workload, nemesisName(cfg), cfg.Seed)
-	werr = workloads.Run(runCtx, cp.wcfg, cp.env, cfg.Clients)
+	werr = clients.Run(runCtx)
 	stopFaults()
 	r.mu.Lock()
 	stopped := r.info.StoppedEarly
@@ -630,6 +673,7 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 		r.say("%s", stopped)
 	}
 	stopClients()
+	finishCheckpoints()
 	wg.Wait()
 	if fp.monitor != nil {
 		r.info.Failovers = fp.monitor.failovers()
@@ -664,14 +708,20 @@ func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, sc cluster.
 
 // stopOnFirstViolation watches the history as it is recorded and ends the
 // run's fault and client phases at the first overlap of two believed
-// holds, or StopGrace after it. The checkers then judge the whole history
-// as usual. The returned function disarms a grace timer still pending.
+// holds. With StopGrace it goes on until the earlier holder's hold has
+// ended, so that what it did while it still believed (a stale write a
+// fenced resource refused) is in the history, or StopGrace after the
+// overlap, whichever comes first: a wall-clock grace alone cut a loaded
+// CI run off before the woken holder wrote. The checkers then judge the
+// whole history as usual. The returned function disarms a grace timer
+// still pending.
 func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.CancelFunc) (disarm func()) {
 	w := checker.NewWatcher()
-	stopped := false
+	var first *checker.WatchViolation
+	done := false
 	var grace *time.Timer
 	rec.Observe(func(op history.Op) {
-		if stopped {
+		if done {
 			return
 		}
 		v := w.Observe(op)
@@ -680,18 +730,27 @@ func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.Cancel
 			// now cannot be undone by an end at the same instant.
 			v = w.Done()
 		}
-		if v != nil {
-			stopped = true
-			r.mu.Lock()
-			r.info.StoppedEarly = fmt.Sprintf("stopped at the first violation (--stop-on-first-violation): process %d was granted %s at %s while process %d still believed it held it",
-				v.Second, v.Key, time.Duration(v.At).Round(time.Millisecond), v.First)
-			if r.cfg.StopGrace > 0 {
-				grace = time.AfterFunc(r.cfg.StopGrace, stop)
+		switch {
+		case v == nil:
+			return
+		case first != nil:
+			if first.EarlierHoldEnded() {
+				done = true
+				stop()
 			}
-			r.mu.Unlock()
-			if r.cfg.StopGrace == 0 {
-				stop() // cancelling records nothing: safe under the recorder's lock
-			}
+			return
+		}
+		first = v
+		r.mu.Lock()
+		r.info.StoppedEarly = fmt.Sprintf("stopped at the first violation (--stop-on-first-violation): process %d was granted %s at %s while process %d still believed it held it",
+			v.Second, v.Key, time.Duration(v.At).Round(time.Millisecond), v.First)
+		if r.cfg.StopGrace > 0 {
+			grace = time.AfterFunc(r.cfg.StopGrace, stop)
+		}
+		r.mu.Unlock()
+		if r.cfg.StopGrace == 0 {
+			done = true
+			stop() // cancelling records nothing: safe under the recorder's lock
 		}
 	})
 	return func() {

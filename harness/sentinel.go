@@ -33,7 +33,7 @@ func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) 
 
 func (r *runner) lockOptions(process int) locks.Options {
 	return locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), DriftFactor: r.cfg.DriftFactor,
-		Tries: r.cfg.LockTries, WaitReplicas: r.cfg.WaitReplicas, WaitTimeout: r.cfg.WaitTimeout}
+		Tries: r.cfg.LockTries, NodeTimeout: r.cfg.NodeTimeout, WaitReplicas: r.cfg.WaitReplicas, WaitTimeout: r.cfg.WaitTimeout}
 }
 
 // failoverLockerFactory gives each client process a go-redis failover

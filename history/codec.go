@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 )
 
@@ -26,7 +25,7 @@ func AppendJSON(b []byte, op *Op) []byte {
 		b = strconv.AppendInt(b, int64(op.Process), 10)
 	}
 	b = append(b, `,"type":`...)
-	b = strconv.AppendQuote(b, string(op.Type))
+	b = appendType(b, op.Type)
 	b = append(b, `,"f":`...)
 	b = appendString(b, op.F)
 	if op.Key != "" {
@@ -42,6 +41,22 @@ func AppendJSON(b []byte, op *Op) []byte {
 		b = appendString(b, op.Error)
 	}
 	return append(b, '}')
+}
+
+// appendType writes the four types as constants, skipping strconv's
+// quoting on the hot path; anything else is quoted as before.
+func appendType(b []byte, t Type) []byte {
+	switch t {
+	case Invoke:
+		return append(b, `"invoke"`...)
+	case OK:
+		return append(b, `"ok"`...)
+	case Fail:
+		return append(b, `"fail"`...)
+	case Info:
+		return append(b, `"info"`...)
+	}
+	return strconv.AppendQuote(b, string(t))
 }
 
 func appendValue(b []byte, v *Value) []byte {
@@ -186,7 +201,7 @@ type ReadResult struct {
 	TruncatedAt string
 }
 
-// ReadFile reads and validates a history file. A damaged last line (no
+// ReadFile reads and validates a history file, plain or compressed. A damaged last line (no
 // trailing newline) is tolerated and reported through ReadResult.Truncated;
 // any other malformed line is a *FormatError.
 func ReadFile(path string) (*ReadResult, error) {
@@ -196,12 +211,17 @@ func ReadFile(path string) (*ReadResult, error) {
 // ReadFileContext is ReadFile that gives up with ctx's error when ctx is
 // done: a large history takes seconds to read.
 func ReadFileContext(ctx context.Context, path string) (*ReadResult, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open history: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	return decode(ctx, f, path)
+	res, err := decode(ctx, f, path)
+	if err == nil && f.Cut() && !res.Truncated {
+		res.Truncated = true
+		res.TruncatedAt = fmt.Sprintf("the compressed stream ends early; the %d events flushed before were read", len(res.Ops))
+	}
+	return res, err
 }
 
 // Decode is ReadFile on any reader; name is used in errors.
@@ -210,46 +230,74 @@ func Decode(r io.Reader, name string) (*ReadResult, error) {
 }
 
 func decode(ctx context.Context, r io.Reader, name string) (*ReadResult, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	d := newLineDecoder(r, name)
 	res := &ReadResult{}
-	v := newValidator(name)
-	for line := 1; ; line++ {
-		if line%4096 == 0 && ctx.Err() != nil {
+	for {
+		if d.line%4096 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		raw, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("read %s: %w", name, err)
+		op, ok, err := d.next()
+		if err != nil {
+			return nil, err
 		}
-		last := err == io.EOF
-		if last && len(raw) == 0 {
+		if !ok {
 			break
 		}
+		res.Ops = append(res.Ops, op)
+	}
+	res.Truncated, res.TruncatedAt = d.truncated, d.truncatedAt
+	return res, nil
+}
+
+// lineDecoder reads and validates a history one event at a time: the
+// in-memory reader (decode) and the streaming one (Scanner) share it, so
+// that both accept and reject exactly the same files.
+type lineDecoder struct {
+	br          *bufio.Reader
+	name        string
+	v           *validator
+	line        int // lines read so far
+	events      int
+	done        bool
+	truncated   bool
+	truncatedAt string
+}
+
+func newLineDecoder(r io.Reader, name string) *lineDecoder {
+	return &lineDecoder{br: bufio.NewReaderSize(r, 1<<20), name: name, v: newValidator(name)}
+}
+
+// next returns the next valid event; ok is false at the end, which a
+// damaged last line also is (it sets truncated).
+func (d *lineDecoder) next() (op Op, ok bool, err error) {
+	for !d.done {
+		d.line++
+		raw, rerr := d.br.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return Op{}, false, fmt.Errorf("read %s: %w", d.name, rerr)
+		}
+		last := rerr == io.EOF
+		d.done = last
 		text := bytes.TrimSpace(raw)
 		if len(text) == 0 {
-			if last {
-				break
-			}
 			continue
 		}
 		var op Op
 		if perr := json.Unmarshal(text, &op); perr != nil {
 			if last {
-				res.Truncated = true
-				res.TruncatedAt = fmt.Sprintf("line %d is incomplete (%s); the %d events before it were read", line, perr, len(res.Ops))
-				break
+				d.truncated = true
+				d.truncatedAt = fmt.Sprintf("line %d is incomplete (%s); the %d events before it were read", d.line, perr, d.events)
+				return Op{}, false, nil
 			}
-			return nil, &FormatError{name, line, fmt.Sprintf("not a history event: %v", perr)}
+			return Op{}, false, &FormatError{d.name, d.line, fmt.Sprintf("not a history event: %v", perr)}
 		}
-		if verr := v.check(&op, line); verr != nil {
-			return nil, verr
+		if verr := d.v.check(&op, d.line); verr != nil {
+			return Op{}, false, verr
 		}
-		res.Ops = append(res.Ops, op)
-		if last {
-			break
-		}
+		d.events++
+		return op, true, nil
 	}
-	return res, nil
+	return Op{}, false, nil
 }
 
 // MaxProcess is the largest client process number a history may use. The
@@ -370,3 +418,17 @@ func clientF(f string) bool {
 	}
 	return false
 }
+
+// Validator checks events one at a time as the decoder does, for code that
+// holds events in memory rather than reading them from a file (the
+// harness's check alongside the run): what the file would be refused for,
+// the events are refused for too.
+type Validator struct{ v *validator }
+
+// NewValidator returns a Validator that has seen nothing; name is what its
+// errors say the events came from.
+func NewValidator(name string) *Validator { return &Validator{newValidator(name)} }
+
+// Check validates the next event; the error is a *FormatError naming the
+// event's line in the file it would be written to.
+func (v *Validator) Check(op *Op) error { return v.v.check(op, int(op.Index)+1) }

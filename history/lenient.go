@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -30,7 +29,7 @@ const chunkSize = 4 << 20
 // seconds, so lines in the format the recorder writes are parsed by hand,
 // in parallel, and only unusual ones go through encoding/json.
 func ReadLenient(path string) (*LenientRead, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +103,7 @@ func ReadLenient(path string) (*LenientRead, error) {
 		}
 		line += c.lines
 	}
+	hr.Truncated = f.Cut()
 	if len(bytes.TrimSpace(carry)) > 0 {
 		// A last line without a newline: complete if it parses.
 		p := newLineParser()

@@ -1,9 +1,6 @@
 package history
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"sync"
 	"time"
 )
@@ -12,21 +9,25 @@ import (
 // concurrent use; indices and times are assigned under one lock so that the
 // file is ordered by both. The file is flushed periodically so that a harness
 // that dies leaves a readable prefix.
+//
+// The clients' hot path only stamps and encodes an event into a batch in
+// memory. Compressing and writing happen in one goroutine of the
+// recorder's own, which takes full batches over a bounded queue: a client
+// never waits on zstd or the disk while holding the lock the others need,
+// and the memory held is bounded (a client waits only when the writer is
+// maxBatches behind).
 type Recorder struct {
 	start time.Time
 
-	mu     sync.Mutex
-	f      *os.File
-	w      *bufio.Writer
-	buf    []byte
-	next   int64
-	last   int64 // the latest event's time
-	err    error
-	closed bool
-	// failed is closed at the first write error.
-	failed  chan struct{}
+	mu      sync.Mutex
+	batch   []byte // events encoded since the last hand-off
+	dirty   bool   // something was handed off since the last flush
+	next    int64
+	last    int64 // the latest event's time
+	closed  bool
 	observe []func(Op)
 
+	w    *batchWriter
 	stop chan struct{}
 	done chan struct{}
 }
@@ -34,26 +35,34 @@ type Recorder struct {
 // FlushInterval bounds how much history a crashed harness can lose.
 const FlushInterval = 200 * time.Millisecond
 
-// Create starts a history file at path; times are measured from start.
+// batchSize is when a batch is handed to the writer: the zstd encoder's
+// block size, so that each hand-off is compressed whole.
+const batchSize = 128 << 10
+
+// maxBatches bounds the batches queued or being written.
+const maxBatches = 8
+
+// Create starts a history file at path; times are measured from start. A
+// path ending in CompressedSuffix is written as a zstd stream.
 func Create(path string, start time.Time) (*Recorder, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	out, err := CreateWriter(path)
 	if err != nil {
-		return nil, fmt.Errorf("create history: %w", err)
+		return nil, err
 	}
 	r := &Recorder{
-		start:  start,
-		f:      f,
-		w:      bufio.NewWriterSize(f, 1<<20),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		failed: make(chan struct{}),
+		start: start,
+		w:     newBatchWriter(out),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
+	r.batch = r.w.buffer()
+	go r.w.run()
 	go r.flushLoop()
 	return r, nil
 }
 
 // Path is the history file's path.
-func (r *Recorder) Path() string { return r.f.Name() }
+func (r *Recorder) Path() string { return r.w.out.f.Name() }
 
 // Start is the instant that time 0 of the history stands for.
 func (r *Recorder) Start() time.Time { return r.start }
@@ -68,17 +77,24 @@ func (r *Recorder) At(t time.Time) int64 { return int64(t.Sub(r.start)) }
 // returns the stamped event.
 func (r *Recorder) Record(op Op) Op {
 	r.mu.Lock()
+	if r.closed {
+		// Not in the history, so neither numbered nor shown to
+		// observers: the harness's check alongside the run counts on
+		// seeing exactly the written events.
+		r.mu.Unlock()
+		op.Time = int64(time.Since(r.start))
+		return op
+	}
 	op.Index = r.next
 	r.next++
 	// Strictly increasing: two events never share an instant, so an
 	// observer knows that whatever it sees next happened later.
 	op.Time = max(int64(time.Since(r.start)), r.last+1)
 	r.last = op.Time
-	r.buf = AppendJSON(r.buf[:0], &op)
-	r.buf = append(r.buf, '\n')
-	if r.err == nil && !r.closed {
-		_, err := r.w.Write(r.buf)
-		r.failLocked(err)
+	r.batch = AppendJSON(r.batch, &op)
+	r.batch = append(r.batch, '\n')
+	if len(r.batch) >= batchSize {
+		r.handOffLocked(false, nil)
 	}
 	for _, f := range r.observe {
 		f(op)
@@ -87,9 +103,20 @@ func (r *Recorder) Record(op Op) Op {
 	return op
 }
 
-// Observe calls f with every event recorded from now on, in the history's
-// order (times strictly increasing), under the recorder's lock: f must be
-// quick and must not record.
+// handOffLocked queues the batch for the writer, flushing the file after
+// it when flush is set, and closes done once that is written.
+func (r *Recorder) handOffLocked(flush bool, done chan struct{}) {
+	if len(r.batch) == 0 && done == nil && (!flush || !r.dirty) {
+		return
+	}
+	r.w.todo <- chunk{buf: r.batch, flush: flush, done: done}
+	r.dirty = !flush
+	r.batch = r.w.buffer()
+}
+
+// Observe calls f with every event recorded from now on until Close, in
+// the history's order (times strictly increasing), under the recorder's
+// lock: f must be quick and must not record.
 func (r *Recorder) Observe(f func(Op)) {
 	r.mu.Lock()
 	r.observe = append(r.observe, f)
@@ -98,24 +125,13 @@ func (r *Recorder) Observe(f func(Op)) {
 
 // Failed is closed at the first error writing the history (a full disk):
 // what the run records from then on is lost, so it should stop at once.
-func (r *Recorder) Failed() <-chan struct{} { return r.failed }
+func (r *Recorder) Failed() <-chan struct{} { return r.w.failed }
 
 // Err is the first error writing the history, if any.
-func (r *Recorder) Err() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.err
-}
+func (r *Recorder) Err() error { return r.w.firstErr() }
 
-func (r *Recorder) failLocked(err error) {
-	if err == nil || r.err != nil {
-		return
-	}
-	r.err = fmt.Errorf("write history %s: %w", r.f.Name(), err)
-	close(r.failed)
-}
-
-// Count is the number of events recorded so far.
+// Count is the number of events recorded so far; after Close, the number
+// in the history.
 func (r *Recorder) Count() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -132,12 +148,27 @@ func (r *Recorder) flushLoop() {
 			return
 		case <-t.C:
 			r.mu.Lock()
-			if r.err == nil && !r.closed {
-				r.failLocked(r.w.Flush())
+			if !r.closed {
+				r.handOffLocked(true, nil)
 			}
 			r.mu.Unlock()
 		}
 	}
+}
+
+// flushNow writes and flushes every event recorded so far and waits for
+// it: what the flush loop does, synchronously, for tests.
+func (r *Recorder) flushNow() error {
+	done := make(chan struct{})
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return r.Err()
+	}
+	r.handOffLocked(true, done)
+	r.mu.Unlock()
+	<-done
+	return r.Err()
 }
 
 // Close flushes and syncs the file and returns the first write error, if
@@ -146,22 +177,12 @@ func (r *Recorder) Close() error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return r.err
+		return r.Err()
 	}
 	r.closed = true
+	r.handOffLocked(false, nil)
 	r.mu.Unlock()
 	close(r.stop)
 	<-r.done
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, step := range []func() error{r.w.Flush, r.f.Sync} {
-		if r.err == nil {
-			r.failLocked(step())
-		}
-	}
-	if err := r.f.Close(); r.err == nil {
-		r.failLocked(err)
-	}
-	return r.err
+	return r.w.close()
 }

@@ -267,7 +267,7 @@ func Failure(out *harness.Outcome, max int) string {
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && res.Explanation != "" {
 		b.WriteString("  resource: " + res.Explanation + "\n")
 	}
-	fmt.Fprintf(&b, "  files: %s (history.jsonl, results.json)\n", absDir(out.Dir))
+	fmt.Fprintf(&b, "  files: %s (history.jsonl.zst, results.json)\n", absDir(out.Dir))
 	if out.Report != "" {
 		fmt.Fprintf(&b, "  report: %s\n", absDir(out.Report))
 	}

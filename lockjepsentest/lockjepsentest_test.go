@@ -209,8 +209,11 @@ func TestCustomLockIsNamedAsCustom(t *testing.T) {
 			}
 			store := t.TempDir()
 			out := lockjepsentest.Run(t, lockjepsentest.Options{
+				// 250 ms per node, not 50: under two busy loops every
+				// node missed 50 ms and no lock was ever granted; this
+				// test is about names, not timeouts.
 				Locker: func(nodes []locks.Conn, process int) (locks.Locker, error) {
-					return locks.New(lock, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})
+					return locks.New(lock, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: 250 * time.Millisecond})
 				},
 				LockName: c.name, LockFences: true, System: c.system,
 				TimeLimit: time.Second, Recovery: 100 * time.Millisecond, Store: store,

@@ -96,12 +96,18 @@ func TestBrowserReports(t *testing.T) {
 			if n := count(t, ctx, "#timeline svg rect.hold"); n == 0 {
 				t.Errorf("the timeline draws no hold")
 			}
+			// The first FullWitnesses in full, the rest a row each; every
+			// one tells its story.
 			want := len(r.res.Exclusion.Violations)
-			if n := count(t, ctx, "article.witness"); n != want {
-				t.Errorf("%d witnesses on the page, results.json keeps %d", n, want)
+			full := min(want, reports.FullWitnesses)
+			if n := count(t, ctx, "article.witness"); n != full {
+				t.Errorf("%d witnesses in full on the page, want %d of the %d results.json keeps", n, full, want)
 			}
-			if n := count(t, ctx, "article.witness svg.timeline"); n != want {
-				t.Errorf("%d zoomed timelines for %d witnesses", n, want)
+			if n := count(t, ctx, "article.witness svg.timeline"); n != full {
+				t.Errorf("%d zoomed timelines for %d witnesses in full", n, full)
+			}
+			if n := count(t, ctx, "table.brief-witnesses tr[id]"); n != want-full {
+				t.Errorf("%d witness rows, want %d", n, want-full)
 			}
 			for i, v := range r.res.Exclusion.Violations {
 				story := text(t, ctx, fmt.Sprintf("#violation-%d .story", i+1))

@@ -1,9 +1,9 @@
 package reports
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,18 +100,18 @@ type lane struct {
 	Title   string
 }
 
-// clientLanes gives one lane per client process that holds a lock, is hit
-// by a client fault, or is one of the configured clients; a crashed
-// client's replacement (process + clients) is labelled with the worker it
-// replaces. Processes that only read the resource at the end (the counter
-// workload's final reads) get no lane.
-func clientLanes(clients int, holds []checker.Hold, faults []faultSpan) []lane {
+// clientLanesOf gives one lane per client process that holds a lock (in
+// holders), is hit by a client fault, or is one of the configured
+// clients; a crashed client's replacement (process + clients) is labelled
+// with the worker it replaces. Processes that only read the resource at
+// the end (the counter workload's final reads) get no lane.
+func clientLanesOf(clients int, holders map[int]bool, faults []faultSpan) []lane {
 	seen := map[int]bool{}
 	for p := 0; p < clients; p++ {
 		seen[p] = true
 	}
-	for i := range holds {
-		seen[holds[i].Process] = true
+	for p := range holders {
+		seen[p] = true
 	}
 	for _, f := range faults {
 		for _, c := range f.Clients {
@@ -163,43 +163,43 @@ type faultSpan struct {
 	Open  bool // never stopped
 }
 
-// faultSpans pairs the nemesis start and stop events (same fault, same
+// faultAcc pairs the nemesis start and stop events (same fault, same
 // targets, same clients), as the checkers do; every event is kept.
-func faultSpans(ops []history.Op) []faultSpan {
-	var out []faultSpan
-	open := map[string]int{}
-	for i := range ops {
-		op := &ops[i]
-		if op.Process != history.NemesisProcess {
-			continue
-		}
-		var v history.Value
-		if op.Value != nil {
-			v = *op.Value
-		}
-		id := fmt.Sprintf("%s|%v|%v", op.F, v.Targets, v.Clients)
-		switch v.Phase {
-		case "start", "":
-			f := faultSpan{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
-			if op.F != "client-crash" && v.Phase == "start" {
-				f.End, f.Open = checker.Never, true
-				open[id] = len(out)
-			}
-			out = append(out, f)
-		case "stop":
-			if j, ok := open[id]; ok {
-				out[j].End, out[j].Open = op.Time, false
-				if v.Detail != "" && out[j].Detail == "" {
-					out[j].Detail = v.Detail
-				}
-				delete(open, id)
-			}
-		default:
-			out = append(out, faultSpan{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets,
-				Clients: v.Clients, Detail: v.Detail, Phase: v.Phase})
-		}
+type faultAcc struct {
+	out  []faultSpan
+	open map[string]int
+}
+
+// add takes the next nemesis event.
+func (a *faultAcc) add(op *history.Op) {
+	if a.open == nil {
+		a.open = map[string]int{}
 	}
-	return out
+	var v history.Value
+	if op.Value != nil {
+		v = *op.Value
+	}
+	id := fmt.Sprintf("%s|%v|%v", op.F, v.Targets, v.Clients)
+	switch v.Phase {
+	case "start", "":
+		f := faultSpan{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
+		if op.F != "client-crash" && v.Phase == "start" {
+			f.End, f.Open = checker.Never, true
+			a.open[id] = len(a.out)
+		}
+		a.out = append(a.out, f)
+	case "stop":
+		if j, ok := a.open[id]; ok {
+			a.out[j].End, a.out[j].Open = op.Time, false
+			if v.Detail != "" && a.out[j].Detail == "" {
+				a.out[j].Detail = v.Detail
+			}
+			delete(a.open, id)
+		}
+	default:
+		a.out = append(a.out, faultSpan{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets,
+			Clients: v.Clients, Detail: v.Detail, Phase: v.Phase})
+	}
 }
 
 // applied reports whether the fault took effect.
@@ -218,83 +218,12 @@ func (f *faultSpan) isClientFault() bool {
 	return strings.HasPrefix(f.Name, "client-") || (len(f.Clients) > 0 && len(f.Targets) > 0 && strings.HasPrefix(f.Targets[0], "client"))
 }
 
-// overlaps finds, per key, every believed hold that overlaps another and
-// the spans where two or more holds were believed at once. It is the
-// exclusion checker's sweep, repeated for display because results.json
-// keeps only the first violations in detail: the timeline must show them
-// all.
-func overlaps(holds []checker.Hold, end int64) (red []bool, spans []span) {
-	red = make([]bool, len(holds))
-	active := map[string]*endHeap{}
-	for i := range holds {
-		h := &holds[i]
-		if h.Empty() {
-			continue
-		}
-		a := active[h.Key]
-		if a == nil {
-			a = &endHeap{holds: holds}
-			active[h.Key] = a
-		}
-		for a.Len() > 0 && holds[a.idx[0]].End <= h.Start {
-			heap.Pop(a)
-		}
-		if a.Len() > 0 {
-			red[i] = true
-			// The overlap lasts while h and at least one other are believed.
-			until := h.Start
-			for _, j := range a.idx {
-				red[j] = true
-				until = max(until, min(holds[j].End, h.End))
-			}
-			spans = append(spans, span{Key: h.Key, Start: h.Start, End: max(h.Start, min(until, end))})
-		}
-		heap.Push(a, i)
-	}
-	return red, mergeSpans(spans)
-}
-
+// span is a time interval on one key: where two or more clients held it
+// at once.
 type span struct {
 	Key        string
 	Start, End int64
-}
-
-// mergeSpans merges overlapping spans of the same key, sorted by start.
-func mergeSpans(in []span) []span {
-	sort.SliceStable(in, func(i, j int) bool {
-		if in[i].Key != in[j].Key {
-			return in[i].Key < in[j].Key
-		}
-		return in[i].Start < in[j].Start
-	})
-	var out []span
-	for _, s := range in {
-		if n := len(out); n > 0 && out[n-1].Key == s.Key && s.Start <= out[n-1].End {
-			out[n-1].End = max(out[n-1].End, s.End)
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// endHeap is a min-heap of hold indices by End.
-type endHeap struct {
-	idx   []int
-	holds []checker.Hold
-}
-
-func (h endHeap) Len() int { return len(h.idx) }
-func (h endHeap) Less(i, j int) bool {
-	return h.holds[h.idx[i]].End < h.holds[h.idx[j]].End
-}
-func (h endHeap) Swap(i, j int) { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
-func (h *endHeap) Push(x any)   { h.idx = append(h.idx, x.(int)) }
-func (h *endHeap) Pop() any {
-	n := len(h.idx)
-	x := h.idx[n-1]
-	h.idx = h.idx[:n-1]
-	return x
+	N          int // overlaps merged into it because they were closer than a pixel; 0 for one
 }
 
 // bar is a drawn interval: one or more holds merged because the gap
@@ -311,36 +240,79 @@ type bar struct {
 // visible.
 const minBarPx = 1.0
 
-// mergeBars turns one lane's intervals (in start order) into bars. Two
-// intervals of the same colour merge when the gap between their pixels
-// is under a pixel; red never merges with normal, so every violation
-// stays red and visible, and a bar is at least minBarPx wide.
-func mergeBars(sc scale, starts, ends []int64, red []bool, end int64) []bar {
-	var out []bar
-	last := map[bool]int{false: -1, true: -1}
-	for i := range starts {
-		s, e := starts[i], ends[i]
-		open := e == checker.Never
-		if open {
-			e = end
-		}
-		x0, x1 := sc.clampX(s), sc.clampX(e)
-		if x1-x0 < minBarPx {
-			x1 = x0 + minBarPx
-		}
-		r := red != nil && red[i]
-		if j := last[r]; j >= 0 && x0-out[j].X1 < 1 {
-			b := &out[j]
-			b.End = max(b.End, e)
-			b.X1 = math.Max(b.X1, x1)
-			b.N++
-			b.Open = b.Open || open
-			continue
-		}
-		out = append(out, bar{Start: s, End: e, X0: x0, X1: x1, N: 1, Red: r, Open: open})
-		last[r] = len(out) - 1
+// barAcc turns one lane's intervals, given in start order, into bars.
+// Two intervals of the same colour merge when the gap between their
+// pixels is under a pixel; red never merges with normal, so every
+// violation stays red and visible, and a bar is at least minBarPx wide.
+// A lane's bars are so bounded by its pixels, however many holds it had.
+type barAcc struct {
+	sc   scale
+	end  int64 // where a belief that never ends is drawn to
+	out  []bar
+	last [2]int // index in out of the last bar of each colour, -1 for none
+}
+
+func newBarAcc(sc scale, end int64) *barAcc { return &barAcc{sc: sc, end: end, last: [2]int{-1, -1}} }
+
+func (a *barAcc) add(s, e int64, red bool) {
+	open := e == checker.Never
+	if open {
+		e = a.end
 	}
-	return out
+	x0, x1 := a.sc.clampX(s), a.sc.clampX(e)
+	if x1-x0 < minBarPx {
+		x1 = x0 + minBarPx
+	}
+	r := 0
+	if red {
+		r = 1
+	}
+	if j := a.last[r]; j >= 0 && x0-a.out[j].X1 < 1 {
+		b := &a.out[j]
+		b.End = max(b.End, e)
+		b.X1 = math.Max(b.X1, x1)
+		b.N++
+		b.Open = b.Open || open
+		return
+	}
+	a.out = append(a.out, bar{Start: s, End: e, X0: x0, X1: x1, N: 1, Red: red, Open: open})
+	a.last[r] = len(a.out) - 1
+}
+
+// unionBars is barAcc for intervals in any order, of one colour: a key's
+// holds end in another order than they start, and its lane draws only
+// the union. Bars are kept sorted and apart by a pixel or more; an
+// interval merges with every bar whose pixels its own touch, which gives
+// the bars barAcc gives for the same intervals in start order (the
+// groups of intervals linked by touching).
+type unionBars struct {
+	sc  scale
+	end int64
+	out []bar // X0 and X1 only
+}
+
+func (u *unionBars) add(s, e int64) {
+	if e == checker.Never {
+		e = u.end
+	}
+	x0, x1 := u.sc.clampX(s), u.sc.clampX(e)
+	if x1-x0 < minBarPx {
+		x1 = x0 + minBarPx
+	}
+	// First bar that this one does not lie wholly after: the bars before
+	// it end more than a pixel before x0.
+	i := sort.Search(len(u.out), func(i int) bool { return x0-u.out[i].X1 < 1 })
+	j := i
+	for j < len(u.out) && u.out[j].X0-x1 < 1 {
+		x0, x1 = math.Min(x0, u.out[j].X0), math.Max(x1, u.out[j].X1)
+		j++
+	}
+	if i == j {
+		u.out = slices.Insert(u.out, i, bar{X0: x0, X1: x1})
+		return
+	}
+	u.out[i] = bar{X0: x0, X1: x1}
+	u.out = slices.Delete(u.out, i+1, j)
 }
 
 // series names a latency series: an operation and its outcome.
@@ -356,55 +328,73 @@ type latBin struct {
 	N        int
 }
 
-// latencyBins bins operation latencies (completion − invoke, at the
-// invoke's time) per series and pixel column, keeping min, max and count.
+// latAcc bins operation latencies (completion − invoke, at the invoke's
+// time) per series and pixel column, keeping min, max and count.
 // Operations that never completed count as unknown with the latency up to
-// the end of the history. Only the operations in fs are binned.
-func latencyBins(ops []history.Op, sc scale, cols int, fs map[string]bool) map[series][]latBin {
-	type acc struct{ bins map[int]*latBin }
-	accs := map[series]*acc{}
-	add := func(s series, t, d int64) {
-		a := accs[s]
-		if a == nil {
-			a = &acc{bins: map[int]*latBin{}}
-			accs[s] = a
-		}
-		c := sc.col(t, cols)
-		b := a.bins[c]
-		if b == nil {
-			a.bins[c] = &latBin{Col: c, Min: d, Max: d, N: 1}
-			return
-		}
-		b.Min, b.Max = min(b.Min, d), max(b.Max, d)
-		b.N++
+// the end of the history. Only the operations in fs are binned. It keeps
+// a pending invoke per process and a bin per series and column.
+type latAcc struct {
+	sc      scale
+	cols    int
+	fs      map[string]bool
+	pending map[int]pendingOp // process -> its invoke
+	bins    map[series]map[int]*latBin
+	last    int64 // time of the latest event
+}
+
+type pendingOp struct {
+	f    string
+	time int64
+}
+
+func newLatAcc(sc scale, cols int, fs map[string]bool) *latAcc {
+	return &latAcc{sc: sc, cols: cols, fs: fs, pending: map[int]pendingOp{}, bins: map[series]map[int]*latBin{}}
+}
+
+func (a *latAcc) bin(s series, t, d int64) {
+	bs := a.bins[s]
+	if bs == nil {
+		bs = map[int]*latBin{}
+		a.bins[s] = bs
 	}
-	pending := map[int]int{} // process -> index of its invoke
-	for i := range ops {
-		op := &ops[i]
-		if op.Process == history.NemesisProcess || !fs[op.F] {
-			continue
-		}
-		if op.Type == history.Invoke {
-			pending[op.Process] = i
-			continue
-		}
-		j, ok := pending[op.Process]
-		if !ok {
-			continue
-		}
-		delete(pending, op.Process)
-		inv := &ops[j]
-		add(series{inv.F, op.Type}, inv.Time, op.Time-inv.Time)
+	c := a.sc.col(t, a.cols)
+	b := bs[c]
+	if b == nil {
+		bs[c] = &latBin{Col: c, Min: d, Max: d, N: 1}
+		return
 	}
-	end := history.EndTime(ops)
-	for _, j := range pending {
-		inv := &ops[j]
-		add(series{inv.F, history.Info}, inv.Time, end-inv.Time)
+	b.Min, b.Max = min(b.Min, d), max(b.Max, d)
+	b.N++
+}
+
+// add takes the next event.
+func (a *latAcc) add(op *history.Op) {
+	a.last = op.Time
+	if op.Process == history.NemesisProcess || !a.fs[op.F] {
+		return
 	}
+	if op.Type == history.Invoke {
+		a.pending[op.Process] = pendingOp{op.F, op.Time}
+		return
+	}
+	inv, ok := a.pending[op.Process]
+	if !ok {
+		return
+	}
+	delete(a.pending, op.Process)
+	a.bin(series{inv.f, op.Type}, inv.time, op.Time-inv.time)
+}
+
+// result ends the history and returns each series' bins by column.
+func (a *latAcc) result() map[series][]latBin {
+	for _, inv := range a.pending {
+		a.bin(series{inv.f, history.Info}, inv.time, a.last-inv.time)
+	}
+	clear(a.pending)
 	out := map[series][]latBin{}
-	for s, a := range accs {
-		bs := make([]latBin, 0, len(a.bins))
-		for _, b := range a.bins {
+	for s, m := range a.bins {
+		bs := make([]latBin, 0, len(m))
+		for _, b := range m {
 			bs = append(bs, *b)
 		}
 		sort.Slice(bs, func(i, j int) bool { return bs[i].Col < bs[j].Col })
@@ -422,31 +412,30 @@ type buckets struct {
 	OK, Fail, Unknown, Grants []int
 }
 
-// throughput buckets completions over [0, end] into about n buckets of a
-// nice width.
-func throughput(ops []history.Op, end int64, n int) *buckets {
+// newBuckets cuts [0, end] into about n buckets of a nice width.
+func newBuckets(end int64, n int) *buckets {
 	w := niceStep(max(end, 1), n)
 	nb := int(end/w) + 1
-	b := &buckets{Width: w, OK: make([]int, nb), Fail: make([]int, nb), Unknown: make([]int, nb), Grants: make([]int, nb)}
-	for i := range ops {
-		op := &ops[i]
-		if op.Process == history.NemesisProcess || op.Type == history.Invoke {
-			continue
-		}
-		k := max(0, min(nb-1, int(op.Time/w)))
-		switch op.Type {
-		case history.OK:
-			b.OK[k]++
-			if op.F == history.Acquire {
-				b.Grants[k]++
-			}
-		case history.Fail:
-			b.Fail[k]++
-		default:
-			b.Unknown[k]++
-		}
+	return &buckets{Width: w, OK: make([]int, nb), Fail: make([]int, nb), Unknown: make([]int, nb), Grants: make([]int, nb)}
+}
+
+// add counts op if it is a client operation's completion.
+func (b *buckets) add(op *history.Op) {
+	if op.Process == history.NemesisProcess || op.Type == history.Invoke {
+		return
 	}
-	return b
+	k := max(0, min(len(b.OK)-1, int(op.Time/b.Width)))
+	switch op.Type {
+	case history.OK:
+		b.OK[k]++
+		if op.F == history.Acquire {
+			b.Grants[k]++
+		}
+	case history.Fail:
+		b.Fail[k]++
+	default:
+		b.Unknown[k]++
+	}
 }
 
 // rate is count per second in a bucket of width w.

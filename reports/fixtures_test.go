@@ -258,21 +258,14 @@ func sortOps(ops []history.Op) {
 	}
 }
 
-// genLarge writes a synthetic run of about nOps client operations (2×nOps
-// events): 10 clients of a mutex workload with mostly failing acquires,
-// holds of a few ms, a fault every second, and a mutual-exclusion
-// violation every violateEvery holds. Its results.json is computed by the
-// checkers except porcupine, whose time on a million operations is not
-// what is measured here.
-func genLarge(t testing.TB, dir string, nOps, violateEvery int) (violations int) {
-	t.Helper()
-	const clients = 10
+// genRounds makes the events of genLarge's run of about nOps client
+// operations, in order, and returns the time of the last one: rounds in
+// which one of clients holds the lock while the others try tries times.
+func genRounds(nOps, violateEvery, clients, tries int, emit func(history.Op)) (tm int64) {
 	rng := rand.New(rand.NewSource(1))
-	ops := make([]history.Op, 0, 2*nOps+100)
 	// Simulate in rounds: each round one client holds for a few ms while
 	// the others fail; every violateEvery-th round a second client also
 	// gets it.
-	tm := int64(0)
 	n := 0
 	round := 0
 	holdSeq := 0
@@ -280,23 +273,22 @@ func genLarge(t testing.TB, dir string, nOps, violateEvery int) (violations int)
 		holder := rng.Intn(clients)
 		tok := fmt.Sprintf("p%d.%d", holder, holdSeq)
 		holdSeq++
-		ops = append(ops, history.Op{Time: tm, Process: holder, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}})
+		emit(history.Op{Time: tm, Process: holder, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}})
 		tm += 300_000
-		ops = append(ops, history.Op{Time: tm, Process: holder, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: &history.Value{Token: tok, ValidUntil: history.I64(tm + 490_000_000)}})
+		emit(history.Op{Time: tm, Process: holder, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: &history.Value{Token: tok, ValidUntil: history.I64(tm + 490_000_000)}})
 		n++
 		violate := violateEvery > 0 && round%violateEvery == violateEvery-1
 		other := (holder + 1 + rng.Intn(clients-1)) % clients
 		otok := fmt.Sprintf("p%d.%d", other, holdSeq)
 		if violate {
 			holdSeq++
-			ops = append(ops, history.Op{Time: tm + 1000, Process: other, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}})
-			ops = append(ops, history.Op{Time: tm + 200_000, Process: other, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: &history.Value{Token: otok, ValidUntil: history.I64(tm + 490_000_000)}})
+			emit(history.Op{Time: tm + 1000, Process: other, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}})
+			emit(history.Op{Time: tm + 200_000, Process: other, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: &history.Value{Token: otok, ValidUntil: history.I64(tm + 490_000_000)}})
 			n++
-			violations++
 		}
 		tm += 250_000
 		// The others fail to acquire meanwhile, one after another.
-		for k := 0; k < 14 && n < nOps; k++ {
+		for k := 0; k < tries && n < nOps; k++ {
 			p := (holder + 1 + k%(clients-1)) % clients
 			if violate && p == other {
 				continue
@@ -307,30 +299,44 @@ func genLarge(t testing.TB, dir string, nOps, violateEvery int) (violations int)
 			if rng.Intn(500) == 0 {
 				kind, lat, errText = history.Info, 250_000_000, "i/o timeout"
 			}
-			ops = append(ops, history.Op{Time: tm, Process: p, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}})
-			ops = append(ops, history.Op{Time: tm + min(lat, 150_000), Process: p, Type: kind, F: history.Acquire, Key: "lock-0", Error: errText})
+			emit(history.Op{Time: tm, Process: p, Type: history.Invoke, F: history.Acquire, Key: "lock-0", Value: &history.Value{TTL: 5e8}})
+			emit(history.Op{Time: tm + min(lat, 150_000), Process: p, Type: kind, F: history.Acquire, Key: "lock-0", Error: errText})
 			tm += 160_000
 			n++
 		}
-		ops = append(ops, history.Op{Time: tm, Process: holder, Type: history.Invoke, F: history.Release, Key: "lock-0", Value: &history.Value{Token: tok}})
+		emit(history.Op{Time: tm, Process: holder, Type: history.Invoke, F: history.Release, Key: "lock-0", Value: &history.Value{Token: tok}})
 		tm += 200_000
-		ops = append(ops, history.Op{Time: tm, Process: holder, Type: history.OK, F: history.Release, Key: "lock-0"})
+		emit(history.Op{Time: tm, Process: holder, Type: history.OK, F: history.Release, Key: "lock-0"})
 		n++
 		if violate {
-			ops = append(ops, history.Op{Time: tm, Process: other, Type: history.Invoke, F: history.Release, Key: "lock-0", Value: &history.Value{Token: otok}})
+			emit(history.Op{Time: tm, Process: other, Type: history.Invoke, F: history.Release, Key: "lock-0", Value: &history.Value{Token: otok}})
 			tm += 100_000
-			ops = append(ops, history.Op{Time: tm, Process: other, Type: history.OK, F: history.Release, Key: "lock-0"})
+			emit(history.Op{Time: tm, Process: other, Type: history.OK, F: history.Release, Key: "lock-0"})
 			n++
 		}
 		tm += 100_000
 		if round%2000 == 1000 {
-			ops = append(ops, history.Op{Time: tm, Process: history.NemesisProcess, Type: history.Info, F: "pause", Value: &history.Value{Phase: "start", Targets: []string{"n1"}, Detail: "SIGSTOP for 300ms"}})
+			emit(history.Op{Time: tm, Process: history.NemesisProcess, Type: history.Info, F: "pause", Value: &history.Value{Phase: "start", Targets: []string{"n1"}, Detail: "SIGSTOP for 300ms"}})
 		}
 		if round%2000 == 1400 {
-			ops = append(ops, history.Op{Time: tm, Process: history.NemesisProcess, Type: history.Info, F: "pause", Value: &history.Value{Phase: "stop", Targets: []string{"n1"}}})
+			emit(history.Op{Time: tm, Process: history.NemesisProcess, Type: history.Info, F: "pause", Value: &history.Value{Phase: "stop", Targets: []string{"n1"}}})
 		}
 		round++
 	}
+	return tm
+}
+
+// genLarge writes a synthetic run of about nOps client operations (2×nOps
+// events): 10 clients of a mutex workload with mostly failing acquires,
+// holds of a few ms, a fault every second, and a mutual-exclusion
+// violation every violateEvery holds. Its results.json is computed by the
+// checkers except porcupine, whose time on a million operations is not
+// what is measured here.
+func genLarge(t testing.TB, dir string, nOps, violateEvery int) (violations int) {
+	t.Helper()
+	const clients = 10
+	ops := make([]history.Op, 0, 2*nOps+100)
+	tm := genRounds(nOps, violateEvery, clients, 14, func(op history.Op) { ops = append(ops, op) })
 	// The info outcomes above complete later than their invoke's
 	// successors in real life; here every completion is at most 150µs
 	// after its invoke, so times are already in order.

@@ -13,13 +13,22 @@ import (
 
 // Files of a run directory.
 const (
-	historyFile = runfile.HistoryFile
-	resultsFile = runfile.ResultsFile
-	configFile  = runfile.ConfigFile
-	runInfoFile = runfile.RunInfoFile
-	nodesFile   = runfile.NodesFile
+	historyFile           = runfile.HistoryFile
+	compressedHistoryFile = runfile.CompressedHistoryFile
+	resultsFile           = runfile.ResultsFile
+	configFile            = runfile.ConfigFile
+	runInfoFile           = runfile.RunInfoFile
+	nodesFile             = runfile.NodesFile
 	// ReportFile is the page WriteRun writes in a run directory.
 	ReportFile = "report.html"
+)
+
+var (
+	// runMarkers are the files of which one makes a directory a run's.
+	runMarkers = []string{compressedHistoryFile, historyFile, configFile}
+	// runInputs are the files a report is drawn from: a report older
+	// than any of them is stale.
+	runInputs = []string{compressedHistoryFile, historyFile, configFile, runInfoFile, resultsFile}
 )
 
 // runConfig is config.json as the harness wrote it: the settings, and
@@ -94,7 +103,7 @@ func loadMeta(dir string) *runFiles {
 	} else {
 		rf.resErr = fmt.Errorf("%s has no checker results", resultsFile)
 	}
-	for _, f := range []string{historyFile, configFile, runInfoFile, resultsFile} {
+	for _, f := range runInputs {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.ModTime().After(rf.modTime) {
 			rf.modTime = st.ModTime()
 		}

@@ -13,6 +13,9 @@ import (
 // latencyOps are the operations on the latency plot, in legend order.
 var latencyOps = []string{history.Acquire, history.Release, history.Extend}
 
+// throughputBuckets is about how many buckets the throughput plot has.
+const throughputBuckets = 150
+
 // shadeFaults shades every applied fault's window on a plot.
 func (m *model) shadeFaults(s *svg, sc scale, y0, y1 float64) {
 	for i := range m.faults {
@@ -37,12 +40,8 @@ func (m *model) shadeFaults(s *svg, sc scale, y0, y1 float64) {
 // per operation while there is room, and per pixel column the min and max
 // with a line between when there is not.
 func (m *model) latencyPlot() (template.HTML, string) {
-	fs := map[string]bool{}
-	for _, f := range latencyOps {
-		fs[f] = true
-	}
 	sc := scale{t0: 0, t1: m.end, x0: plotX0, w: plotW}
-	bins := latencyBins(m.ops, sc, cols, fs)
+	bins := m.lat
 	lo, hi := int64(math.MaxInt64), int64(0)
 	total := 0
 	for _, bs := range bins {
@@ -147,7 +146,7 @@ func fmtLat(ns float64) string {
 // throughputPlot draws completed operations per second by outcome, and the
 // locks granted per second, over time.
 func (m *model) throughputPlot() (template.HTML, string) {
-	b := throughput(m.ops, m.end, 150)
+	b := m.thr
 	any := false
 	for i := range b.OK {
 		if b.OK[i]+b.Fail[i]+b.Unknown[i] > 0 {

@@ -65,7 +65,7 @@ func RenderRun(w io.Writer, dir string) (err error) {
 		if _, err := os.Stat(filepath.Join(dir, "latest")); err == nil {
 			hint = fmt.Sprintf(" (it looks like a store: try %s)", filepath.Join(dir, "latest"))
 		}
-		return fmt.Errorf("%s is not a lockjepsen run directory: it has neither %s nor %s%s", dir, historyFile, configFile, hint)
+		return fmt.Errorf("%s is not a lockjepsen run directory: it has no history (%s or %s) and no %s%s", dir, compressedHistoryFile, historyFile, configFile, hint)
 	}
 	defer func() {
 		// A report must never take the harness down with it.
@@ -78,7 +78,7 @@ func RenderRun(w io.Writer, dir string) (err error) {
 }
 
 func isRunDir(dir string) bool {
-	for _, f := range []string{historyFile, configFile} {
+	for _, f := range runMarkers {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.Mode().IsRegular() {
 			return true
 		}
@@ -113,20 +113,22 @@ type page struct {
 	Keys        []string
 	Violations  int
 	Witnesses   []witness
-	MoreViol    int
-	Latency     template.HTML
-	LatencyNote string
-	Through     template.HTML
-	ThroughNote string
-	Live        *checker.LivenessResult
-	Res         *checker.ResourceResult
-	Lease       *checker.LeaseResult
-	Lin         *checker.LinearizabilityResult
-	Stats       *checker.Stats
-	StatRows    [][]string
-	Faults      []faultRow
-	Files       []fileLink
-	NoResults   bool
+	// FullWitnesses is the package constant, for the template.
+	FullWitnesses int
+	MoreViol      int
+	Latency       template.HTML
+	LatencyNote   string
+	Through       template.HTML
+	ThroughNote   string
+	Live          *checker.LivenessResult
+	Res           *checker.ResourceResult
+	Lease         *checker.LeaseResult
+	Lin           *checker.LinearizabilityResult
+	Stats         *checker.Stats
+	StatRows      [][]string
+	Faults        []faultRow
+	Files         []fileLink
+	NoResults     bool
 }
 
 type banner struct {
@@ -144,8 +146,11 @@ type fileLink struct {
 	Href, Name, What string
 }
 
-func buildPage(rf *runFiles) *page {
-	m := newModel(rf)
+func buildPage(rf *runFiles) *page { return pageOf(rf, newModel(rf)) }
+
+// pageOf is the page of the run whose files are rf and whose history m
+// gathered.
+func pageOf(rf *runFiles, m *model) *page {
 	pg := &page{Dir: rf.dir, Generated: time.Now().UTC().Format("2006-01-02 15:04:05 UTC")}
 	cfg, res, info := rf.cfg, rf.res, rf.info
 	if cfg != nil {
@@ -205,15 +210,15 @@ func buildPage(rf *runFiles) *page {
 	pg.Tested = testedSentence(cfg, info, m)
 	pg.Config = configRows(cfg, info)
 	pg.Banners = append(pg.Banners, oddities(rf, m)...)
-	pg.HasHistory = len(m.ops) > 0
-	pg.Holds = len(m.holds)
+	pg.HasHistory = m.events > 0
+	pg.Holds = m.holds
 	pg.Keys = m.keys
 	if pg.HasHistory {
 		pg.Timeline = m.fullTimeline()
 		pg.Latency, pg.LatencyNote = m.latencyPlot()
 		pg.Through, pg.ThroughNote = m.throughputPlot()
 	}
-	pg.Witnesses = m.witnesses()
+	pg.Witnesses, pg.FullWitnesses = m.witnesses(), FullWitnesses
 	pg.StatRows = statRows(pg.Stats)
 	pg.Faults = m.faultRows()
 	pg.Files = fileLinks(rf, m)
@@ -407,17 +412,17 @@ func oddities(rf *runFiles, m *model) []banner {
 		out = append(out, banner{Class: "error", Title: "Checkers disagree", Text: res.Disagreement})
 	}
 	if m.histErr != nil {
-		out = append(out, banner{Class: "error", Title: "No history", Text: "history.jsonl could not be read: " + m.histErr.Error()})
+		out = append(out, banner{Class: "error", Title: "No history", Text: "The history could not be read: " + m.histErr.Error()})
 	} else if m.hr != nil {
-		if m.hr.Truncated {
-			out = append(out, banner{Class: "warn", Title: "Truncated history", Text: "The last line of history.jsonl is incomplete (the harness died mid-write); the page shows the readable prefix."})
+		if m.hr.truncated {
+			out = append(out, banner{Class: "warn", Title: "Truncated history", Text: "The history ends mid-event (the harness died mid-write); the page shows the readable prefix."})
 		}
-		if m.hr.Bad > 0 {
-			out = append(out, banner{Class: "warn", Title: "Unreadable history lines", Text: fmt.Sprintf("%d lines of history.jsonl are not events and were skipped; the first: %s", m.hr.Bad, m.hr.FirstBad)})
+		if m.hr.bad > 0 {
+			out = append(out, banner{Class: "warn", Title: "Unreadable history lines", Text: fmt.Sprintf("%d lines of the history are not events and were skipped; the first: %s", m.hr.bad, m.hr.firstBad)})
 		}
-		if len(m.ops) == 0 {
+		if m.events == 0 {
 			out = append(out, banner{Class: "warn", Title: "Empty history", Text: "No event was recorded: the run stopped before any client operation."})
-		} else if len(m.holds) == 0 {
+		} else if m.holds == 0 {
 			out = append(out, banner{Class: "warn", Title: "No lock was ever granted", Text: "No acquire succeeded, so mutual exclusion was not tested at all."})
 		}
 	}
@@ -482,6 +487,7 @@ func fileLinks(rf *runFiles, m *model) []fileLink {
 			out = append(out, fileLink{Href: rel, Name: rel, What: what})
 		}
 	}
+	add(compressedHistoryFile, "every event of the run, JSON Lines compressed with zstd (lockjepsen history cat RUN_DIR prints it; serve shows it as history.jsonl)")
 	add(historyFile, "every event of the run, one JSON object per line")
 	add(resultsFile, "the verdict and every checker's findings")
 	add(configFile, "the configuration, with the command line")

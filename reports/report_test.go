@@ -40,7 +40,7 @@ func TestWriteRunRealRuns(t *testing.T) {
 				strings.ToUpper(r.res.Verdict),
 				"lockjepsen test --name " + r.name,
 				`class="timeline"`,
-				`href="history.jsonl"`,
+				`href="history.jsonl.zst"`,
 				`href="nodes/n1/redis.log"`,
 				"Redis version",
 			}
@@ -57,9 +57,7 @@ func TestWriteRunRealRuns(t *testing.T) {
 					t.Errorf("the page refers to the network: %q", s)
 				}
 			}
-			if n := strings.Count(page, `<article class="witness"`); n != len(r.res.Exclusion.Violations) {
-				t.Errorf("%d witnesses, want %d", n, len(r.res.Exclusion.Violations))
-			}
+			checkWitnesses(t, page, len(r.res.Exclusion.Violations))
 			switch r.name {
 			case "unsafe":
 				// Described from run.json: what the harness that ran it
@@ -261,6 +259,20 @@ func TestHandler(t *testing.T) {
 	code, body = get(t, srv, "/runs/"+rel+"/history.jsonl")
 	if code != 200 || !strings.Contains(body, `"f":"acquire"`) {
 		t.Errorf("history: %d", code)
+	}
+	// A run that wrote its history compressed is shown as JSON Lines too.
+	plain := filepath.Join(store, rel, "history.jsonl")
+	hw, err := history.CreateWriter(plain + history.CompressedSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw.Write([]byte(body))
+	if err := hw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(plain)
+	if code, got := get(t, srv, "/runs/"+rel+"/history.jsonl"); code != 200 || got != body {
+		t.Errorf("the compressed history served as text: %d, %d bytes, want the %d of the plain file", code, len(got), len(body))
 	}
 	// Nothing outside the store.
 	for _, p := range []string{"/runs/../secret.txt", "/runs/%2e%2e/secret.txt", "/runs/escape", "/runs/" + rel + "/../../../secret.txt", "/runs//etc/passwd"} {

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
 )
 
 // Handler serves a store directory for `lockjepsen serve`:
@@ -72,7 +75,7 @@ func (h *server) runs() ([]runSummary, error) {
 		if p != "." && (strings.Count(p, "/") >= 4 || d.Name() == "nodes" && len(rels) > 0 && strings.HasPrefix(p, rels[len(rels)-1]+"/")) {
 			return fs.SkipDir
 		}
-		for _, f := range []string{historyFile, configFile} {
+		for _, f := range runMarkers {
 			if st, err := root.Stat(path.Join(p, f)); err == nil && st.Mode().IsRegular() {
 				if p != "." {
 					rels = append(rels, p)
@@ -96,7 +99,7 @@ func (h *server) runs() ([]runSummary, error) {
 func (h *server) summary(rel string) runSummary {
 	dir := filepath.Join(h.store, filepath.FromSlash(rel))
 	var mod time.Time
-	for _, f := range []string{historyFile, configFile, runInfoFile, resultsFile} {
+	for _, f := range runInputs {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.ModTime().After(mod) {
 			mod = st.ModTime()
 		}
@@ -260,7 +263,7 @@ func (h *server) file(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 	isRun := func(p string) bool {
-		for _, f := range []string{historyFile, configFile} {
+		for _, f := range runMarkers {
 			if st, err := root.Stat(path.Join(p, f)); err == nil && st.Mode().IsRegular() {
 				return true
 			}
@@ -285,6 +288,9 @@ func (h *server) file(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if h.servePlainHistory(w, root, rel) {
+		return
+	}
 	if ext := path.Ext(rel); ext == ".jsonl" || ext == ".log" || ext == ".aof" || ext == ".manifest" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
@@ -299,7 +305,7 @@ func (h *server) report(w http.ResponseWriter, r *http.Request, root *os.Root, r
 	h.render.Lock()
 	defer h.render.Unlock()
 	var newest time.Time
-	for _, f := range []string{historyFile, configFile, runInfoFile, resultsFile} {
+	for _, f := range runInputs {
 		if st, err := root.Stat(path.Join(rel, f)); err == nil && st.ModTime().After(newest) {
 			newest = st.ModTime()
 		}
@@ -320,4 +326,28 @@ func (h *server) report(w http.ResponseWriter, r *http.Request, root *os.Root, r
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Write(buf.Bytes())
+}
+
+// servePlainHistory answers a request for a run's history.jsonl that the
+// run wrote compressed with the JSON Lines themselves, so that a browser
+// shows them; it reports whether it answered.
+func (h *server) servePlainHistory(w http.ResponseWriter, root *os.Root, rel string) bool {
+	if path.Base(rel) != historyFile {
+		return false
+	}
+	if _, err := root.Stat(rel); err == nil {
+		return false // a plain history of its own
+	}
+	zrel := path.Join(path.Dir(rel), compressedHistoryFile)
+	if st, err := root.Stat(zrel); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	f, err := history.Open(filepath.Join(h.store, filepath.FromSlash(zrel)))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.Copy(w, f) // a client that goes away mid-copy wanted no more
+	return true
 }

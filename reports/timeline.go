@@ -20,57 +20,58 @@ const (
 	cols   = int(plotW) // pixel columns the plots aggregate into
 )
 
-// model is everything the page is drawn from.
+// model is everything the page is drawn from: the run's files and what
+// one pass over its history gathered (collect.go), never the history
+// itself.
 type model struct {
 	rf      *runFiles
-	hr      *history.LenientRead
+	hr      *histRead // nil when the history could not be read
 	histErr error
-	ops     []history.Op
+	events  int   // events in the history
 	end     int64 // the time axis runs over [0, end]
-	holds   []checker.Hold
-	red     []bool
+	holds   int   // believed holds, empty ones too
 	ovl     []span
 	faults  []faultSpan
 	lanes   []lane
+	full    map[int]*laneData // the run's timeline, per process
+	keyBars map[string][]bar
+	zooms   []map[int]*laneData // per witness drawn in full
+	endOps  map[int64]history.Op
+	lat     map[series][]latBin
+	thr     *buckets
 	clients int
 	nodes   []cluster.Node
 	keys    []string
-	byProc  map[int][]int // process -> indices of its holds, in start order
 }
 
 func newModel(rf *runFiles) *model {
 	m := &model{rf: rf}
-	m.hr, m.histErr = history.ReadLenient(rf.dir + "/" + historyFile)
-	if m.hr != nil {
-		m.ops = m.hr.Ops
-	}
-	m.end = history.EndTime(m.ops)
 	if rf.cfg != nil {
 		m.clients = rf.cfg.Clients
-		if m.end == 0 {
-			m.end = int64(rf.cfg.TimeLimit + rf.cfg.Recovery)
-		}
 	}
-	// A history of a few µs (a run killed at once) still gets a readable
-	// axis.
-	m.end = max(m.end, 100_000_000)
-	m.holds = checker.Holds(m.ops)
-	m.red, m.ovl = overlaps(m.holds, m.end)
-	m.faults = faultSpans(m.ops)
-	m.lanes = clientLanes(m.clients, m.holds, m.faults)
-	m.byProc = map[int][]int{}
-	keys := map[string]bool{}
-	for i := range m.holds {
-		m.byProc[m.holds[i].Process] = append(m.byProc[m.holds[i].Process], i)
-		keys[m.holds[i].Key] = true
+	m.hr, m.histErr = readHistory(rf)
+	c := newCollector(axisEnd(0, rf.cfg), rf.res)
+	if m.hr != nil {
+		c = m.hr.c
+		m.events = m.hr.events
+	} else {
+		c.done()
 	}
-	if len(keys) == 0 && rf.cfg != nil {
-		for k := 0; k < max(1, rf.cfg.Keys); k++ {
-			keys[fmt.Sprintf("lock-%d", k)] = true
-		}
+	m.end, m.holds, m.ovl, m.faults = c.end, c.sweep.holds, c.spans(), c.faults.out
+	m.full, m.zooms, m.endOps = c.lanes, c.zooms, c.endOps
+	m.lat, m.thr = c.lat.result(), c.thr
+	m.lanes = clientLanesOf(m.clients, c.sweep.holders, m.faults)
+	m.keyBars = map[string][]bar{}
+	for k, u := range c.keyBars {
+		m.keyBars[k] = u.out
 	}
-	for k := range keys {
+	for k := range c.sweep.keys {
 		m.keys = append(m.keys, k)
+	}
+	if len(m.keys) == 0 && rf.cfg != nil {
+		for k := 0; k < max(1, rf.cfg.Keys); k++ {
+			m.keys = append(m.keys, fmt.Sprintf("lock-%d", k))
+		}
 	}
 	sort.Strings(m.keys)
 	if rf.info != nil {
@@ -154,10 +155,11 @@ type timelineSpec struct {
 	// leases draws each hold's lease (acquire invoke to valid_until) as a
 	// thin outline behind the belief: only in zoomed timelines.
 	leases bool
-	events []checker.Event // extra event markers (a zoom's "in between")
-	ops    bool            // draw each lane's operations under its holds
-	hilite []span          // overlap spans to hilite across lanes
-	phase  int64           // end of the fault phase, 0 for none
+	events []checker.Event   // extra event markers (a zoom's "in between")
+	ops    bool              // draw each lane's operations under its holds
+	hilite []span            // overlap spans to hilite across lanes
+	data   map[int]*laneData // what each client lane draws, by process
+	phase  int64             // end of the fault phase, 0 for none
 	label  string
 }
 
@@ -235,50 +237,7 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 	if nKey > 0 {
 		for _, k := range m.keys {
 			laneRect(k+" (any holder)", "who held "+k+": the union of every client's believed holds; red where two held it at once, orange where clients tried and nobody could get it")
-			var starts, ends []int64
-			for i := range m.holds {
-				hd := &m.holds[i]
-				if hd.Key != k || hd.Empty() || hd.End < sc.t0 || hd.Start > sc.t1 {
-					continue
-				}
-				starts = append(starts, hd.Start)
-				ends = append(ends, hd.End)
-			}
-			for _, b := range mergeBars(sc, starts, ends, nil, m.end) {
-				s.rect(b.X0, y+3, b.X1-b.X0, laneH-6, "hold", "")
-			}
-			if live := m.liveness(); live != nil {
-				for _, w := range live.Top {
-					if w.Key != k || w.End < sc.t0 || w.Start > sc.t1 {
-						continue
-					}
-					x0, x1 := sc.clampX(w.Start), sc.clampX(w.End)
-					s.rect(x0, y+3, max(x1-x0, minBarPx), laneH-6, "unavail",
-						fmt.Sprintf("%s unavailable %s–%s (%s): %d attempts failed or went unanswered", k, fmtT(w.Start), fmtT(w.End), fmtD(w.Duration), w.Attempts))
-				}
-				for _, st := range live.StuckKeys {
-					if st.Key != k {
-						continue
-					}
-					x0 := sc.clampX(st.Since)
-					s.rect(x0, y+1, sc.x0+sc.w-x0, laneH-2, "stuck", fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end (%s)", k, fmtT(st.Since), fmtD(st.For)))
-				}
-			}
-			for _, o := range m.ovl {
-				if o.Key != k || o.End < sc.t0 || o.Start > sc.t1 {
-					continue
-				}
-				x0, x1 := sc.clampX(o.Start), sc.clampX(o.End)
-				s.rect(x0, y+1, max(x1-x0, 1.5), laneH-2, "overlap", fmt.Sprintf("two clients held %s at once: %s–%s (%s)", k, fmtT(o.Start), fmtT(o.End), fmtD(o.End-o.Start)))
-			}
-			for i, v := range sp.marks {
-				if v.Key != k || v.OverlapStart < sc.t0 || v.OverlapStart > sc.t1 {
-					continue
-				}
-				x := sc.x(v.OverlapStart)
-				fmt.Fprintf(&s.b, `<a href="#violation-%d"><path d="M%s %sl-4 -7h8z" class="vmark"><title>violation %d at %s: processes %d and %d (click for the witness)</title></path></a>`,
-					i+1, num(x), num(y-1), i+1, fmtT(v.OverlapStart), v.First.Process, v.Second.Process)
-			}
+			m.drawKeyLane(s, sp, k, y)
 			y += laneH + laneGap
 		}
 		y += 8
@@ -286,72 +245,7 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 	// Client lanes.
 	for _, ln := range sp.lanes {
 		laneRect(ln.Label, ln.Title)
-		for i := range m.faults {
-			f := &m.faults[i]
-			if !f.applied() || !containsInt(f.Clients, ln.Process) {
-				continue
-			}
-			a, b := f.Start, f.endOr(m.end)
-			if b < sc.t0 || a > sc.t1 {
-				continue
-			}
-			x0, x1 := sc.clampX(a), sc.clampX(b)
-			if f.End == f.Start {
-				fmt.Fprintf(&s.b, `<path d="M%s %sl6 6m0 -6l-6 6" class="crash"><title>%s</title></path>`, num(x0-3), num(y+laneH/2-3), esc(f.describe()))
-				continue
-			}
-			s.rect(x0, y, max(x1-x0, 1.5), laneH, "cfault "+m.faultClass(f.Name), f.describe())
-		}
-		idx := m.byProc[ln.Process]
-		var starts, ends []int64
-		var red []bool
-		var leases [][2]int64
-		for _, i := range idx {
-			hd := &m.holds[i]
-			if hd.Empty() {
-				continue
-			}
-			vu := hd.End
-			if hd.ValidUntil != nil {
-				vu = *hd.ValidUntil
-			}
-			if max(hd.End, vu) < sc.t0 || hd.Invoke > sc.t1 {
-				continue
-			}
-			starts = append(starts, hd.Start)
-			ends = append(ends, hd.End)
-			red = append(red, m.red[i])
-			if sp.leases {
-				end := int64(checker.Never)
-				if hd.ValidUntil != nil {
-					end = *hd.ValidUntil
-				}
-				leases = append(leases, [2]int64{hd.Invoke, end})
-			}
-		}
-		for _, l := range leases {
-			x0, x1 := sc.clampX(l[0]), sc.clampX(min(l[1], m.end))
-			s.rect(x0, y+2, max(x1-x0, 1), laneH-4, "lease", fmt.Sprintf("lease: acquire invoked at %s, valid until %s", fmtT(l[0]), fmtT(l[1])))
-		}
-		if sp.ops {
-			m.drawOps(s, sc, ln.Process, y+laneH-3)
-		}
-		for _, b := range mergeBars(sc, starts, ends, red, m.end) {
-			cls := "hold"
-			if b.Red {
-				cls = "hold red"
-			}
-			var title string
-			if b.N == 1 {
-				title = fmt.Sprintf("process %d believed it held the lock %s–%s (%s)", ln.Process, fmtT(b.Start), endText(b), fmtD(b.End-b.Start))
-			} else {
-				title = fmt.Sprintf("process %d: %d holds between %s and %s (merged: closer than a pixel)", ln.Process, b.N, fmtT(b.Start), endText(b))
-			}
-			if b.Red {
-				title += " — overlaps another client's hold"
-			}
-			s.rect(b.X0, y+4, b.X1-b.X0, laneH-8, cls, title)
-		}
+		m.drawClientLane(s, sp, ln, y)
 		y += laneH + laneGap
 	}
 	// Node lanes.
@@ -359,23 +253,7 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 		y += 8
 		for _, n := range m.nodes {
 			laneRect("node "+n.Name, n.Role+" "+n.Addr)
-			for i := range m.faults {
-				f := &m.faults[i]
-				if !f.applied() || f.isClientFault() || !m.nodeHit(f, n.Name) {
-					continue
-				}
-				a, b := f.Start, f.endOr(m.end)
-				if b < sc.t0 || a > sc.t1 {
-					continue
-				}
-				x0, x1 := sc.clampX(a), sc.clampX(b)
-				w := max(x1-x0, 1.5)
-				s.rect(x0, y+1, w, laneH-2, "nfault "+m.faultClass(f.Name), f.describe())
-				lbl := m.faultLabel(f)
-				if w > float64(len(lbl))*6+6 {
-					s.text(x0+3, y+laneH-5, "nfault-label", "start", lbl)
-				}
-			}
+			m.drawNodeLane(s, sc, n.Name, y)
 			y += laneH + laneGap
 		}
 	}
@@ -384,12 +262,136 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 		x0, x1 := sc.clampX(o.Start), sc.clampX(o.End)
 		s.rect(x0, lanesTop-4, max(x1-x0, 1.5), lanesBot-lanesTop+4, "hilite", fmt.Sprintf("overlap %s–%s (%s)", fmtT(o.Start), fmtT(o.End), fmtD(o.End-o.Start)))
 	}
+	clientsTop := lanesTop
+	if sp.keyLanes {
+		clientsTop += float64(nKey)*(laneH+laneGap) + 8
+	}
+	drawEvents(s, sp, clientsTop)
+	return s.html()
+}
+
+// drawKeyLane draws key k's lane at y: the union of everyone's holds,
+// stuck and unavailable spans, overlaps in red, and the violation marks.
+func (m *model) drawKeyLane(s *svg, sp timelineSpec, k string, y float64) {
+	sc := sp.sc
+	for _, b := range m.keyBars[k] {
+		s.rect(b.X0, y+3, b.X1-b.X0, laneH-6, "hold", "")
+	}
+	if live := m.liveness(); live != nil {
+		for _, w := range live.Top {
+			if w.Key != k || w.End < sc.t0 || w.Start > sc.t1 {
+				continue
+			}
+			x0, x1 := sc.clampX(w.Start), sc.clampX(w.End)
+			s.rect(x0, y+3, max(x1-x0, minBarPx), laneH-6, "unavail",
+				fmt.Sprintf("%s unavailable %s–%s (%s): %d attempts failed or went unanswered", k, fmtT(w.Start), fmtT(w.End), fmtD(w.Duration), w.Attempts))
+		}
+		for _, st := range live.StuckKeys {
+			if st.Key != k {
+				continue
+			}
+			x0 := sc.clampX(st.Since)
+			s.rect(x0, y+1, sc.x0+sc.w-x0, laneH-2, "stuck", fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end (%s)", k, fmtT(st.Since), fmtD(st.For)))
+		}
+	}
+	for _, o := range m.ovl {
+		if o.Key != k || o.End < sc.t0 || o.Start > sc.t1 {
+			continue
+		}
+		x0, x1 := sc.clampX(o.Start), sc.clampX(o.End)
+		s.rect(x0, y+1, max(x1-x0, 1.5), laneH-2, "overlap", o.title())
+	}
+	for i, v := range sp.marks {
+		if v.Key != k || v.OverlapStart < sc.t0 || v.OverlapStart > sc.t1 {
+			continue
+		}
+		x := sc.x(v.OverlapStart)
+		fmt.Fprintf(&s.b, `<a href="#violation-%d"><path d="M%s %sl-4 -7h8z" class="vmark"><title>violation %d at %s: processes %d and %d (click for the witness)</title></path></a>`,
+			i+1, num(x), num(y-1), i+1, fmtT(v.OverlapStart), v.First.Process, v.Second.Process)
+	}
+}
+
+// drawClientLane draws a client's lane at y: the client faults that hit
+// it, then what the pass gathered for it (leases and operations in a
+// zoom), then its holds on top.
+func (m *model) drawClientLane(s *svg, sp timelineSpec, ln lane, y float64) {
+	sc := sp.sc
+	for i := range m.faults {
+		f := &m.faults[i]
+		if !f.applied() || !containsInt(f.Clients, ln.Process) {
+			continue
+		}
+		a, b := f.Start, f.endOr(m.end)
+		if b < sc.t0 || a > sc.t1 {
+			continue
+		}
+		x0, x1 := sc.clampX(a), sc.clampX(b)
+		if f.End == f.Start {
+			fmt.Fprintf(&s.b, `<path d="M%s %sl6 6m0 -6l-6 6" class="crash"><title>%s</title></path>`, num(x0-3), num(y+laneH/2-3), esc(f.describe()))
+			continue
+		}
+		s.rect(x0, y, max(x1-x0, 1.5), laneH, "cfault "+m.faultClass(f.Name), f.describe())
+	}
+	ld := sp.data[ln.Process]
+	if ld == nil {
+		return // no hold, and not in a zoom
+	}
+	for _, l := range ld.leases {
+		x0, x1 := sc.clampX(l[0]), sc.clampX(min(l[1], m.end))
+		s.rect(x0, y+2, max(x1-x0, 1), laneH-4, "lease", fmt.Sprintf("lease: acquire invoked at %s, valid until %s", fmtT(l[0]), fmtT(l[1])))
+	}
+	if sp.ops && ld.ops != nil {
+		for _, st := range ld.ops.bin.out {
+			st.draw(s, y+laneH-3)
+		}
+	}
+	for _, b := range ld.bars.out {
+		cls := "hold"
+		if b.Red {
+			cls = "hold red"
+		}
+		var title string
+		if b.N == 1 {
+			title = fmt.Sprintf("process %d believed it held the lock %s–%s (%s)", ln.Process, fmtT(b.Start), endText(b), fmtD(b.End-b.Start))
+		} else {
+			title = fmt.Sprintf("process %d: %d holds between %s and %s (merged: closer than a pixel)", ln.Process, b.N, fmtT(b.Start), endText(b))
+		}
+		if b.Red {
+			title += " — overlaps another client's hold"
+		}
+		s.rect(b.X0, y+4, b.X1-b.X0, laneH-8, cls, title)
+	}
+}
+
+// drawNodeLane draws the server faults that hit node name, labelled
+// where they are wide enough.
+func (m *model) drawNodeLane(s *svg, sc scale, name string, y float64) {
+	for i := range m.faults {
+		f := &m.faults[i]
+		if !f.applied() || f.isClientFault() || !m.nodeHit(f, name) {
+			continue
+		}
+		a, b := f.Start, f.endOr(m.end)
+		if b < sc.t0 || a > sc.t1 {
+			continue
+		}
+		x0, x1 := sc.clampX(a), sc.clampX(b)
+		w := max(x1-x0, 1.5)
+		s.rect(x0, y+1, w, laneH-2, "nfault "+m.faultClass(f.Name), f.describe())
+		lbl := m.faultLabel(f)
+		if w > float64(len(lbl))*6+6 {
+			s.text(x0+3, y+laneH-5, "nfault-label", "start", lbl)
+		}
+	}
+}
+
+// drawEvents marks the events of sp on their processes' lanes, the
+// first of which is at top.
+func drawEvents(s *svg, sp timelineSpec, top float64) {
+	sc := sp.sc
 	for _, e := range sp.events {
 		ly := -1.0
-		yy := lanesTop
-		if sp.keyLanes {
-			yy += float64(nKey)*(laneH+laneGap) + 8
-		}
+		yy := top
 		for _, ln := range sp.lanes {
 			if ln.Process == e.Process {
 				ly = yy
@@ -404,7 +406,6 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 		fmt.Fprintf(&s.b, `<path d="M%s %sv%s" class="evline"/><path d="M%s %sl5 -8h-10z" class="event"><title>%s</title></path>`,
 			num(x), num(ly), num(laneH), num(x), num(ly+laneH/2+4), esc(eventText(e)))
 	}
-	return s.html()
 }
 
 func endText(b bar) string {
@@ -449,8 +450,8 @@ func (m *model) fullTimeline() template.HTML {
 		marks = r.Exclusion.Violations
 	}
 	return m.drawTimeline(timelineSpec{
-		sc:       scale{t0: 0, t1: m.end, x0: plotX0, w: plotW},
-		lanes:    m.lanes,
+		sc:    scale{t0: 0, t1: m.end, x0: plotX0, w: plotW},
+		lanes: m.lanes, data: m.full,
 		keyLanes: true, nodeLanes: true, marks: marks, phase: phase,
 		label: "timeline of the run: one lane per client with its believed holds, fault windows shaded",
 	})
@@ -459,48 +460,122 @@ func (m *model) fullTimeline() template.HTML {
 // maxZoomOps bounds the operations drawn per lane in a zoomed timeline.
 const maxZoomOps = 400
 
-// drawOps draws process p's operations that overlap the scale's window as
-// thin strips from invoke to completion at y: what the client was doing
-// around a violation (a release that deleted someone's key, a stalled
-// write).
-func (m *model) drawOps(s *svg, sc scale, p int, y float64) {
-	from := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].Time >= sc.t0-int64(2e9) })
-	pending := -1
-	n := 0
-	for i := from; i < len(m.ops) && m.ops[i].Time <= sc.t1 && n < maxZoomOps; i++ {
-		op := &m.ops[i]
-		if op.Process != p {
-			continue
-		}
-		if op.Type == history.Invoke {
-			pending = i
-			continue
-		}
-		if pending < 0 {
-			continue
-		}
-		inv := &m.ops[pending]
-		pending = -1
-		if op.Time < sc.t0 {
-			continue
-		}
-		m.opStrip(s, sc, inv, op, y)
-		n++
+// opStream gathers a zoomed lane's operations, those of process proc
+// that overlap the window, as thin strips from invoke to completion:
+// what the client was doing around a violation (a release that deleted
+// someone's key, a stalled write). It is fed the process's events from 2 s
+// before the window; finish ends it at the first event after the window
+// or at the end of the history, and an operation still in flight then is
+// drawn as never completed. Strips of one kind that touch on screen are
+// drawn as one, so that a client retrying a failed acquire every
+// millisecond costs a rect per pixel, not per attempt (a 60 s setnx-del
+// run's page once held 74,000 of them).
+type opStream struct {
+	sc      scale
+	end     int64
+	proc    int
+	pending *history.Op
+	n       int
+	done    bool
+	bin     opBin
+}
+
+// add takes the next event of the lane's process.
+func (o *opStream) add(op *history.Op) {
+	if o.done || op.Time < o.sc.t0-int64(2e9) {
+		return
 	}
-	if pending >= 0 && n < maxZoomOps {
-		m.opStrip(s, sc, &m.ops[pending], nil, y)
+	if op.Type == history.Invoke {
+		inv := *op
+		o.pending = &inv
+		return
+	}
+	if o.pending == nil {
+		return
+	}
+	inv := o.pending
+	o.pending = nil
+	if op.Time < o.sc.t0 {
+		return
+	}
+	o.bin.add(opStrip(o.sc, inv, op, o.end))
+	o.n++
+	if o.n >= maxZoomOps {
+		o.bin.flush()
+		o.done = true
 	}
 }
 
-func (m *model) opStrip(s *svg, sc scale, inv, comp *history.Op, y float64) {
-	end, outcome := m.end, "never completed"
+// finish ends the window.
+func (o *opStream) finish() {
+	if o.done {
+		return
+	}
+	if o.pending != nil {
+		o.bin.add(opStrip(o.sc, o.pending, nil, o.end))
+		o.pending = nil
+	}
+	o.bin.flush()
+	o.done = true
+}
+
+// strip is one operation as drawn.
+type strip struct {
+	x0, x1 float64
+	cls    string
+	title  string
+	t0, t1 int64
+	f      string
+	n      int
+	proc   int
+}
+
+func (st *strip) draw(s *svg, y float64) {
+	s.rect(st.x0, y, max(st.x1-st.x0, 1.5), 3, st.cls, st.title)
+}
+
+// opBin merges consecutive strips of one class that touch on screen.
+type opBin struct {
+	cur *strip
+	out []strip
+}
+
+func (b *opBin) add(st strip) {
+	if c := b.cur; c != nil && c.cls == st.cls && st.x0 <= c.x1+1 {
+		c.x1, c.t1 = max(c.x1, st.x1), max(c.t1, st.t1)
+		c.n++
+		return
+	}
+	b.flush()
+	b.cur = &st
+}
+
+func (b *opBin) flush() {
+	c := b.cur
+	if c == nil {
+		return
+	}
+	if c.n > 1 {
+		outcome := strings.TrimPrefix(strings.TrimPrefix(c.cls, "op op-"+c.f), " op-")
+		if outcome == "" {
+			outcome = "ok"
+		}
+		c.title = fmt.Sprintf("process %d: %d %s operations %s–%s, each %s", c.proc, c.n, c.f, fmtTP(c.t0), fmtTP(c.t1), outcome)
+	}
+	b.out = append(b.out, *c)
+	b.cur = nil
+}
+
+// opStrip is the strip of one operation; a nil comp never completed
+// before end.
+func opStrip(sc scale, inv, comp *history.Op, end int64) strip {
+	outcome := "never completed"
 	if comp != nil {
 		end, outcome = comp.Time, string(comp.Type)
 		if comp.Error != "" {
 			outcome += ": " + comp.Error
 		}
 	}
-	x0, x1 := sc.clampX(inv.Time), sc.clampX(end)
 	title := fmt.Sprintf("process %d %s %s–%s (%s): %s", inv.Process, inv.F, fmtTP(inv.Time), fmtTP(end), fmtD(end-inv.Time), outcome)
 	if inv.Value != nil && inv.Value.Token != "" {
 		title += ", token " + inv.Value.Token
@@ -509,5 +584,5 @@ func (m *model) opStrip(s *svg, sc scale, inv, comp *history.Op, y float64) {
 	if comp != nil && comp.Type != history.OK {
 		cls += " op-" + string(comp.Type)
 	}
-	s.rect(x0, y, max(x1-x0, 1.5), 3, cls, title)
+	return strip{x0: sc.clampX(inv.Time), x1: sc.clampX(end), cls: cls, title: title, t0: inv.Time, t1: end, f: inv.F, n: 1, proc: inv.Process}
 }

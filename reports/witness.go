@@ -19,7 +19,16 @@ type witness struct {
 	Events   []eventRow
 	Faults   []string
 	Timeline template.HTML
+	// Brief witnesses get a table row, not a zoom and event tables.
+	Brief bool
 }
+
+// FullWitnesses is how many witnesses a page draws in full. A zoomed
+// timeline costs thousands of elements when clients retry fast; beyond
+// these, a row each keeps the page light (a 60 s setnx-del run's page
+// was 15 MB with all 100 kept witnesses drawn), and results.json holds
+// every kept witness whole.
+const FullWitnesses = 10
 
 type leaseRow struct {
 	Who        string
@@ -52,6 +61,14 @@ func (m *model) witnesses() []witness {
 	for i, v := range r.Exclusion.Violations {
 		w := witness{N: i + 1, ID: fmt.Sprintf("violation-%d", i+1), Story: v.Story}
 		w.Title = fmt.Sprintf("Processes %d and %d both held %s for %s (from %s)", v.First.Process, v.Second.Process, v.Key, fmtD(v.Overlap), fmtT(v.OverlapStart))
+		if i >= FullWitnesses {
+			w.Brief = true
+			for _, f := range v.Faults {
+				w.Faults = append(w.Faults, describeFault(f))
+			}
+			out = append(out, w)
+			continue
+		}
 		for _, h := range []checker.Hold{v.First, v.Second} {
 			w.Leases = append(w.Leases, m.leaseRow(h, ttl))
 		}
@@ -154,8 +171,7 @@ func (m *model) violationEvents(v checker.Violation) []eventRow {
 		add(h.Start, p, desc, "grant")
 		if h.End != checker.Never {
 			what := endReason(h)
-			if h.EndIndex >= 0 && h.EndIndex < int64(len(m.ops)) && m.ops[h.EndIndex].Index == h.EndIndex {
-				op := &m.ops[h.EndIndex]
+			if op, ok := m.endOps[h.EndIndex]; ok {
 				if op.Process != history.NemesisProcess {
 					what += fmt.Sprintf(" (%s %s)", op.Type, op.F)
 					if op.Error != "" {
@@ -188,24 +204,25 @@ func (m *model) violationEvents(v checker.Violation) []eventRow {
 	return out
 }
 
-// zoom draws the timeline around violation i: the lanes of the processes
-// involved, their leases and beliefs, the cause's events and the faults.
-func (m *model) zoom(v checker.Violation, i int) template.HTML {
-	end := v.OverlapEnd
-	if end == checker.Never {
-		end = m.end
+// zoomWindow is the span of the timeline zoomed around v, for a run whose
+// axis ends at end, and the processes it shows: both holders, the
+// processes of the events between, and the clients the faults hit.
+func zoomWindow(v checker.Violation, end int64) (a, b int64, procs []int) {
+	oend := v.OverlapEnd
+	if oend == checker.Never {
+		oend = end
 	}
-	a := min(v.First.Start, v.Second.Invoke)
+	a = min(v.First.Start, v.Second.Invoke)
 	for _, e := range v.Between {
 		a = min(a, e.Time)
 	}
-	b := max(end, v.OverlapStart)
+	b = max(oend, v.OverlapStart)
 	if v.Second.End != checker.Never && v.Second.End-a < 3*(b-a+1) {
 		b = max(b, v.Second.End)
 	}
 	pad := max((b-a)/8, 1_000_000)
 	a, b = max(0, a-pad), b+pad
-	procs := []int{v.First.Process, v.Second.Process}
+	procs = []int{v.First.Process, v.Second.Process}
 	for _, e := range v.Between {
 		if !containsInt(procs, e.Process) {
 			procs = append(procs, e.Process)
@@ -218,6 +235,17 @@ func (m *model) zoom(v checker.Violation, i int) template.HTML {
 			}
 		}
 	}
+	return a, b, procs
+}
+
+// zoom draws the timeline around violation i: the lanes of the processes
+// involved, their leases and beliefs, the cause's events and the faults.
+func (m *model) zoom(v checker.Violation, i int) template.HTML {
+	a, b, procs := zoomWindow(v, m.end)
+	end := v.OverlapEnd
+	if end == checker.Never {
+		end = m.end
+	}
 	lanes := make([]lane, len(procs))
 	for j, p := range procs {
 		lanes[j] = lane{Process: p, Label: fmt.Sprintf("process %d", p)}
@@ -228,9 +256,14 @@ func (m *model) zoom(v checker.Violation, i int) template.HTML {
 			lanes[j].Label += " (2nd)"
 		}
 	}
+	var data map[int]*laneData
+	if i < len(m.zooms) {
+		data = m.zooms[i]
+	}
 	return m.drawTimeline(timelineSpec{
 		sc:     scale{t0: a, t1: b, x0: plotX0, w: plotW},
 		lanes:  lanes,
+		data:   data,
 		leases: true, nodeLanes: len(m.nodes) > 0,
 		events: v.Between,
 		ops:    true,

@@ -153,7 +153,7 @@ func faultsOf(dir string) []checker.Fault {
 	if dir == "" {
 		return nil
 	}
-	read, err := history.ReadFile(filepath.Join(dir, runfile.HistoryFile))
+	read, err := history.ReadFile(runfile.HistoryPath(dir))
 	if err != nil {
 		return nil
 	}

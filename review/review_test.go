@@ -73,12 +73,16 @@ func readPage(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"Unsafe against client pause and server restart",
-		"Client pause: not found again with fencing tokens checked at the resource (on the resource)",
-		"Server restart: not found again with appendfsync always and a crashed node restarted only after a TTL",
+	// Each line's mitigations are checked one by one: the fencing cell of
+	// the restart row is not pinned (its tokens come from the server that
+	// forgot them, and whether a stale write lands in 3 s depends on the
+	// machine), and it would join the list of what closed the threat.
+	for _, want := range [][]string{
+		{"Unsafe against client pause and server restart"},
+		{"Client pause: not found again with", "fencing tokens checked at the resource (on the resource)"},
+		{"Server restart: not found again with", "appendfsync always", "a crashed node restarted only after a TTL"},
 	} {
-		if !strings.Contains(verdict, want) {
+		if sentence := sentenceFrom(verdict, want[0]); sentence == "" || !containsAll(sentence, want[1:]) {
 			t.Errorf("the verdict lacks %q:\n%s", want, verdict)
 		}
 	}
@@ -122,4 +126,26 @@ func readPage(t *testing.T, path string) {
 func TestMain(m *testing.M) {
 	locks.SilenceRedisLogs()
 	os.Exit(m.Run())
+}
+
+// sentenceFrom is the sentence of text that starts at prefix, or "".
+func sentenceFrom(text, prefix string) string {
+	i := strings.Index(text, prefix)
+	if i < 0 {
+		return ""
+	}
+	s := text[i:]
+	if end := strings.Index(s, "."); end >= 0 {
+		s = s[:end]
+	}
+	return s
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }

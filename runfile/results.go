@@ -29,6 +29,10 @@ type Results struct {
 	// StoppedEarly says why the run ended before its time limit (the
 	// first violation, when asked to stop there).
 	StoppedEarly string `json:"stopped_early,omitempty"`
+	// CheckedAlongsideRun says that the checkers ran on the events as
+	// they were recorded, not on the history read back; `lockjepsen
+	// check` reads it back and clears this.
+	CheckedAlongsideRun bool `json:"checked_alongside_run,omitempty"`
 	// NotWritten says why results.json could not be stored (a read-only
 	// run directory); the results are complete all the same.
 	NotWritten string `json:"-"`

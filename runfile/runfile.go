@@ -38,14 +38,46 @@ func Reserved(name string) bool { return slices.Contains(ReservedNames, name) }
 
 // Files of a run directory.
 const (
-	HistoryFile = "history.jsonl"
-	ResultsFile = "results.json"
-	ConfigFile  = "config.json"
-	RunInfoFile = "run.json"
+	// CompressedHistoryFile is the history a run writes: the JSON Lines
+	// format as one zstd stream, about ten times smaller (`lockjepsen
+	// history cat` prints it). HistoryFile is the same format uncompressed,
+	// which runs of earlier versions wrote and every reader still takes.
+	CompressedHistoryFile = HistoryFile + ".zst"
+	HistoryFile           = "history.jsonl"
+	ResultsFile           = "results.json"
+	ConfigFile            = "config.json"
+	RunInfoFile           = "run.json"
 	// NodesFile lists the server processes (cluster.Node, with PIDs), for
 	// reaping the servers of a killed run.
 	NodesFile = "nodes.json"
 )
+
+// FindHistory is the path of run directory dir's history, compressed or
+// plain, or an error naming both when it has neither.
+func FindHistory(dir string) (string, error) {
+	for _, name := range []string{CompressedHistoryFile, HistoryFile} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no history (%s or %s)", dir, CompressedHistoryFile, HistoryFile)
+}
+
+// HasHistory reports whether dir holds a history of either format.
+func HasHistory(dir string) bool {
+	_, err := FindHistory(dir)
+	return err == nil
+}
+
+// HistoryPath is FindHistory's path, or where a new run writes its
+// history when dir has none.
+func HistoryPath(dir string) string {
+	if p, err := FindHistory(dir); err == nil {
+		return p
+	}
+	return filepath.Join(dir, CompressedHistoryFile)
+}
 
 // RunInfo is what happened during a run, beyond the history: run.json, so
 // that a later `check` or `report` keeps it.

@@ -59,6 +59,12 @@ type Settings struct {
 	// Multi-node lock options (0: the lock's default).
 	DriftFactor float64 `json:"drift_factor,omitempty"`
 	LockTries   int     `json:"lock_tries,omitempty"`
+	// NodeTimeout bounds each node's answer during a multi-node
+	// acquisition. A small one keeps a dead node cheap, but on starved
+	// cores every node can miss it: go-redis drops a connection whose
+	// read timed out, and the next command must dial and handshake within
+	// the same budget, so a lock can stay unavailable as long as the load.
+	NodeTimeout time.Duration `json:"node_timeout,omitempty"`
 
 	Hold         string        `json:"hold"`
 	LongHoldRate float64       `json:"long_hold_rate"`
@@ -76,11 +82,17 @@ type Settings struct {
 	// CI gate that expects a violation can then give the run a generous
 	// time limit without paying for it when the lock breaks early.
 	StopOnFirstViolation bool `json:"stop_on_first_violation,omitempty"`
-	// StopGrace, with StopOnFirstViolation, lets the run go on this long
-	// after the first violation before it stops, so that what the
-	// overlapping holders do next is recorded too: a fenced resource
-	// refusing the stale holder's write, once it wakes.
+	// StopGrace, with StopOnFirstViolation, lets the run go on after the
+	// first violation until the earlier holder's hold has ended (it
+	// released, asked again, lost an extension or crashed), but at most
+	// this long, so that what it did while it still believed is recorded
+	// too: a fenced resource refusing the stale holder's write, once it
+	// wakes.
 	StopGrace time.Duration `json:"stop_grace,omitempty"`
+	// CheckpointEvery, when set, rewrites checkpoint.json this often during
+	// the run (runfile.Checkpoint): what a long run killed before its end
+	// had found.
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 	// Command is the command line that reproduces the run, for the record.
 	Command []string `json:"command,omitempty"`
 	// CustomLock records in config.json that the run tested a Locker of

@@ -415,18 +415,20 @@ func init() {
 
 		// Lock clients of other languages (examples/, over the client
 		// protocol); their paths are relative to the repository's root,
-		// where these scenarios run.
+		// where these scenarios run. Python is Debian's, for which
+		// python3-redis is installed: a python3 earlier on the PATH (a
+		// version manager's shim, a virtualenv) may have no redis-py.
 		{Name: "python-redispy", Expect: safe, Tags: []string{"single", "client"},
 			Shows: "redis-py's own redis.lock.Lock, in Python, with no faults: safe",
-			Edit:  client("python3", "examples/python/redispy_lock.py")},
+			Edit:  client(debianPython, "examples/python/redispy_lock.py")},
 		{Name: "python-redispy-client-pause", Expect: unsafe, Tags: []string{"single", "client"},
 			Shows: "redis-py's Lock with the client process stopped (SIGSTOP) past its TTL: its holder believes until it releases, and has no fence",
-			Edit: then(client("python3", "examples/python/redispy_lock.py"), func(c *harness.Config) {
+			Edit: then(client(debianPython, "examples/python/redispy_lock.py"), func(c *harness.Config) {
 				c.Nemesis = []string{"client-pause"}
 			})},
 		{Name: "python-fenced-counter", Expect: safe, Tags: []string{"single", "client"},
 			Shows: "a fenced token lock in Python, the counter, stopped client processes: the resource refuses the stale writes",
-			Edit: then(client("python3", "examples/python/token_lock.py", "--fenced"), func(c *harness.Config) {
+			Edit: then(client(debianPython, "examples/python/token_lock.py", "--fenced"), func(c *harness.Config) {
 				c.Workload, c.Nemesis = workloads.Counter, []string{"client-pause"}
 			})},
 		{Name: "node-fenced-counter", Expect: safe, Tags: []string{"single", "client"},
@@ -480,3 +482,7 @@ func init() {
 		panic(err) // the list above is wrong: caught by every test
 	}
 }
+
+// debianPython is the interpreter Debian's python3-redis belongs to
+// (scripts/deps installs it).
+const debianPython = "/usr/bin/python3"

@@ -85,11 +85,7 @@ func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool
 		if err := lease.Extend(ctx, c.cfg.TTL); err != nil {
 			return nil, err
 		}
-		v := &history.Value{Started: c.started(lease, sent)}
-		if vu := lease.ValidUntil(); !vu.IsZero() {
-			v.ValidUntil = history.I64(c.env.Rec.At(vu))
-		}
-		return v, nil
+		return c.leaseValue(lease, sent), nil
 	})
 	return err == nil || !definite(err)
 }

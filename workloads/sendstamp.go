@@ -18,25 +18,42 @@ import (
 
 type sendStampKey struct{}
 
-// sendStamp is the first send of one operation.
-type sendStamp struct{ first atomic.Pointer[time.Time] }
+// stampBase is the origin of sendStamp's readings: a monotonic instant,
+// so that a stamp is one int64 (no allocation on the clients' hot path)
+// and still converts to the history's clock exactly.
+var stampBase = time.Now()
+
+// sendStamp is the first send of one operation. It is its own context
+// (the operation's, with the stamp as a value), so that stamping an
+// operation costs one allocation.
+type sendStamp struct {
+	context.Context
+	first atomic.Int64 // ns since stampBase, plus one; 0 until the first send
+}
 
 func withSendStamp(ctx context.Context) (context.Context, *sendStamp) {
-	s := &sendStamp{}
-	return context.WithValue(ctx, sendStampKey{}, s), s
+	s := &sendStamp{Context: ctx}
+	return s, s
+}
+
+// Value answers for the stamp and passes every other key on.
+func (s *sendStamp) Value(key any) any {
+	if key == (sendStampKey{}) {
+		return s
+	}
+	return s.Context.Value(key)
 }
 
 func (s *sendStamp) mark() {
-	if s.first.Load() == nil {
-		now := time.Now()
-		s.first.CompareAndSwap(nil, &now)
+	if s.first.Load() == 0 {
+		s.first.CompareAndSwap(0, int64(time.Since(stampBase))+1)
 	}
 }
 
 // at is the first send, or zero.
 func (s *sendStamp) at() time.Time {
-	if t := s.first.Load(); t != nil {
-		return *t
+	if d := s.first.Load(); d != 0 {
+		return stampBase.Add(time.Duration(d - 1))
 	}
 	return time.Time{}
 }

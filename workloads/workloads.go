@@ -100,25 +100,74 @@ func (c Config) Validate(env Env) error {
 // has stopped. Clients are numbered 0..workers-1; a client that crashes
 // comes back as a new process (its number plus workers), as in Jepsen.
 func Run(ctx context.Context, cfg Config, env Env, workers int) error {
-	if err := cfg.Validate(env); err != nil {
+	cs, err := Connect(cfg, env, workers)
+	if err != nil {
 		return err
 	}
+	return cs.Run(ctx)
+}
+
+// Clients are workers whose locks are built, ready to run.
+type Clients struct {
+	list []*client
+}
+
+// Connect builds every worker's lock, all at once, before the run's clock
+// starts: a client of another language can take seconds to start (an
+// interpreter behind a version manager's shim on a loaded machine took
+// 4 s), and that must not eat the time limit, or a short run tests
+// nothing and says only that no lock was granted. A worker that cannot
+// connect fails Connect, and the others are closed again.
+func Connect(cfg Config, env Env, workers int) (*Clients, error) {
+	if err := cfg.Validate(env); err != nil {
+		return nil, err
+	}
+	cs := &Clients{}
+	errs := make([]error, workers)
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
 	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := &client{cfg: cfg, env: env, worker: w, process: w, workers: workers,
-				rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(w)))}
-			if err := c.run(ctx); err != nil {
-				errs <- fmt.Errorf("client worker %d (process %d): %w", w, c.process, err)
+		c := &client{cfg: cfg, env: env, worker: w, process: w, workers: workers,
+			rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(w)))}
+		cs.list = append(cs.list, c)
+		wg.Go(func() {
+			if err := c.connect(); err != nil {
+				errs[w] = fmt.Errorf("client worker %d: %w", w, err)
 			}
-		}()
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		cs.Close()
+		return nil, err
+	}
+	return cs, nil
+}
+
+// Run runs the clients until ctx is done and every client has stopped; it
+// closes their locks.
+func (cs *Clients) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(cs.list))
+	for _, c := range cs.list {
+		wg.Go(func() {
+			if err := c.run(ctx); err != nil {
+				errs <- fmt.Errorf("client worker %d (process %d): %w", c.worker, c.process, err)
+			}
+		})
 	}
 	wg.Wait()
 	close(errs)
 	return errors.Join(collect(errs)...)
+}
+
+// Close closes the locks of clients that will not run.
+func (cs *Clients) Close() {
+	for _, c := range cs.list {
+		if c.closer != nil {
+			c.closer.Close()
+			c.closer = nil
+		}
+	}
 }
 
 func collect(ch <-chan error) []error {
@@ -142,9 +191,6 @@ type client struct {
 }
 
 func (c *client) run(ctx context.Context) error {
-	if err := c.connect(); err != nil {
-		return err
-	}
 	defer func() { c.closer.Close() }()
 	for ctx.Err() == nil {
 		key := c.cfg.Keys[c.rng.Intn(len(c.cfg.Keys))]
@@ -251,17 +297,14 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 			return nil, errors.New("lock returned neither a lease nor an error")
 		}
 		lease = l
-		v := &history.Value{Token: l.Token(), Fence: fenceOf(l)}
+		v := c.leaseValue(l, sent)
+		v.Token, v.Fence = l.Token(), fenceOf(l)
 		if nr, ok := l.(interface{ GrantedBy() []string }); ok {
 			v.Nodes = nr.GrantedBy()
 		}
 		if c.env.OnGrant != nil {
 			c.env.OnGrant(key, v.Token, v.Nodes)
 		}
-		if vu := l.ValidUntil(); !vu.IsZero() {
-			v.ValidUntil = history.I64(c.env.Rec.At(vu))
-		}
-		v.Started = c.started(l, sent)
 		return v, nil
 	})
 	return lease
@@ -323,18 +366,38 @@ var descriptions = map[string]string{
 	RenewCounter: "the same, with a fenced read-modify-write of the counter at every step",
 }
 
-// started is when a grant or extend began, as the lease model counts its
-// TTL: the client's own stamp for a lock in another process, else the
-// first request the lock sent through the harness's clients; nil when
+// leaseValue is an ok acquire's or extend's value: the lease's validity
+// and when the lock began it, on the history's clock. The value and the
+// numbers it points to are one allocation: the clients' hot path makes
+// one per grant.
+func (c *client) leaseValue(l locks.Lease, sent *sendStamp) *history.Value {
+	g := &struct {
+		v                   history.Value
+		validUntil, started int64
+	}{}
+	if vu := l.ValidUntil(); !vu.IsZero() {
+		g.validUntil = c.env.Rec.At(vu)
+		g.v.ValidUntil = &g.validUntil
+	}
+	if t, ok := c.startedAt(l, sent); ok {
+		g.started = t
+		g.v.Started = &g.started
+	}
+	return &g.v
+}
+
+// startedAt is when a grant or extend began, as the lease model counts
+// its TTL: the client's own stamp for a lock in another process, else the
+// first request the lock sent through the harness's clients; false when
 // neither is known (a lock with clients of its own), and the invoke counts.
-func (c *client) started(l locks.Lease, sent *sendStamp) *int64 {
+func (c *client) startedAt(l locks.Lease, sent *sendStamp) (int64, bool) {
 	if s, ok := l.(locks.Started); ok && !s.StartedAt().IsZero() {
-		return history.I64(c.env.Rec.At(s.StartedAt()))
+		return c.env.Rec.At(s.StartedAt()), true
 	}
 	if t := sent.at(); !t.IsZero() {
-		return history.I64(c.env.Rec.At(t))
+		return c.env.Rec.At(t), true
 	}
-	return nil
+	return 0, false
 }
 
 // readCounter reads the protected counter with the lease's fence; false

@@ -32,6 +32,7 @@ type Cluster struct {
 	fakeClock bool
 	aof       *aofSampler // nil without persistence
 	sentinels []*Server   // the sentinel system's redis-sentinel processes
+	heldPorts *portPicker // the sentinel system's ports, held from setup to start
 
 	adminMu sync.Mutex
 	admins  map[string]*redis.Client // the backend's own clients, by process
@@ -239,6 +240,7 @@ func (c *Cluster) Resource() *cluster.Node {
 // Close stops every process. It waits for each to exit.
 func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		c.heldPorts.release()
 		if c.aof != nil {
 			c.aof.close()
 		}

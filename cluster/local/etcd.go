@@ -262,24 +262,24 @@ func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 		return nil, err
 	}
 	// Every port is picked before anything starts: the initial cluster
-	// names them all. Another process could take one in between; the
-	// member then fails with "address already in use" and its log says so.
+	// names them all. The picker holds each port's listener open until all
+	// are picked, so no two members draw the same port (a CI run once saw
+	// a peer port equal to another member's client port). Another process
+	// could still take one in between; the member then fails with
+	// "address already in use" and its log says so.
 	var initial []string
 	ip := fmt.Sprintf("127.0.0.%d", 2+mrand.Intn(250))
+	ports := &portPicker{host: ip}
+	defer ports.release()
 	for i := 1; i <= spec.Nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
 		nd := nodeDir(spec, name)
 		n := &EtcdNode{Name: name, IP: ip, Dir: nd, DataDir: filepath.Join(nd, "data"), LogPath: filepath.Join(nd, "etcd.log"), binary: binary}
-		if n.ClientPort, err = freePort(ip); err != nil {
+		if n.ClientPort, err = ports.pick(); err != nil {
 			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
 		}
-		if n.PeerPort, err = freePort(ip); err != nil {
+		if n.PeerPort, err = ports.pick(); err != nil {
 			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
-		}
-		for n.PeerPort == n.ClientPort {
-			if n.PeerPort, err = freePort(ip); err != nil {
-				return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
-			}
 		}
 		n.PeerAnnounce = n.PeerAddr()
 		if spec.Mesh != nil {
@@ -329,6 +329,7 @@ func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 			"--log-outputs", "stderr",
 		}
 	}
+	ports.release()
 	if c.resource != nil {
 		if err := c.resource.Start(ctx); err != nil {
 			return fail(err)

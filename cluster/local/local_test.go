@@ -95,6 +95,36 @@ func TestNodeThatCannotStartReportsItsLog(t *testing.T) {
 	}
 }
 
+// A port taken by another redis-server between the pick and the start must
+// fail the start, not hand the caller someone else's server: the other one
+// answers PING just as well (a CI run's sentinel drew a node's port and was
+// taken for started).
+func TestPortTakenByAnotherServerFailsTheStart(t *testing.T) {
+	redistest.RequireBinary(t)
+	dir := t.TempDir()
+	bin, _ := local.FindRedisServer()
+	first := local.NewServer(bin, "first", "node", local.Host, 0, filepath.Join(dir, "a"), filepath.Join(dir, "a.log"), nil)
+	if err := first.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop()
+	second := local.NewServer(bin, "second", "node", local.Host, first.Port, filepath.Join(dir, "b"), filepath.Join(dir, "b.log"), nil)
+	err := second.Start(context.Background())
+	if err == nil {
+		second.Stop()
+		t.Fatalf("second started on %s, which the first server holds", first.Addr())
+	}
+	if !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("the error should say the address is in use, got: %v", err)
+	}
+	if second.Running() {
+		t.Fatal("process left running")
+	}
+	if !first.Running() {
+		t.Fatal("the first server died")
+	}
+}
+
 func TestPauseMakesRequestsTimeOut(t *testing.T) {
 	s, c := redistest.Start(t)
 	if err := s.Pause(); err != nil {

@@ -110,6 +110,34 @@ func freePort(host string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// portPicker draws distinct free ports on host: each listener stays open
+// until release, so the kernel cannot hand the same port out twice.
+type portPicker struct {
+	host      string
+	listeners []net.Listener
+}
+
+func (p *portPicker) pick() (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(p.host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	p.listeners = append(p.listeners, l)
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// release closes the listeners; it may be called more than once, and on a
+// nil picker.
+func (p *portPicker) release() {
+	if p == nil {
+		return
+	}
+	for _, l := range p.listeners {
+		l.Close()
+	}
+	p.listeners = nil
+}
+
 // Addr is host:port.
 func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
 
@@ -262,7 +290,7 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 			return fmt.Errorf("redis-server exited during start-up")
 		default:
 		}
-		if lastErr = c.Ping(ctx).Err(); lastErr == nil {
+		if lastErr = s.answersAsItself(ctx, c); lastErr == nil {
 			return nil
 		}
 		select {
@@ -273,6 +301,30 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// answersAsItself checks that the process listening on the address is the
+// one this Server started: a port picked free can be taken by another
+// process before this one binds it, and that process answers PING just as
+// well. Until this one exits (reported at once by waitReady, with the
+// "address in use" of its log), the stranger's answer counts as no answer.
+func (s *Server) answersAsItself(ctx context.Context, c *redis.Client) error {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	want := s.PID()
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:")
+		if !ok {
+			continue
+		}
+		if pid, _ := strconv.Atoi(v); pid != want {
+			return fmt.Errorf("%s is answered by another process (PID %s, not %d)", s.Addr(), v, want)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: INFO server has no process_id", s.Addr())
 }
 
 // Stop terminates the process: SIGTERM, then SIGKILL if it has not exited

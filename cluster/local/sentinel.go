@@ -55,15 +55,19 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 		c.sentinels = append(c.sentinels, s)
 	}
 	// Ports are picked now, not at start, because configurations name
-	// them. Another process could take one in between; Start then fails
-	// with "address in use" and says which node. The processes listen on
-	// a loopback address of this cluster's own, not 127.0.0.1, where the
-	// local end of any outgoing connection can take a port picked free
-	// before the process binds it.
+	// them. The picker holds each one until startSentinel, so that no two
+	// processes of this cluster draw the same port (a CI run's sentinel
+	// drew a node's port and waited two minutes on a redis-server that
+	// knew no SENTINEL command). Another process could still take one
+	// after the release; Start then fails with "address in use" and says
+	// which node. The processes listen on a loopback address of this
+	// cluster's own, not 127.0.0.1, where the local end of any outgoing
+	// connection can take a port picked free before the process binds it.
 	ip := fmt.Sprintf("127.0.0.%d", 2+mrand.Intn(250))
+	c.heldPorts = &portPicker{host: ip}
 	for _, s := range append(append([]*Server{}, c.servers...), c.sentinels...) {
 		s.Host = ip
-		port, err := freePort(s.Host)
+		port, err := c.heldPorts.pick()
 		if err != nil {
 			return fmt.Errorf("start node %s: pick a port: %w", s.Name, err)
 		}
@@ -126,6 +130,7 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 // startSentinel starts the nodes, then the sentinels, calls started, and
 // waits until the whole topology is healthy.
 func (c *Cluster) startSentinel(ctx context.Context, started func() error) error {
+	c.heldPorts.release()
 	for _, s := range c.servers {
 		if err := s.Start(ctx); err != nil {
 			return err

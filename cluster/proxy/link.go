@@ -136,7 +136,10 @@ func (l *Link) Apply(f Fault) error {
 		return fmt.Errorf("apply %s to link %s: %w", f, l, err)
 	}
 	if cur != nil {
-		if done, err := within(applyStepTimeout, func() error { return removeToxics(px, *cur) }); !done || err != nil {
+		// Each call gets its own copy of px: a call abandoned by within
+		// still runs while reset replaces px (a race a loaded CI run hit).
+		old := px
+		if done, err := within(applyStepTimeout, func() error { return removeToxics(old, *cur) }); !done || err != nil {
 			if px, err = l.reset(); err != nil {
 				return fmt.Errorf("apply %s to link %s: removing %s failed, then: %w", f, l, cur, err)
 			}
@@ -144,7 +147,8 @@ func (l *Link) Apply(f Fault) error {
 		l.setFault(nil)
 	}
 	for attempt := 0; ; attempt++ {
-		done, err := within(applyStepTimeout, func() error { return addToxics(px, f) })
+		target := px
+		done, err := within(applyStepTimeout, func() error { return addToxics(target, f) })
 		if done && err == nil {
 			l.setFault(&f)
 			return nil

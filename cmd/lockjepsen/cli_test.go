@@ -15,6 +15,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
@@ -195,7 +196,7 @@ func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
 		if r.Scenario != want.name || r.Verdict != want.verdict || r.Expected != want.verdict || !r.Met || r.Duration <= 0 {
 			t.Errorf("run %d: %+v", i, r)
 		}
-		if _, err := os.Stat(filepath.Join(r.Dir, "history.jsonl")); err != nil {
+		if _, err := runfile.FindHistory(r.Dir); err != nil {
 			t.Errorf("run %d: %v", i, err)
 		}
 	}
@@ -275,7 +276,7 @@ func TestInterruptedMatrixKeepsFinishedRuns(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		first, _ := filepath.Glob(filepath.Join(store, "baseline", "*", "results.json"))
-		second, _ := filepath.Glob(filepath.Join(store, "token-client-pause", "*", "history.jsonl"))
+		second, _ := filepath.Glob(filepath.Join(store, "token-client-pause", "*", runfile.CompressedHistoryFile))
 		if len(first) == 1 && len(second) == 1 {
 			break
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -142,8 +143,8 @@ input, 3 the harness itself failed.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newTestCmd(args, stdout, stderr), newScenarioCmd(args, stdout, stderr), newMatrixCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
-		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr), newReviewCmd(stdout, stderr))
+	root.AddCommand(newTestCmd(args, stdout, stderr), newSoakCmd(args, stdout, stderr), newScenarioCmd(args, stdout, stderr), newMatrixCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
+		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr), newReviewCmd(stdout, stderr), newHistoryCmd(stdout, stderr))
 	return root
 }
 
@@ -213,7 +214,8 @@ func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check RUN_DIR",
 		Short: "Re-run the checkers on a stored run and rewrite its results.json",
-		Long: `check reads RUN_DIR/history.jsonl and RUN_DIR/config.json, runs every checker
+		Long: `check reads RUN_DIR's history (history.jsonl.zst, or history.jsonl as earlier
+versions wrote it) and RUN_DIR/config.json, runs every checker
 again and rewrites RUN_DIR/results.json (or writes it to --out). A history
 whose last line is incomplete (a harness that died mid-write) is checked on
 its readable prefix, and the results say so; any other malformed line is an
@@ -223,8 +225,10 @@ printed, and results.json is written only where --out says.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
-			if st, err := os.Stat(filepath.Join(dir, harness.HistoryFile)); err == nil {
-				fmt.Fprintf(stderr, "checking %s (%.1f MB of history)\n", filepath.Join(dir, harness.HistoryFile), float64(st.Size())/1e6)
+			if p, err := runfile.FindHistory(dir); err == nil {
+				if st, err := os.Stat(p); err == nil {
+					fmt.Fprintf(stderr, "checking %s (%.1f MB of history)\n", p, float64(st.Size())/1e6)
+				}
 			}
 			res, err := harness.CheckContext(cmd.Context(), dir, out)
 			if err != nil && cmd.Context().Err() != nil && !harness.IsUsage(err) {
@@ -277,8 +281,8 @@ matrix's: 1 when some run did not meet its expectation.`,
 				return usageErr(stderr, errors.New("--out and --junit go with --merge"))
 			}
 			for _, dir := range args {
-				if _, err := os.Stat(filepath.Join(dir, harness.HistoryFile)); err != nil {
-					return usageErr(stderr, fmt.Errorf("%s is not a lockjepsen run directory: it has no %s", dir, harness.HistoryFile))
+				if _, err := runfile.FindHistory(dir); err != nil {
+					return usageErr(stderr, fmt.Errorf("%s is not a lockjepsen run directory: %w", dir, err))
 				}
 			}
 			if matrix != "" {
@@ -361,6 +365,7 @@ func systemFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.DurationVar(&cfg.WaitTimeout, "wait-timeout", 0, locks.WaitName+" lock: WAIT timeout (0: 100ms)")
 	f.StringVar(&cfg.Lock, "lock", cfg.Lock, lockHelp())
 	f.Float64Var(&cfg.DriftFactor, "drift-factor", 0, redlockAlgorithm+": clock drift factor in the validity (0: the lock's default, 0.01)")
+	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 0, redlockAlgorithm+": how long each node may take to answer during an acquisition (0: the lock's default, min(TTL/10, 50ms))")
 	f.IntVar(&cfg.LockTries, "lock-tries", 0, redlockAlgorithm+": the lock's own tries per acquire (0: 1; the workload retries anyway)")
 	f.IntVar(&cfg.Nodes, "nodes", 0, "nodes of the system (0: single 1, sentinel 3, redlock 5)")
 	f.StringVar(&cfg.Persistence, "persistence", cfg.Persistence, "Redis persistence: none, everysec or always (AOF)")
@@ -402,7 +407,8 @@ func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.StringVar(&cfg.Name, "name", "", "test name in the store (default system-lock-workload-nemesis)")
 	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
 	f.BoolVar(&cfg.StopOnFirstViolation, "stop-on-first-violation", false, stopOnFirstHelp)
-	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on this long after the first violation, so that what the holders do next (a fenced resource refusing the stale write) is recorded")
+	f.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "rewrite checkpoint.json this often while the run goes (events and violations so far), so that a long run killed before its end says what it had found; 0: none")
+	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on after the first violation until the earlier holder's hold ends, but at most this long, so that what it did while it still believed (a stale write a fenced resource refused) is recorded")
 }
 
 const stopOnFirstHelp = "end the run at the first overlap of two believed holds (faults healed, no recovery phase); the history is checked as usual. Give a generous --time-limit: it costs nothing when the lock breaks early"
@@ -464,7 +470,7 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	if res.Why != "" {
 		fmt.Fprintln(w, res.Why)
 	}
-	fmt.Fprintf(w, "Files: %s (history.jsonl, results.json, config.json, nodes/)\n", absDir(dir))
+	fmt.Fprintf(w, "Files: %s (history.jsonl.zst, results.json, config.json, nodes/)\n", absDir(dir))
 }
 
 // absDir is dir as an absolute path without symlinks, for messages.

@@ -65,6 +65,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--name", "matrix", "--store", store}, "reserved"},
 		{[]string{"test", "--nemesis", "kill", "--restart-delay", "1h", "--store", store}, "--restart-delay"},
 		{[]string{"test", "--time-limit", "1000h", "--store", store}, "--time-limit"},
+		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--node-timeout", "-1s", "--store", store}, "--node-timeout"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(t, tc.args...)

@@ -557,7 +557,7 @@ func (m *matrixRunner) writeFiles(res *matrixResults) error {
 	var dirs []string
 	for _, r := range res.Runs {
 		if r.Dir != "" {
-			if _, err := os.Stat(filepath.Join(r.Dir, harness.HistoryFile)); err == nil {
+			if runfile.HasHistory(r.Dir) {
 				dirs = append(dirs, r.Dir)
 			}
 		}

@@ -55,7 +55,10 @@ type progress struct {
 
 func newProgress(w io.Writer, cfg harness.Config, prefix string) *progress {
 	p := &progress{
-		w: w, tty: isTerminal(w), prefix: prefix, limit: cfg.TimeLimit + cfg.Recovery, every: 5 * time.Second,
+		w: w, tty: isTerminal(w), prefix: prefix, limit: cfg.TimeLimit + cfg.Recovery,
+		// About a hundred lines for a long run (one every 30 s for an
+		// hour's soak), one every 5 s for a short one.
+		every:  min(max((cfg.TimeLimit+cfg.Recovery)/100, 5*time.Second), 30*time.Second),
 		faults: map[string]string{}, watch: checker.NewWatcher(),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}

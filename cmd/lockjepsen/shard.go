@@ -128,13 +128,13 @@ func checkShards(dirs []string, parts []*matrixResults) error {
 // the shard's matrix directory.
 func relocate(shardDir string, r matrixRun) string {
 	if r.Dir != "" {
-		if _, err := os.Stat(filepath.Join(r.Dir, runfile.HistoryFile)); err == nil {
+		if runfile.HasHistory(r.Dir) {
 			return r.Dir
 		}
 	}
 	if r.RelDir != "" {
 		d := filepath.Join(shardDir, filepath.FromSlash(r.RelDir))
-		if _, err := os.Stat(filepath.Join(d, runfile.HistoryFile)); err == nil {
+		if runfile.HasHistory(d) {
 			return absDir(d)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +13,10 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/internal/testutil"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // startCLI runs the CLI as a child process (the test binary doubles as it).
@@ -42,7 +45,7 @@ func waitFor(t *testing.T, what string, ready func() string) {
 }
 
 func runDir(t *testing.T, store string) string {
-	dirs, _ := filepath.Glob(filepath.Join(store, "*", "*", harness.HistoryFile))
+	dirs, _ := filepath.Glob(filepath.Join(store, "*", "*", runfile.CompressedHistoryFile))
 	if len(dirs) != 1 {
 		return ""
 	}
@@ -69,7 +72,7 @@ func TestSignalInEveryPhase(t *testing.T) {
 		{phase: harness.PhaseFaults,
 			args: []string{"test", "--nemesis", "kill", "--restart-delay", "10m", "--nemesis-interval", "100ms", "--time-limit", "60s"},
 			ready: func(out, dir string) string {
-				b, _ := os.ReadFile(filepath.Join(dir, harness.HistoryFile))
+				b, _ := readHistory(dir)
 				if !bytes.Contains(b, []byte(`"f":"kill"`)) {
 					return "a kill in the history"
 				}
@@ -177,7 +180,10 @@ func waitExit(t *testing.T, cmd *exec.Cmd, out *testutil.SyncBuffer) {
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no exit 60s after SIGINT:\n%s", out)
+		// Reaped here, not by startCLI's clean-up: two Waits race.
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("no exit within 60s:\n%s", out)
 	}
 }
 
@@ -205,4 +211,14 @@ func readJSONFile(path string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// readHistory is a running harness's history so far: what it has flushed.
+func readHistory(dir string) ([]byte, error) {
+	f, err := history.Open(runfile.HistoryPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -43,6 +44,25 @@ func smallFS(t *testing.T, size string, fill func(dir string), readOnly bool) st
 	return dir
 }
 
+// fillDisk writes a file of zeros into dir until its file system is full.
+func fillDisk(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatalf("fill the disk: %v", err)
+	}
+	defer f.Close()
+	zeros := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(zeros); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill the disk: %v", err)
+			}
+			return
+		}
+	}
+}
+
 // tmpFiles lists the temporary files left anywhere under dir.
 func tmpFiles(dir string) []string {
 	var found []string
@@ -61,9 +81,22 @@ func tmpFiles(dir string) []string {
 func TestFullDiskFailsTheRunFast(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := smallFS(t, "3m", nil, false)
-	// The history grows by about 1 MB a second: the disk is full within
-	// seconds, and a run that ignored it would last its ten minutes.
 	cmd, out := startCLI(t, nil, "test", "--time-limit", "10m", "--store", store)
+	// The disk is filled once the clients run, whatever the machine's
+	// speed (a compressed history alone took over a minute to fill 3 MB
+	// on a loaded machine): a run that ignored it would last its ten
+	// minutes.
+	waitFor(t, "operations in the history", func() string {
+		dir := runDir(t, store)
+		if dir == "" {
+			return "the run directory; output:\n" + out.String()
+		}
+		if b, _ := readHistory(dir); !bytes.Contains(b, []byte(`"type":"ok"`)) {
+			return "a completed operation flushed to the history; output:\n" + out.String()
+		}
+		return ""
+	})
+	fillDisk(t, store)
 	waitExit(t, cmd, out)
 	if code := cmd.ProcessState.ExitCode(); code != exitHarness || !strings.Contains(out.String(), "no space left on device") {
 		t.Fatalf("exit %d, want %d and the disk named:\n%s", code, exitHarness, out)

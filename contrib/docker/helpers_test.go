@@ -14,10 +14,10 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
-	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // requireDocker skips the test when no Docker engine answers, unless
@@ -137,7 +137,7 @@ func rdb(t *testing.T, addr string) *redis.Client {
 // many there were.
 func requireIsolatesStopped(t *testing.T, runDir string) int {
 	t.Helper()
-	h, err := history.ReadFile(filepath.Join(runDir, harness.HistoryFile))
+	h, err := history.ReadFile(runfile.HistoryPath(runDir))
 	if err != nil {
 		t.Fatal(err)
 	}

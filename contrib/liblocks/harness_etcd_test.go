@@ -113,12 +113,13 @@ func TestEtcdSessionClientPause(t *testing.T) {
 		// armed every 0.4 s on average; the run ends at the first
 		// violation.
 		{"a paused client overlaps the next holder", "mutex", []string{"client-pause"}, harness.ExpectUnsafe},
-		// The same pauses, stopping StopGrace after the first violation:
-		// the case also requires the staller's write to be refused,
-		// which happens when it wakes, at most 1.5 TTL into its pause
-		// and so after the overlap; the 3 s grace lets it. The 60 s
-		// limit leaves a loaded cluster whose leaders flap room to
-		// serve the lock at last.
+		// The same pauses, going on after the first violation until the
+		// staller's hold ends: the case also requires the staller's write
+		// to be refused, which happens when it wakes and before it
+		// releases. StopGrace only caps that wait; 30 s is sized for a
+		// loaded cluster whose leaders flap (a 3 s grace cut a CI run
+		// off before the staller wrote). The 60 s limit leaves such a
+		// cluster room to serve the lock at last.
 		{"the lock is not exclusive but the fenced resource is safe", "counter", []string{"client-pause"}, harness.ExpectUnsafe},
 	}
 	for _, tc := range cases {
@@ -134,8 +135,13 @@ func TestEtcdSessionClientPause(t *testing.T) {
 				cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
 			case tc.expect == harness.ExpectUnsafe:
 				untilViolation(&cfg)
+				// A second per operation, not 250 ms: under two busy
+				// loops beside the other suites, three etcd members
+				// granted 5 leases in a minute within 250 ms, and the
+				// paused holder's lease is what the case is about.
+				cfg.OpTimeout = time.Second
 				if tc.workload == "counter" {
-					cfg.StopGrace = 3 * cfg.TTL
+					cfg.StopGrace = 30 * time.Second
 				}
 			}
 			cfg.Expect = tc.expect

@@ -38,6 +38,19 @@ def now_ns():
     return time.monotonic_ns()
 
 
+_request_started = 0
+
+
+def request_started_ns():
+    """The stamp the reply reports as started_mono_ns, taken before the lock
+    was called. A lock that counts its validity from it claims no more than
+    the lease model allows, even when the process was paused or starved
+    between the stamp and the lock's own request (a CI run under load saw
+    54 ms there, and a lock counting from its own later start was flagged
+    as over-claiming)."""
+    return _request_started
+
+
 def drift_ns(ttl_ms):
     """The margin of Redis's published lock algorithm: TTL/100 + 2 ms. Redis
     stores expiry in whole milliseconds, so a key can vanish up to a
@@ -64,8 +77,10 @@ def serve(make_lock, name, capabilities=()):
 
 
 def answer(lock, msg):
+    global _request_started
     kind = msg["type"]
     started = now_ns()  # just before the lock is called, as the harness stamps its invoke
+    _request_started = started
     try:
         if kind == "acquire":
             token, valid_until, fence = lock.acquire(msg["key"], msg["ttl_ms"])

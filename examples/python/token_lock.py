@@ -39,7 +39,7 @@ class TokenLock:
 
     def acquire(self, key, ttl_ms):
         token = "%s.%d" % (self.prefix, next(self.counter))
-        start = lj.now_ns()
+        start = lj.request_started_ns()
         if self.fenced:
             fence = self.r.eval(FENCED_ACQUIRE, 1, key, token, ttl_ms)
             if fence is None:
@@ -51,7 +51,7 @@ class TokenLock:
         return token, start + ttl_ms * 1_000_000 - lj.drift_ns(ttl_ms), fence
 
     def extend(self, key, token, ttl_ms):
-        start = lj.now_ns()
+        start = lj.request_started_ns()
         if self.r.eval(EXTEND, 1, key, token, ttl_ms) != 1:
             raise lj.NotHeld()
         return start + ttl_ms * 1_000_000 - lj.drift_ns(ttl_ms)

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -65,11 +67,11 @@ func Run(t *testing.T, cfg harness.Config) *harness.Outcome {
 	took := time.Since(start).Round(100 * time.Millisecond)
 	switch {
 	case cfg.Expect == harness.ExpectUnsafe && r.Verdict != checker.VerdictUnsafe:
-		t.Fatalf("verdict %s after %s, want unsafe: no violation in the whole %s fault phase, although this case's mechanism makes one certain: the harness is broken\n%s",
-			r.Verdict, took, cfg.TimeLimit, strings.Join(r.Summary(), "\n"))
+		t.Fatalf("verdict %s after %s, want unsafe: no violation in the whole %s fault phase, although this case's mechanism makes one certain: the harness is broken\n%s\n%s",
+			r.Verdict, took, cfg.TimeLimit, strings.Join(r.Summary(), "\n"), ErrorDigest(out.Dir))
 	case cfg.Expect == harness.ExpectStuck && r.Verdict != checker.VerdictStuck:
-		t.Fatalf("verdict %s after %s, want stuck: the lock was not stuck at the end of the run, although this case's mechanism makes it so: the harness is broken\n%s",
-			r.Verdict, took, strings.Join(r.Summary(), "\n"))
+		t.Fatalf("verdict %s after %s, want stuck: the lock was not stuck at the end of the run, although this case's mechanism makes it so: the harness is broken\n%s\n%s",
+			r.Verdict, took, strings.Join(r.Summary(), "\n"), ErrorDigest(out.Dir))
 	}
 	if cfg.StopOnFirstViolation && r.Verdict == checker.VerdictUnsafe {
 		// The watcher that stops the run and the exclusion checker must
@@ -131,4 +133,50 @@ func RequireNoShm(t *testing.T, dir string) {
 			t.Fatalf("libfaketime files left: %v", m)
 		}
 	}
+}
+
+// ErrorDigest lists the errors of the run's failed and unknown operations,
+// the most frequent first, with the faults applied: what a test that
+// failed on a CI machine, whose files are gone, can still tell (a run
+// whose every acquire was unknown for a minute once said no more than
+// that).
+func ErrorDigest(dir string) string {
+	sc, err := history.OpenScanner(runfile.HistoryPath(dir))
+	if err != nil {
+		return "no history to digest: " + err.Error()
+	}
+	defer sc.Close()
+	count := map[string]int{}
+	first := map[string]int64{}
+	faults := map[string]int{}
+	for op, ok := sc.Next(); ok; op, ok = sc.Next() {
+		switch {
+		case op.Process == history.NemesisProcess:
+			if op.Value != nil && op.Value.Phase != "" {
+				faults[op.F+" "+op.Value.Phase+" "+strings.Join(op.Value.Targets, ",")]++
+			}
+		case op.Type != history.Invoke && op.Error != "":
+			k := op.F + " " + string(op.Type) + ": " + op.Error
+			if count[k] == 0 {
+				first[k] = op.Time
+			}
+			count[k]++
+		}
+	}
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return count[keys[i]] > count[keys[j]] })
+	var b strings.Builder
+	b.WriteString("errors of the operations, most frequent first:\n")
+	for i, k := range keys {
+		if i == 8 {
+			fmt.Fprintf(&b, "  (%d more kinds)\n", len(keys)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  %d× from %s: %s\n", count[k], time.Duration(first[k]).Round(time.Millisecond), k)
+	}
+	fmt.Fprintf(&b, "fault events: %v", faults)
+	return b.String()
 }

@@ -7,6 +7,7 @@ go 1.26.8
 require (
 	github.com/lockjepsen/lockjepsen v0.0.0
 	github.com/lockjepsen/lockjepsen/contrib v0.0.0
+	github.com/lockjepsen/lockjepsen/regressions/redsyncadapter v0.0.0
 )
 
 require (
@@ -21,6 +22,7 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/klauspost/compress v1.18.7 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.16 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -51,4 +53,5 @@ require (
 replace (
 	github.com/lockjepsen/lockjepsen => ../..
 	github.com/lockjepsen/lockjepsen/contrib => ../../contrib
+	github.com/lockjepsen/lockjepsen/regressions/redsyncadapter => ../redsyncadapter
 )

@@ -13,7 +13,10 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/lockjepsentest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/regressions/redsyncadapter"
 )
+
+const lockName = "redsync-v4.18.1"
 
 func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
 	return locks.New(liblocks.RedsyncName, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: 50 * time.Millisecond})
@@ -29,11 +32,7 @@ func TestMain(m *testing.M) {
 // The v4.0.3 scenario (redsync-v4.0.3): every hold outlasts the TTL; a
 // correct Unlock reports each late release as a failure.
 func TestUnlockAfterExpiry(t *testing.T) {
-	out := lockjepsentest.Run(t, lockjepsentest.Options{
-		Locker: newLock, LockName: "redsync-v4.18.1", System: "redlock",
-		TimeLimit: 3 * time.Second, Recovery: 500 * time.Millisecond,
-		Configure: func(c *harness.Config) { c.LongHoldRate = 1 },
-	})
+	out := lockjepsentest.Run(t, redsyncadapter.UnlockAfterExpiry(lockName, newLock, harness.ExpectSafe))
 	if out != nil && out.Results.Lease.Judged+out.Results.Exclusion.Holds == 0 {
 		t.Fatalf("nothing was judged:\n%s", strings.Join(out.Results.Summary(), "\n"))
 	}
@@ -42,14 +41,7 @@ func TestUnlockAfterExpiry(t *testing.T) {
 // The v4.3.0 scenario (redsync-v4.3.0): a node paused the whole run, every
 // extension waits out its timeout; Until() counts that time.
 func TestExtendIgnoresElapsed(t *testing.T) {
-	out := lockjepsentest.Run(t, lockjepsentest.Options{
-		Locker: newLock, LockName: "redsync-v4.18.1", System: "redlock", Workload: "renew", Nemesis: []string{"pause"},
-		TimeLimit: 4 * time.Second, Recovery: 500 * time.Millisecond,
-		Configure: func(c *harness.Config) {
-			c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, time.Minute
-			c.RenewFor = "2..3"
-		},
-	})
+	out := lockjepsentest.Run(t, redsyncadapter.PausedNodeRenewals(lockName, newLock, harness.ExpectSafe))
 	if out != nil && out.Results.Lease.Claims == 0 {
 		t.Fatalf("nothing was judged:\n%s", strings.Join(out.Results.Summary(), "\n"))
 	}
@@ -59,14 +51,7 @@ func TestExtendIgnoresElapsed(t *testing.T) {
 // every extension's touch on it times out; the current version keeps the
 // key on the other nodes.
 func TestExtendErrorReleasesAll(t *testing.T) {
-	out := lockjepsentest.Run(t, lockjepsentest.Options{
-		Locker: newLock, LockName: "redsync-v4.18.1", System: "redlock", Workload: "renew", Nemesis: []string{"pause"},
-		TimeLimit: 4 * time.Second, Recovery: 500 * time.Millisecond,
-		Configure: func(c *harness.Config) {
-			c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, time.Minute
-			c.RenewFor = "2..3"
-		},
-	})
+	out := lockjepsentest.Run(t, redsyncadapter.PausedNodeRenewals(lockName, newLock, harness.ExpectSafe))
 	// Claims counts grants and extends with a validity: more than the
 	// holds means extensions were made while the node was paused.
 	if out != nil && out.Results.Lease.Claims <= out.Results.Exclusion.Holds {

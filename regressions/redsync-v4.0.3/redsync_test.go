@@ -51,11 +51,7 @@ func pools(nodes []locks.Conn) []redsyncredis.Pool {
 // expired; v4.0.3 reports each as a success, which the lease model calls
 // dishonest. The mechanism makes it certain in any seed.
 func TestUnlockAfterExpiry(t *testing.T) {
-	out := lockjepsentest.Run(t, lockjepsentest.Options{
-		Locker: newLock, LockName: "redsync-v4.0.3", System: "redlock",
-		TimeLimit: 3 * time.Second, Recovery: 500 * time.Millisecond, Expect: harness.ExpectUnsafe,
-		Configure: func(c *harness.Config) { c.LongHoldRate = 1 },
-	})
+	out := lockjepsentest.Run(t, redsyncadapter.UnlockAfterExpiry("redsync-v4.0.3", newLock, harness.ExpectUnsafe))
 	if out == nil {
 		return
 	}

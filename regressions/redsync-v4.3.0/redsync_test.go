@@ -57,14 +57,7 @@ func pools(nodes []locks.Conn) []redsyncredis.Pool {
 // counted from then claims more than any node can keep, on every extend,
 // in any seed.
 func TestExtendIgnoresElapsed(t *testing.T) {
-	out := lockjepsentest.Run(t, lockjepsentest.Options{
-		Locker: newLock, LockName: "redsync-v4.3.0", System: "redlock", Workload: "renew", Nemesis: []string{"pause"},
-		TimeLimit: 4 * time.Second, Recovery: 500 * time.Millisecond, Expect: harness.ExpectUnsafe,
-		Configure: func(c *harness.Config) {
-			c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, time.Minute
-			c.RenewFor = "2..3"
-		},
-	})
+	out := lockjepsentest.Run(t, redsyncadapter.PausedNodeRenewals("redsync-v4.3.0", newLock, harness.ExpectUnsafe))
 	if out == nil {
 		return
 	}

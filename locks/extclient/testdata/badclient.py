@@ -11,6 +11,8 @@ mode = sys.argv[1]
 if mode == "no-start":
     sys.stderr.write("ImportError: No module named 'frobnicate'\n")
     sys.exit(1)
+if mode == "slow-start":
+    time.sleep(float(sys.argv[2]))  # an interpreter that is slow to load
 
 
 def send(msg):

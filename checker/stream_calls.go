@@ -1,0 +1,502 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// results assembles the Results once every event is in.
+func (s *Stream) results(ctx context.Context) (*Results, error) {
+	for _, c := range s.inFlight() {
+		s.stats.pending(c)
+		s.lease.called(c, s)
+		s.res.called(c)
+	}
+	r := &Results{Exclusion: s.exclusionResult()}
+	if r.Linearizability = s.lin.finish(); ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	r.Resource, r.Liveness, r.Stats, r.Failover = s.res.result(), s.liveness(), s.stats.result(), s.fo.result(s.stats.last)
+	r.Lease = s.lease.result()
+	s.finished = r
+	verdict(r)
+	return r, nil
+}
+
+// verdict fills in the verdict and the summary counts from the checkers'
+// results.
+func verdict(r *Results) {
+	r.First = firsts(r.Exclusion, r.Lease)
+	r.Violations = r.Exclusion.Count
+	r.Incidents = r.Exclusion.Incidents
+	r.Ops = r.Stats.Ops
+	lin := r.Linearizability.Valid
+	switch {
+	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid:
+		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
+	case r.Liveness.Stuck:
+		r.Verdict, r.Valid = VerdictStuck, ValidFalse
+	case r.Exclusion.untested():
+		// A run where no lock was granted (a dead server, a broken lock)
+		// found no violation only because it tested nothing.
+		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
+	case lin == ValidUnknown:
+		r.Verdict, r.Valid = VerdictUnknown, ValidUnknown
+	default:
+		r.Verdict, r.Valid = VerdictSafe, ValidTrue
+	}
+	switch {
+	case r.Exclusion.Count > 0 && lin == ValidTrue:
+		r.Disagreement = fmt.Sprintf("harness bug: the exclusion checker found %d violations but porcupine found every segment linearizable", r.Exclusion.Count)
+	case r.Exclusion.Count == 0 && lin == ValidFalse:
+		r.Disagreement = fmt.Sprintf("harness bug: porcupine found %d illegal segments but the exclusion checker found no overlapping holds", r.Linearizability.SegmentsIllegal)
+	}
+}
+
+// cutKey cuts key's porcupine operations as far as none still to come can
+// sort before them: an acquire's operation is called at its invoke (one
+// in flight, or granted at this instant), a release's at the hold's end,
+// which for a belief still held is at or after now.
+func (e *linEngine) cutKey(ks *skey, s *Stream) {
+	k := e.keys[ks.name]
+	if k == nil {
+		return
+	}
+	w := s.now
+	for _, c := range ks.acquiring {
+		w = min(w, c.inv.Time)
+	}
+	for _, h := range s.undecided {
+		if h.Key == ks.name {
+			w = min(w, h.Invoke)
+		}
+	}
+	e.advance(k, w)
+}
+
+func (c *cutter) openOps() int {
+	if c.seg == nil {
+		return 0
+	}
+	return len(c.seg.ops)
+}
+
+// leaseState is the lease model over calls as they complete. A lease's
+// calls are one process's, one after another, so completion order is
+// invoke order for them; calls that never completed are judged at the
+// end, in invoke order.
+type leaseState struct {
+	opts   Options
+	r      *LeaseResult
+	latest map[leaseKey]expiry
+	tokens map[int]leaseKey // a process's latest lease, for release invokes without a token
+	refs   map[leaseKey]int // processes whose latest lease it is
+	// the invoke order of the kept over-claims and dishonest calls, which
+	// are the first MaxViolations in that order
+	overSeq, disSeq []int64
+}
+
+func newLeaseState(opts Options) *leaseState {
+	l := &leaseState{opts: opts, r: &LeaseResult{Valid: true}, latest: map[leaseKey]expiry{},
+		tokens: map[int]leaseKey{}, refs: map[leaseKey]int{}}
+	if opts.TTL > 0 {
+		l.r.ToleranceNs = int64(LeaseTolerance(opts.TTL))
+	}
+	return l
+}
+
+func (l *leaseState) retained() int { return len(l.latest) + len(l.tokens) }
+
+// called runs (*analysis).leaseModel's step for one call.
+func (l *leaseState) called(c *scall, s *Stream) {
+	inv := &c.inv
+	if inv.F != history.Acquire && inv.F != history.Extend && inv.F != history.Release {
+		return
+	}
+	lk := l.leaseKeyOf(c)
+	if lk.token == "" {
+		return
+	}
+	ttl := int64(0)
+	if inv.Value != nil {
+		ttl = inv.Value.TTL
+	}
+	outcome := c.outcome()
+	if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
+		l.judgeHonesty(c, lk, l.latest[lk], s)
+	}
+	if inv.F == history.Release || outcome == history.Fail {
+		return
+	}
+	// A grant or an extend that happened, or may have.
+	switch {
+	case outcome != history.OK, ttl <= 0, !claimsValidity(&c.comp):
+		// Unknown, no TTL recorded, or a lock that claims no deadline
+		// (no TTL, or one renewed in the background): no promise that
+		// its key expires.
+		l.latest[lk] = expiry{unknown: true}
+	default:
+		e, end := l.latest[lk], c.comp.Time+ttl
+		if e.at == 0 {
+			e.since = inv.Time
+		}
+		if !e.unknown && end > e.at {
+			l.latest[lk] = expiry{at: end, ttl: ttl, since: e.since}
+		}
+		l.judgeClaim(c, ttl)
+	}
+}
+
+// leaseKeyOf is the lease a call refers to: its own token, or for an
+// acquire the one it was granted. A lease that is no longer any process's
+// latest is forgotten: only its holder names it.
+func (l *leaseState) leaseKeyOf(c *scall) leaseKey {
+	inv := &c.inv
+	lk := leaseKey{key: inv.Key}
+	if inv.Value != nil {
+		lk.token = inv.Value.Token
+	}
+	if inv.F == history.Acquire {
+		lk.token = ""
+		if c.done && c.comp.Value != nil {
+			lk.token = c.comp.Value.Token
+		}
+		if lk.token != "" && c.outcome() == history.OK {
+			if old, ok := l.tokens[inv.Process]; ok && old != lk {
+				if l.refs[old]--; l.refs[old] <= 0 {
+					delete(l.refs, old)
+					delete(l.latest, old)
+				}
+			}
+			if old, ok := l.tokens[inv.Process]; !ok || old != lk {
+				l.refs[lk]++
+			}
+			l.tokens[inv.Process] = lk
+		}
+		return lk
+	}
+	if lk.token == "" {
+		if prev, ok := l.tokens[inv.Process]; ok && prev.key == lk.key {
+			lk.token = prev.token
+		}
+	}
+	return lk
+}
+
+// judgeClaim checks an ok grant or extend's validity against invoke + TTL.
+func (l *leaseState) judgeClaim(c *scall, ttl int64) {
+	inv, comp := &c.inv, &c.comp
+	r := l.r
+	r.Claims++
+	from := startOf(inv, comp)
+	vu, limit := *comp.Value.ValidUntil, from+ttl
+	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
+		return
+	}
+	r.OverClaims++
+	i, keep := keepFirst(&l.overSeq, c.seq)
+	if !keep {
+		return
+	}
+	token := comp.Value.Token
+	if inv.Value != nil && inv.Value.Token != "" {
+		token = inv.Value.Token
+	}
+	o := OverClaim{Key: inv.Key, Process: inv.Process, F: inv.F, Token: token, Index: comp.Index,
+		Invoke: inv.Time, At: comp.Time, TTL: ttl, ValidUntil: vu, Limit: limit, Margin: vu - limit}
+	o.Story = fmt.Sprintf("process %d's %s of %s was started at %s with a TTL of %s, so no server could keep the key past %s; "+
+		"the lock told its client the lease was valid until %s, %s too long (over-claimed validity: the lock counts its lease from after it was sent, or forgets the time spent acquiring)",
+		o.Process, o.F, o.Key, fmtT(from), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
+	r.OverClaimed = slices.Insert(r.OverClaimed, i, o)[:len(l.overSeq)]
+}
+
+// keepFirst places seq among the kept ones, which are the first
+// MaxViolations in invoke order, and says where, or that it is not kept.
+func keepFirst(seqs *[]int64, seq int64) (int, bool) {
+	i, _ := slices.BinarySearch(*seqs, seq)
+	if i >= MaxViolations {
+		return 0, false
+	}
+	*seqs = slices.Insert(*seqs, i, seq)
+	if len(*seqs) > MaxViolations {
+		*seqs = (*seqs)[:MaxViolations]
+	}
+	return i, true
+}
+
+// judgeHonesty checks an ok release or extend against the latest expiry of
+// its lease's key.
+func (l *leaseState) judgeHonesty(c *scall, lk leaseKey, e expiry, s *Stream) {
+	inv, comp := &c.inv, &c.comp
+	r := l.r
+	if e.unknown || e.at == 0 {
+		return // the key's life is not bounded by what the history knows
+	}
+	if inv.Time <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
+		r.Judged++
+		return
+	}
+	if why := serverMayKeep(s.faults.clock, e.since, inv.Time, l.opts); why != "" {
+		r.Suspended++
+		r.SuspendedWhy = why
+		return
+	}
+	r.Judged++
+	r.DishonestOps++
+	i, keep := keepFirst(&l.disSeq, c.seq)
+	if !keep {
+		return
+	}
+	d := Dishonest{Key: lk.key, Process: inv.Process, F: inv.F, Token: lk.token, Index: comp.Index,
+		Invoke: inv.Time, Expiry: e.at, Late: inv.Time - e.at}
+	d.Story = dishonestStory(&d)
+	r.Dishonesty = slices.Insert(r.Dishonesty, i, d)[:len(l.disSeq)]
+}
+
+func (l *leaseState) result() *LeaseResult {
+	l.r.Valid = l.r.OverClaims == 0 && l.r.DishonestOps == 0
+	return l.r
+}
+
+// resState is the resource checker over calls as they complete.
+type resState struct {
+	keys        map[string]*resKey
+	interleaved []resDup
+	dupSeq      []int64
+}
+
+// resKey is one key's tally. Which values were written is kept as runs
+// (a counter's values are consecutive), and the details of a value's
+// first write only for the latest maxWriteDetails values: a duplicate of
+// an older value is still counted, and its witness names the value.
+type resKey struct {
+	ResourceKey
+	lastWriteEnd int64
+	lastRead     int64 // invoke order of the ok read with the latest invoke, -1 for none
+	lastReadAt   int64
+	lastReadN    int64
+	written      runs
+	first        map[int64]firstWrite
+	order        []int64 // values in first, oldest first
+}
+
+type firstWrite struct {
+	w   Write
+	seq int64
+}
+
+// resDup is a duplicate write and the value's first write.
+type resDup struct {
+	key           string
+	first, second Write
+}
+
+const maxWriteDetails = 1 << 10
+
+func newResState() *resState { return &resState{keys: map[string]*resKey{}} }
+
+func (rs *resState) retained() int {
+	n := len(rs.interleaved)
+	for _, k := range rs.keys {
+		n += len(k.written) + len(k.order)
+	}
+	return n
+}
+
+func (rs *resState) get(k string) *resKey {
+	ks := rs.keys[k]
+	if ks == nil {
+		ks = &resKey{ResourceKey: ResourceKey{Key: k}, lastRead: -1, first: map[int64]firstWrite{}}
+		rs.keys[k] = ks
+	}
+	return ks
+}
+
+// called runs (*analysis).resource's step for one call.
+func (rs *resState) called(c *scall) {
+	inv := &c.inv
+	switch inv.F {
+	case history.Write:
+		ks := rs.get(inv.Key)
+		ks.Writes++
+		end := int64(Never) // may still take effect: no read is "after" it
+		if c.done {
+			end = c.comp.Time
+		}
+		ks.lastWriteEnd = max(ks.lastWriteEnd, end)
+		switch c.outcome() {
+		case history.OK:
+			ks.Accepted++
+			if v := inv.Value; v != nil && v.N != nil {
+				w := Write{Process: inv.Process, Invoke: inv.Time, Time: c.comp.Time, Index: c.comp.Index,
+					Token: v.Token, Fence: v.Fence, N: *v.N}
+				rs.accepted(ks, w, c.seq)
+			}
+		case history.Fail:
+			ks.RejectedStale++
+		default:
+			ks.UnknownWrites++
+		}
+	case history.Read:
+		ks := rs.get(inv.Key)
+		ks.Reads++
+		switch c.outcome() {
+		case history.OK:
+			if v := c.comp.Value; v != nil && v.N != nil && c.seq > ks.lastRead {
+				ks.lastRead, ks.lastReadAt, ks.lastReadN = c.seq, inv.Time, *v.N
+			}
+		case history.Fail:
+			ks.RejectedReads++
+		}
+	}
+}
+
+// accepted records an accepted write: the value's first write (in invoke
+// order) is kept, any other is a duplicate.
+func (rs *resState) accepted(ks *resKey, w Write, seq int64) {
+	if !ks.written.add(w.N) {
+		ks.first[w.N] = firstWrite{w, seq}
+		ks.order = append(ks.order, w.N)
+		if len(ks.order) > maxWriteDetails {
+			delete(ks.first, ks.order[0])
+			ks.order = ks.order[1:]
+		}
+		return
+	}
+	ks.Duplicates++
+	dupSeq, dup := seq, w
+	first, known := ks.first[w.N]
+	if known && seq < first.seq {
+		// Completed later but invoked earlier: this one is the first, of
+		// the duplicates kept too.
+		ks.first[w.N] = firstWrite{w, seq}
+		dupSeq, dup = first.seq, first.w
+		for i := range rs.interleaved {
+			if d := &rs.interleaved[i]; d.key == ks.Key && d.second.N == w.N {
+				d.first = w
+			}
+		}
+		first.w = w
+	}
+	if !known {
+		first.w = Write{N: w.N} // written too long ago to be remembered
+	}
+	i, keep := keepFirst(&rs.dupSeq, dupSeq)
+	if keep {
+		rs.interleaved = slices.Insert(rs.interleaved, i, resDup{key: ks.Key, first: first.w, second: dup})[:len(rs.dupSeq)]
+	}
+}
+
+func (rs *resState) result() *ResourceResult {
+	r := &ResourceResult{Valid: true}
+	for _, d := range rs.interleaved {
+		r.Interleaved = append(r.Interleaved, interleaving(d.key, d.first, d.second))
+	}
+	names := make([]string, 0, len(rs.keys))
+	for k, ks := range rs.keys {
+		if ks.Writes > 0 {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	var why []string
+	for _, k := range names {
+		ks := rs.keys[k]
+		// lastRead is the latest-invoked ok read; it counts only if no
+		// write could land after it.
+		if ks.lastRead >= 0 && ks.lastReadAt > ks.lastWriteEnd {
+			ks.Final = history.I64(ks.lastReadN)
+		}
+		why = append(why, judgeResourceKey(&ks.ResourceKey)...)
+		addResourceKey(r, &ks.ResourceKey)
+	}
+	if len(r.Keys) == 1 {
+		r.Final = r.Keys[0].Final
+	}
+	r.Explanation = strings.Join(why, "; ")
+	return r
+}
+
+// runs is a set of integers as sorted, disjoint, non-adjacent [lo, hi]
+// runs.
+type runs [][2]int64
+
+// add inserts n and reports whether it was already there.
+func (rs *runs) add(n int64) bool {
+	r := *rs
+	i := sort.Search(len(r), func(i int) bool { return r[i][1] >= n-1 })
+	switch {
+	case i < len(r) && r[i][0] <= n && n <= r[i][1]:
+		return true
+	case i < len(r) && r[i][1] == n-1:
+		r[i][1] = n
+		if i+1 < len(r) && r[i+1][0] == n+1 {
+			r[i][1] = r[i+1][1]
+			r = slices.Delete(r, i+1, i+2)
+		}
+	case i < len(r) && r[i][0] == n+1:
+		r[i][0] = n
+	default:
+		r = slices.Insert(r, i, [2]int64{n, n})
+	}
+	*rs = r
+	return false
+}
+
+// statState counts and times calls; latencies go into histograms.
+type statState struct {
+	ops, pendingN int
+	nemesis       int
+	last          int64
+	counts        map[string]map[string]int
+	latency       map[string]*histogram
+}
+
+func newStatState() *statState {
+	return &statState{counts: map[string]map[string]int{}, latency: map[string]*histogram{}}
+}
+
+func (st *statState) count(f, outcome string) {
+	m := st.counts[f]
+	if m == nil {
+		m = map[string]int{}
+		st.counts[f] = m
+	}
+	m[outcome]++
+}
+
+func (st *statState) called(c *scall) {
+	st.ops++
+	st.count(c.inv.F, string(c.comp.Type))
+	h := st.latency[c.inv.F]
+	if h == nil {
+		h = &histogram{}
+		st.latency[c.inv.F] = h
+	}
+	h.add(c.comp.Time - c.inv.Time)
+}
+
+func (st *statState) pending(c *scall) {
+	st.pendingN++
+	st.count(c.inv.F, "pending")
+}
+
+func (st *statState) result() *Stats {
+	s := &Stats{Ops: st.ops, Pending: st.pendingN, Counts: st.counts, Duration: st.last, NemesisEvents: st.nemesis,
+		Latency: map[string]*Latency{}}
+	for f, h := range st.latency {
+		s.Latency[f] = h.latency()
+	}
+	if s.rated() {
+		secs := float64(st.last) / 1e9
+		s.AcquireThroughput = float64(s.Counts[history.Acquire]["ok"]) / secs
+		s.OpThroughput = float64(s.Ops) / secs
+	}
+	return s
+}

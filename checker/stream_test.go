@@ -1,0 +1,325 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// checkInMemory is the check as it was before it streamed: every checker
+// over one in-memory analysis of the whole history. The streaming check
+// must give the same results.
+func checkInMemory(ops []history.Op, opts Options) *Results {
+	opts = opts.withDefaults()
+	a := scan(ops)
+	r := &Results{Exclusion: a.exclusion(opts.TTL)}
+	r.Linearizability = a.linearizability(opts)
+	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
+	r.Lease = a.leaseModel(opts)
+	verdict(r)
+	return r
+}
+
+// diffResults says how got differs from want, "" when they agree. Only
+// the wall time differs by nature, and latency percentiles, which the
+// stream reads from a histogram, may be up to 1/histSub above.
+func diffResults(want, got *Results) string {
+	w, g := *want, *got
+	wl, gl := *w.Linearizability, *g.Linearizability
+	wl.Elapsed, gl.Elapsed = 0, 0
+	w.Linearizability, g.Linearizability = &wl, &gl
+	ws, gs := *w.Stats, *g.Stats
+	for f, l := range ws.Latency {
+		m := gs.Latency[f]
+		if m == nil {
+			return fmt.Sprintf("no latency for %s", f)
+		}
+		for _, p := range [][2]int64{{l.P50, m.P50}, {l.P90, m.P90}, {l.P99, m.P99}} {
+			if p[1] < p[0] || p[1]-p[0] > p[0]/histSub {
+				return fmt.Sprintf("latency of %s: %+v, want %+v within %.1f%%", f, *m, *l, 100.0/histSub)
+			}
+		}
+	}
+	gs.Latency = ws.Latency
+	w.Stats, g.Stats = &ws, &gs
+	wj, _ := json.MarshalIndent(w, "", " ")
+	gj, _ := json.MarshalIndent(g, "", " ")
+	if string(wj) == string(gj) {
+		return ""
+	}
+	wls, gls := strings.Split(string(wj), "\n"), strings.Split(string(gj), "\n")
+	for i := range min(len(wls), len(gls)) {
+		if wls[i] != gls[i] {
+			lo, hi := max(0, i-6), min(len(wls), len(gls), i+6)
+			return fmt.Sprintf("line %d:\nwant %s\ngot  %s\n--- want:\n%s\n--- got:\n%s", i, wls[i], gls[i],
+				strings.Join(wls[lo:hi], "\n"), strings.Join(gls[lo:hi], "\n"))
+		}
+	}
+	return fmt.Sprintf("lengths differ: %d and %d lines", len(wls), len(gls))
+}
+
+// Every history a test of this package builds is also checked both ways
+// at the end (TestMain): the tests' histories are the hand-made edge
+// cases.
+var built struct {
+	sync.Mutex
+	ops [][]history.Op
+}
+
+func keepBuilt(ops []history.Op) {
+	built.Lock()
+	defer built.Unlock()
+	built.ops = append(built.ops, ops)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		n := 0
+		for i, ops := range built.ops {
+			for _, opts := range []Options{{}, {TTL: time.Duration(ms(20))}} {
+				if d := diffResults(checkInMemory(ops, opts), Check(ops, opts)); d != "" {
+					fmt.Fprintf(os.Stderr, "FAIL: test history %d (%d events), TTL %v: the streaming check differs from the in-memory one: %s\n", i, len(ops), opts.TTL, d)
+					for _, op := range ops {
+						fmt.Fprintln(os.Stderr, " ", op.String(), op.Value)
+					}
+					code = 1
+					n++
+				}
+			}
+			if n > 3 {
+				break
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// richHistory is randomHistory with what it lacks: faults (clock faults
+// among them), crashes, counter reads and writes, several nodes, shared
+// tokens and calls that never complete.
+func richHistory(rng *rand.Rand) []history.Op {
+	b := randomHistory(rng)
+	for i := range 1 + rng.Intn(3) {
+		start := int64(rng.Intn(30))
+		f := []string{"partition", "clock-skew", "pause"}[rng.Intn(3)]
+		b.fault(start, f, "start", fmt.Sprintf("n%d", i))
+		if rng.Intn(4) > 0 {
+			b.fault(start+int64(rng.Intn(20)), f, "stop", fmt.Sprintf("n%d", i))
+		}
+	}
+	if rng.Intn(3) == 0 {
+		b.ev(int64(rng.Intn(10)), history.NemesisProcess, history.Info, PrimaryEvent, "", &history.Value{Phase: "start", Targets: []string{"n0"}})
+		b.ev(10+int64(rng.Intn(20)), history.NemesisProcess, history.Info, PrimaryEvent, "", &history.Value{Phase: "start", Targets: []string{"n1"}})
+	}
+	// Counter clients on their own processes: reads and writes of small
+	// values, so that some repeat.
+	for p := 10; p < 10+rng.Intn(3); p++ {
+		t := int64(rng.Intn(5))
+		for range 1 + rng.Intn(4) {
+			n := int64(rng.Intn(4))
+			b.read(p, "k0", t, t+int64(rng.Intn(3)), []history.Type{ok, ok, fail, info}[rng.Intn(4)], n)
+			t += 3
+			b.write(p, "k0", t, t+int64(rng.Intn(4)), []history.Type{ok, ok, fail, info}[rng.Intn(4)], n+1, nil)
+			t += 4 + int64(rng.Intn(3))
+		}
+	}
+	for i := range b.events {
+		op := &b.events[i]
+		if op.Type == history.OK && op.F == history.Acquire && op.Value != nil {
+			if rng.Intn(2) == 0 {
+				op.Value.Nodes = []string{fmt.Sprintf("n%d", rng.Intn(2))}
+			}
+			if rng.Intn(3) == 0 {
+				op.Value.Fence = history.I64(int64(rng.Intn(5)))
+			}
+			if rng.Intn(6) == 0 {
+				op.Value.Token = "shared"
+			}
+		}
+	}
+	return b.build(nopTB{})
+}
+
+// nopTB lets build run outside a test; a history it rejects is a bug in
+// the generator, which panics.
+type nopTB struct{ testing.TB }
+
+func (nopTB) Helper() {}
+func (nopTB) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+// The streaming check gives the in-memory check's results on random
+// histories, with and without a TTL.
+func TestStreamMatchesInMemoryOnRandomHistories(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for i := range 600 {
+		ops := richHistory(rng)
+		opts := Options{}
+		if i%2 == 1 {
+			opts.TTL = time.Duration(ms(10))
+			opts.ClockFaults = []string{"clock-skew"}
+		}
+		if d := diffResults(checkInMemory(ops, opts), Check(ops, opts)); d != "" {
+			for _, op := range ops {
+				t.Log(op.String(), op.Value)
+			}
+			t.Fatalf("history %d: %s", i, d)
+		}
+	}
+}
+
+// On long generated histories too, with and without violations, and fed
+// in events far apart enough that every tick drops and cuts.
+func TestStreamMatchesInMemoryOnGeneratedHistories(t *testing.T) {
+	for _, every := range []int{0, 7, 100} {
+		t.Run(fmt.Sprint(every), func(t *testing.T) {
+			ops := genHistory(25_000, every)
+			r := Check(ops, Options{})
+			if d := diffResults(checkInMemory(ops, Options{}), r); d != "" {
+				t.Fatal(d)
+			}
+			// A clean history passes, one with violations is flagged.
+			if want := map[bool]string{true: VerdictSafe, false: VerdictUnsafe}[every == 0]; r.Verdict != want ||
+				(every > 0 && len(r.Exclusion.Violations) == 0) {
+				t.Fatalf("verdict %s, want %s", r.Verdict, want)
+			}
+		})
+	}
+}
+
+// Finish is idempotent, and Add after it is ignored.
+func TestStreamFinishTwice(t *testing.T) {
+	ops := genHistory(1000, 10)
+	s := NewStream(Options{})
+	for _, op := range ops {
+		s.Add(op)
+	}
+	r1, err := s.Finish(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(ops[0])
+	if r2, _ := s.Finish(context.Background()); r2 != r1 || r1.Verdict != VerdictUnsafe {
+		t.Fatalf("second Finish: %p %p %s", r1, r2, r1.Verdict)
+	}
+}
+
+// feedGenerated streams a generated history of about nOps operations into
+// a Stream without ever holding it, and returns the results with the most
+// state the stream retained and the highest live heap seen along the way.
+func feedGenerated(t *testing.T, nOps, violateEvery int) (*Results, int, uint64) {
+	t.Helper()
+	s := NewStream(Options{TTL: time.Millisecond})
+	peakRetained, events := 0, 0
+	var peakHeap uint64
+	var ms runtime.MemStats
+	sample := func() {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		peakHeap = max(peakHeap, ms.HeapAlloc)
+	}
+	// The heap is sampled often enough to see porcupine's batch full (it
+	// fills and empties every 8,192 operations), at the same period
+	// whatever the length.
+	const every = 2 * tickEvents
+	genEvents(nOps, violateEvery, func(op history.Op) {
+		s.Add(op)
+		events++
+		if events%tickEvents == 0 {
+			peakRetained = max(peakRetained, s.Retained())
+		}
+		if events%every == 0 {
+			sample()
+		}
+	})
+	r, err := s.Finish(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	return r, peakRetained, peakHeap
+}
+
+// The stream's memory does not grow with the history: ten times the
+// operations keep the retained state and the live heap within 20% (the
+// issue's "a 10-minute history checks in the memory of a 1-minute one"),
+// and the violations are still found, witnesses kept. A history with
+// violations keeps the most (witnesses, their holds and calls).
+func TestStreamMemoryIsBounded(t *testing.T) {
+	// Past 30k operations porcupine's batch, the first segments kept for
+	// a picture and the resource's recent writes have all filled up.
+	const n, every = 40_000, 25
+	small, smallRetained, smallHeap := feedGenerated(t, n, every)
+	big, bigRetained, bigHeap := feedGenerated(t, 10*n, every)
+	t.Logf("%d ops: retained %d, heap %d KB; %d ops: retained %d, heap %d KB",
+		small.Ops, smallRetained, smallHeap>>10, big.Ops, bigRetained, bigHeap>>10)
+	if big.Ops < 10*n || small.Ops < n {
+		t.Fatalf("ops %d and %d", small.Ops, big.Ops)
+	}
+	if float64(bigRetained) > 1.2*float64(smallRetained) {
+		t.Errorf("retained state grew from %d to %d with ten times the history", smallRetained, bigRetained)
+	}
+	if float64(bigHeap) > 1.2*float64(smallHeap) {
+		t.Errorf("live heap grew from %d KB to %d KB with ten times the history", smallHeap>>10, bigHeap>>10)
+	}
+	for _, r := range []*Results{small, big} {
+		if r.Verdict != VerdictUnsafe || r.Disagreement != "" || r.Violations != r.Linearizability.SegmentsIllegal {
+			t.Fatalf("verdict %s: %v", r.Verdict, r.Summary())
+		}
+		if len(r.Exclusion.Violations) != MaxViolations || r.Exclusion.Count <= MaxViolations ||
+			r.Resource.Duplicates != r.Violations || len(r.Resource.Interleaved) != MaxViolations {
+			t.Fatalf("witnesses: %d of %d violations, %d duplicates, %d interleavings kept",
+				len(r.Exclusion.Violations), r.Exclusion.Count, r.Resource.Duplicates, len(r.Resource.Interleaved))
+		}
+	}
+}
+
+// The histogram's percentiles are the sorted slice's, at most 1/histSub
+// above, over latencies from nanoseconds to minutes.
+func TestHistogramPercentiles(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	cases := []struct {
+		name string
+		gen  func() int64
+	}{
+		{"small exact", func() int64 { return int64(rng.Intn(histSub)) }},
+		{"ms", func() int64 { return int64(rng.ExpFloat64() * 3e6) }},
+		{"wide", func() int64 { return int64(math.Exp(rng.Float64() * 25)) }},
+		{"constant", func() int64 { return 12_345_678 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, n := range []int{1, 2, 99, 10_000} {
+				var h histogram
+				ds := make([]int64, n)
+				for i := range ds {
+					ds[i] = c.gen()
+					h.add(ds[i])
+				}
+				slices.Sort(ds)
+				for _, p := range []float64{0.5, 0.9, 0.99} {
+					want := ds[min(len(ds)-1, int(p*float64(len(ds))))]
+					if got := h.quantile(p); got < want || got-want > want/histSub {
+						t.Fatalf("n=%d p%.0f: %d, want %d within %.1f%%", n, 100*p, got, want, 100.0/histSub)
+					}
+				}
+				if l := h.latency(); l.Max != ds[n-1] || l.Count != n {
+					t.Fatalf("n=%d: %+v, max %d", n, l, ds[n-1])
+				}
+			}
+		})
+	}
+}
