@@ -1,6 +1,9 @@
 package local
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetLaunchHook makes f run each time the backend has created a process
 // (with its node directory and PID) until the returned function is called.
@@ -23,4 +26,9 @@ func AOFSampleTimes(c *Cluster, node string) []time.Time {
 		out = append(out, s.at)
 	}
 	return out
+}
+
+// RepeatFailover is sentinelq's RepeatFailover on the cluster's deployment.
+func RepeatFailover(ctx context.Context, c *Cluster, old string) (bool, error) {
+	return c.deployment().RepeatFailover(ctx, old)
 }

@@ -209,7 +209,7 @@ func (c *Cluster) deployment() *sentinelq.Deployment {
 	proc := func(s *Server) sentinelq.Proc {
 		return sentinelq.Proc{Name: s.Name, Announce: s.AnnounceAddr(), Client: c.admin(s)}
 	}
-	d := &sentinelq.Deployment{MasterName: cluster.MasterName}
+	d := &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: c.spec.FailoverTimeout}
 	for _, s := range c.servers {
 		d.Nodes = append(d.Nodes, proc(s))
 	}

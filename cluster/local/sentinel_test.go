@@ -484,6 +484,23 @@ func TestSentinelManualFailover(t *testing.T) {
 	if q != p {
 		t.Logf("the sentinels failed over again, from %s to %s (see the note on \"the primary\")", p, q)
 	}
+
+	// A request repeated after it came to nothing goes only to a sentinel
+	// that still names the old primary: asked about n1 now, none does, and
+	// nothing happens; asked about the primary they name, one fails over.
+	if asked, err := local.RepeatFailover(ctx, cl, "n1"); err != nil || asked {
+		t.Fatalf("repeating the failover away from n1 after it happened: asked %v, %v", asked, err)
+	}
+	if asked, err := local.RepeatFailover(ctx, cl, q); err != nil || !asked {
+		t.Fatalf("repeating a failover away from the primary %s: asked %v, %v", q, asked, err)
+	}
+	eventually(t, waitDeadline, "a failover away from "+q, func() error {
+		r, err := cl.Primary(ctx)
+		if err == nil && r == q {
+			err = fmt.Errorf("the sentinels still name %s", q)
+		}
+		return err
+	})
 }
 
 func TestSentinelKillPrimary(t *testing.T) {

@@ -72,6 +72,9 @@ type Deployment struct {
 	MasterName string
 	Nodes      []Proc
 	Sentinels  []Proc
+	// FailoverTimeout is the sentinels' failover-timeout; Failover asks
+	// again when a failover it asked for has had time to abort (0: 3 s).
+	FailoverTimeout time.Duration
 }
 
 // ByAnnounce maps an address the cluster reports to its node's name.
@@ -334,6 +337,12 @@ func (d *Deployment) checkSentinel(ctx context.Context, s Proc, primary string) 
 // Failover asks a sentinel for a manual failover and waits until a
 // majority of the sentinels names another primary. Without a deadline on
 // ctx it gives up after HealthyTimeout.
+//
+// A sentinel that accepted can still abort: the replica it promotes must
+// report itself primary within failover-timeout, and just after every
+// internal connection dropped (a toxiproxy restart, a loaded machine) it
+// may not. Sentinel never retries a manual failover, so Failover asks
+// again once an accepted failover has had time to finish or abort.
 func (d *Deployment) Failover(ctx context.Context) (string, error) {
 	if len(d.Sentinels) == 0 {
 		return "", errors.New("failover: the cluster has no sentinels")
@@ -347,15 +356,62 @@ func (d *Deployment) Failover(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("failover: %w", err)
 	}
-	// A sentinel refuses while a failover is in progress (INPROG) or
-	// while it knows no replica fit to promote (NOGOODSLAVE); either can
-	// pass, so ask the sentinels in turn until one accepts.
+	if err := d.askFailover(ctx, old); err != nil {
+		return "", err
+	}
+	var (
+		now  string
+		errs []error
+	)
+	for round := 1; ; round++ {
+		wctx, cancel := context.WithTimeout(ctx, d.failoverWindow())
+		err = Poll(wctx, "a new primary", func(ctx context.Context) error {
+			p, err := d.Primary(ctx)
+			if err != nil {
+				return err
+			}
+			if p == old {
+				return fmt.Errorf("the sentinels still name %s", old)
+			}
+			now = p
+			return nil
+		})
+		cancel()
+		if err == nil {
+			return now, nil
+		}
+		errs = append(errs, fmt.Errorf("round %d: %w", round, err))
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("failover away from %s: %w", old, errors.Join(errs...))
+		}
+		if _, err := d.RepeatFailover(ctx, old); err != nil {
+			errs = append(errs, err)
+		}
+	}
+}
+
+// failoverWindow is how long an accepted failover may take before it is
+// asked for again: the promotion's failover-timeout, the reconfiguration
+// of the replicas, and two rounds of hello messages (every 2 s) for the
+// other sentinels to learn the new primary.
+func (d *Deployment) failoverWindow() time.Duration {
+	ft := d.FailoverTimeout
+	if ft <= 0 {
+		ft = 3 * time.Second
+	}
+	return 3*ft + 4*time.Second
+}
+
+// askFailover asks the sentinels in turn until one accepts a manual
+// failover. A sentinel refuses while a failover is in progress (INPROG) or
+// while it knows no replica fit to promote (NOGOODSLAVE); either can pass.
+func (d *Deployment) askFailover(ctx context.Context, old string) error {
 	var errs []error
 	for i := 0; ; i++ {
 		s := d.Sentinels[i%len(d.Sentinels)]
 		err := do(ctx, s, "SENTINEL", "FAILOVER", d.MasterName).Err()
 		if err == nil {
-			break
+			return nil
 		}
 		errs = append(errs, fmt.Errorf("sentinel %s: %w", s.Name, err))
 		if len(errs) > len(d.Sentinels) {
@@ -365,26 +421,40 @@ func (d *Deployment) Failover(ctx context.Context) (string, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return "", fmt.Errorf("failover away from %s: no sentinel accepted: %w", old, errors.Join(errs...))
+			return fmt.Errorf("failover away from %s: no sentinel accepted: %w", old, errors.Join(errs...))
 		case <-t.C:
 		}
 	}
-	var now string
-	err = Poll(ctx, "a new primary", func(ctx context.Context) error {
-		p, err := d.Primary(ctx)
+}
+
+// RepeatFailover repeats a failover request that came to nothing, but only
+// to a sentinel that still names old the primary, and only while no
+// sentinel has a failover in progress: a request to a sentinel that
+// already follows a new primary would fail over away from that one. It
+// says whether it asked.
+func (d *Deployment) RepeatFailover(ctx context.Context, old string) (bool, error) {
+	n, _ := d.node(old)
+	var fit *Proc
+	for _, s := range d.Sentinels {
+		v, err := do(ctx, s, "SENTINEL", "MASTER", d.MasterName).Result()
 		if err != nil {
-			return err
+			continue
 		}
-		if p == old {
-			return fmt.Errorf("the sentinels still name %s", old)
+		p := pairs(v)
+		if strings.Contains(p["flags"], "failover_in_progress") {
+			return false, nil
 		}
-		now = p
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("failover away from %s: %w", old, err)
+		if fit == nil && net.JoinHostPort(p["ip"], p["port"]) == n.Announce {
+			fit = &s
+		}
 	}
-	return now, nil
+	if fit == nil {
+		return false, nil
+	}
+	if err := do(ctx, *fit, "SENTINEL", "FAILOVER", d.MasterName).Err(); err != nil {
+		return false, fmt.Errorf("asking sentinel %s again: %w", fit.Name, err)
+	}
+	return true, nil
 }
 
 // ReplicationInfo is a node's INFO replication as a map.

@@ -74,7 +74,7 @@ func (c *ComposeCluster) startSentinel(ctx context.Context, spec cluster.Spec, t
 		c.admins = append(c.admins, a)
 		return sentinelq.Proc{Name: n.Name, Announce: n.Announce, Client: a}
 	}
-	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName}
+	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: spec.FailoverTimeout}
 	for _, n := range c.nodes {
 		c.dep.Nodes = append(c.dep.Nodes, proc(n))
 	}

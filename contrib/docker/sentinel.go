@@ -147,7 +147,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 		return err
 	}
 
-	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName}
+	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: spec.FailoverTimeout}
 	proc := func(n *node) sentinelq.Proc {
 		a := redis.NewClient(sentinelq.AdminOptions(n.addr()))
 		c.admins = append(c.admins, a)
