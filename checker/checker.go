@@ -300,6 +300,9 @@ func (r *Results) Summary() []string {
 	if live != nil {
 		s := fmt.Sprintf("liveness: %d acquire %s, %d ok (%.1f%%), %d failed, %d unknown",
 			live.AcquireAttempts, plural(live.AcquireAttempts, "attempt", "attempts"), live.AcquireOK, 100*live.SuccessRate, live.AcquireFail, live.AcquireUnknown)
+		if st := r.Stats; st != nil && st.SummarizedFailedAcquires > 0 {
+			s += fmt.Sprintf(" (%d of the failures recorded as per-second counts)", st.SummarizedFailedAcquires)
+		}
 		if live.Longest != nil {
 			s += fmt.Sprintf("; longest unavailability %s on %s from %s", fmtD(live.Longest.Duration), live.Longest.Key, fmtT(live.Longest.Start))
 		}

@@ -85,7 +85,10 @@ type analysis struct {
 	holds  []Hold
 	calls  []call
 	faults []fault
-	end    int64 // time of the last event
+	// summaries are the summary events (failed acquires counted, not
+	// recorded one by one), by index.
+	summaries []int
+	end       int64 // time of the last event
 }
 
 type procState struct {
@@ -134,6 +137,10 @@ func scan(ops []history.Op) *analysis {
 		op := &ops[i]
 		if op.Process == history.NemesisProcess {
 			a.nemesis(i, openFault, &procs)
+			continue
+		}
+		if op.Type == history.Summary {
+			a.summaries = append(a.summaries, i)
 			continue
 		}
 		ps := procs.get(op.Process)

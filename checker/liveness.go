@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"time"
 
@@ -75,6 +77,23 @@ type attempt struct {
 	open        bool // never completed: counts as unknown, but as a failure for windows
 }
 
+// summarizedAttempts adds the failed acquires of the summaries, each as
+// spanning its summary, and keeps every key's attempts in invoke order.
+func (a *analysis) summarizedAttempts(attempts map[string][]attempt) {
+	if len(a.summaries) == 0 {
+		return
+	}
+	for _, i := range a.summaries {
+		op := &a.ops[i]
+		for range op.Value.Count {
+			attempts[op.Key] = append(attempts[op.Key], attempt{invoke: *op.Value.From, end: *op.Value.To, outcome: history.Fail})
+		}
+	}
+	for _, atts := range attempts {
+		slices.SortStableFunc(atts, func(x, y attempt) int { return cmp.Compare(x.invoke, y.invoke) })
+	}
+}
+
 func (a *analysis) liveness(opts Options) *LivenessResult {
 	r := &LivenessResult{StuckAfter: int64(opts.StuckAfter)}
 	attempts := map[string][]attempt{}
@@ -87,6 +106,7 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 		attempts[inv.Key] = append(attempts[inv.Key], attempt{invoke: inv.Time, end: a.endOf(c),
 			outcome: o, open: c.comp < 0})
 	}
+	a.summarizedAttempts(attempts)
 	// Union of believed holds per key, in Start order.
 	type span struct{ start, end int64 }
 	union := map[string][]span{}

@@ -30,10 +30,14 @@ type Stats struct {
 	// AcquireThroughput is ok acquires per second; OpThroughput completed
 	// operations per second. Both are absent (0) for a history shorter
 	// than minRated: a rate over a few ns says nothing.
-	AcquireThroughput float64             `json:"acquire_throughput,omitempty"`
-	OpThroughput      float64             `json:"op_throughput,omitempty"`
-	NemesisEvents     int                 `json:"nemesis_events"`
-	Latency           map[string]*Latency `json:"latency"`
+	AcquireThroughput float64 `json:"acquire_throughput,omitempty"`
+	OpThroughput      float64 `json:"op_throughput,omitempty"`
+	NemesisEvents     int     `json:"nemesis_events"`
+	// SummarizedFailedAcquires counts the failed acquires recorded only as
+	// summaries (--record-failed-acquires=summary): they are in Ops and
+	// Counts, not in Latency, and porcupine did not see them.
+	SummarizedFailedAcquires int                 `json:"summarized_failed_acquires,omitempty"`
+	Latency                  map[string]*Latency `json:"latency"`
 }
 
 // ComputeStats counts and times a history's operations.
@@ -62,6 +66,15 @@ func (a *analysis) stats() *Stats {
 		if op.Process == history.NemesisProcess {
 			s.NemesisEvents++
 		}
+	}
+	for _, i := range a.summaries {
+		n := int(a.ops[i].Value.Count)
+		s.Ops += n
+		s.SummarizedFailedAcquires += n
+		if s.Counts[history.Acquire] == nil {
+			s.Counts[history.Acquire] = map[string]int{}
+		}
+		s.Counts[history.Acquire][string(history.Fail)] += n
 	}
 	for f, ds := range lat {
 		slices.Sort(ds)

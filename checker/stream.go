@@ -127,6 +127,8 @@ func (s *Stream) Add(op history.Op) {
 	switch {
 	case op.Process == history.NemesisProcess:
 		s.nemesis(&op)
+	case op.Type == history.Summary:
+		s.summary(&op)
 	case op.Type == history.Invoke:
 		s.invoke(op)
 	default:

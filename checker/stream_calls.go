@@ -452,6 +452,7 @@ func (rs *runs) add(n int64) bool {
 // statState counts and times calls; latencies go into histograms.
 type statState struct {
 	ops, pendingN int
+	summarized    int // failed acquires known only from summaries
 	nemesis       int
 	last          int64
 	counts        map[string]map[string]int
@@ -462,13 +463,15 @@ func newStatState() *statState {
 	return &statState{counts: map[string]map[string]int{}, latency: map[string]*histogram{}}
 }
 
-func (st *statState) count(f, outcome string) {
+func (st *statState) count(f, outcome string) { st.countN(f, outcome, 1) }
+
+func (st *statState) countN(f, outcome string, n int) {
 	m := st.counts[f]
 	if m == nil {
 		m = map[string]int{}
 		st.counts[f] = m
 	}
-	m[outcome]++
+	m[outcome] += n
 }
 
 func (st *statState) called(c *scall) {
@@ -489,7 +492,7 @@ func (st *statState) pending(c *scall) {
 
 func (st *statState) result() *Stats {
 	s := &Stats{Ops: st.ops, Pending: st.pendingN, Counts: st.counts, Duration: st.last, NemesisEvents: st.nemesis,
-		Latency: map[string]*Latency{}}
+		SummarizedFailedAcquires: st.summarized, Latency: map[string]*Latency{}}
 	for f, h := range st.latency {
 		s.Latency[f] = h.latency()
 	}

@@ -271,6 +271,29 @@ func (s *Stream) gapStart(ks *skey) (int64, bool) {
 	return gs, true
 }
 
+// summary counts failed acquires recorded as a count: in the key's
+// tallies, the operation counts, and the gap open since the key's last
+// hold. A summary spans up to a second (history.SummaryBucket), so the
+// window it adds to is exact to that second: the failures are counted in
+// it, from its start or the summary's first invoke, whichever is later,
+// when the summary's last failure came after the gap began.
+func (s *Stream) summary(op *history.Op) {
+	ks, n := s.key(op.Key), int(op.Value.Count)
+	ks.kl.AcquireAttempts += n
+	ks.kl.AcquireFail += n
+	s.stats.ops += n
+	s.stats.summarized += n
+	s.stats.countN(history.Acquire, string(history.Fail), n)
+	from, to := *op.Value.From, *op.Value.To
+	if gs, known := s.gapStart(ks); known && to > gs {
+		g := &ks.open
+		g.attempts += n
+		g.failed += n
+		g.first = min(g.first, max(from, gs))
+		g.lastEnd = max(g.lastEnd, to)
+	}
+}
+
 func (ks *skey) count(c *scall) {
 	ks.kl.AcquireAttempts++
 	switch c.outcome() {

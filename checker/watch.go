@@ -89,6 +89,9 @@ func (w *Watcher) observe(op history.Op) {
 		w.nemesis(op)
 		return
 	}
+	if op.Type == history.Summary {
+		return // failed acquires: no hold, and no completion of a call
+	}
 	ps := w.procs[op.Process]
 	if ps == nil {
 		ps = &watchProc{}

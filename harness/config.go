@@ -55,29 +55,30 @@ type Config struct {
 // DefaultConfig is the configuration of `lockjepsen test` with no flags.
 func DefaultConfig() Config {
 	return Config{Settings: runfile.Settings{
-		System:          cluster.Single,
-		Lock:            locks.Token,
-		Workload:        workloads.Mutex,
-		NemesisInterval: time.Second,
-		Clients:         10,
-		Keys:            1,
-		TTL:             500 * time.Millisecond,
-		TimeLimit:       30 * time.Second,
-		Recovery:        3 * time.Second,
-		Hold:            "0..20ms",
-		Targets:         nemesis.TargetOne,
-		FaultDuration:   time.Second,
-		ClockJump:       "1.5ttl",
-		ClockRate:       1.05,
-		Latency:         100 * time.Millisecond,
-		Jitter:          20 * time.Millisecond,
-		Bandwidth:       64,
-		RetryBackoff:    2 * time.Millisecond,
-		OpTimeout:       250 * time.Millisecond,
-		Persistence:     cluster.PersistNone,
-		Seed:            1,
-		Store:           "store",
-		Expect:          ExpectSafe,
+		System:               cluster.Single,
+		Lock:                 locks.Token,
+		Workload:             workloads.Mutex,
+		NemesisInterval:      time.Second,
+		Clients:              10,
+		Keys:                 1,
+		TTL:                  500 * time.Millisecond,
+		TimeLimit:            30 * time.Second,
+		Recovery:             3 * time.Second,
+		Hold:                 "0..20ms",
+		Targets:              nemesis.TargetOne,
+		FaultDuration:        time.Second,
+		ClockJump:            "1.5ttl",
+		ClockRate:            1.05,
+		Latency:              100 * time.Millisecond,
+		Jitter:               20 * time.Millisecond,
+		Bandwidth:            64,
+		RetryBackoff:         2 * time.Millisecond,
+		OpTimeout:            250 * time.Millisecond,
+		Persistence:          cluster.PersistNone,
+		Seed:                 1,
+		Store:                "store",
+		Expect:               ExpectSafe,
+		RecordFailedAcquires: RecordAll,
 	}}
 }
 
@@ -279,8 +280,19 @@ func (c *Config) validateRun() error {
 	if runfile.Reserved(c.TestName()) {
 		return usage("--name %q is reserved in the store (%s); choose another name", c.TestName(), strings.Join(runfile.ReservedNames, ", "))
 	}
+	switch c.RecordFailedAcquires {
+	case "", RecordAll, RecordSummary:
+	default:
+		return usage("--record-failed-acquires %q is unknown; want %s or %s", c.RecordFailedAcquires, RecordAll, RecordSummary)
+	}
 	return nil
 }
+
+// The values of --record-failed-acquires.
+const (
+	RecordAll     = "all"
+	RecordSummary = "summary"
+)
 
 // validateLock checks the named lock against the system it runs on.
 func (c *Config) validateLock() error {

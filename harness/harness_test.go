@@ -75,6 +75,35 @@ func TestScenarios(t *testing.T) {
 			delWitness: true,
 		},
 		{
+			// Failed acquires as per-second counts: the clients contend
+			// for one key, so most attempts fail; each is counted, and
+			// almost none is recorded on its own (only one slower than a
+			// second would be).
+			name:    "failed acquires summarised are counted",
+			edit:    func(c *harness.Config) { c.RecordFailedAcquires = harness.RecordSummary },
+			verdict: checker.VerdictSafe,
+			check: func(t *testing.T, r *harness.Results) {
+				sum := r.Stats.SummarizedFailedAcquires
+				if sum == 0 || r.Liveness.AcquireFail < sum || r.Liveness.AcquireFail-sum > sum/10 {
+					t.Errorf("%d failed acquires, %d of them summarised: want most of them", r.Liveness.AcquireFail, sum)
+				}
+			},
+		},
+		{
+			// As the setnx-del case above, with failed acquires
+			// summarised: the holds, and so the violation, are recorded
+			// in full.
+			name: "setnx-del under client pauses is unsafe with failed acquires summarised",
+			edit: func(c *harness.Config) {
+				c.Lock = locks.SetnxDel
+				c.Nemesis = []string{"client-pause"}
+				c.RecordFailedAcquires = harness.RecordSummary
+				untilViolation(c)
+			},
+			verdict:    checker.VerdictUnsafe,
+			delWitness: true,
+		},
+		{
 			// StopOnFirstViolation. A long hold (5% of the holds, about
 			// one a second) lasts TTL/2 past its lease; another client
 			// takes the expired lock, and the long holder's plain DEL

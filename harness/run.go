@@ -124,6 +124,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if cfg.RecordFailedAcquires == RecordSummary {
+		rec.SummarizeFailedAcquires()
+	}
 	if cfg.Observer != nil {
 		rec.Observe(cfg.Observer)
 	}

@@ -79,22 +79,22 @@ func appendValue(b []byte, v *Value) []byte {
 		field("token")
 		b = appendString(b, v.Token)
 	}
-	if v.ValidUntil != nil {
-		field("valid_until")
-		b = strconv.AppendInt(b, *v.ValidUntil, 10)
+	number := func(name string, n *int64) {
+		if n != nil {
+			field(name)
+			b = strconv.AppendInt(b, *n, 10)
+		}
 	}
-	if v.Started != nil {
-		field("started")
-		b = strconv.AppendInt(b, *v.Started, 10)
+	number("valid_until", v.ValidUntil)
+	number("started", v.Started)
+	number("fence", v.Fence)
+	number("n", v.N)
+	if v.Count != 0 {
+		field("count")
+		b = strconv.AppendInt(b, v.Count, 10)
 	}
-	if v.Fence != nil {
-		field("fence")
-		b = strconv.AppendInt(b, *v.Fence, 10)
-	}
-	if v.N != nil {
-		field("n")
-		b = strconv.AppendInt(b, *v.N, 10)
-	}
+	number("from", v.From)
+	number("to", v.To)
 	if len(v.Nodes) > 0 {
 		field("nodes")
 		b = appendStrings(b, v.Nodes)
@@ -327,7 +327,7 @@ func (v *validator) check(op *Op, line int) error {
 		return &FormatError{v.name, line, fmt.Sprintf(format, a...)}
 	}
 	if !op.Type.valid() {
-		return bad("type %q is not one of invoke, ok, fail, info", op.Type)
+		return bad("type %q is not one of invoke, ok, fail, info, summary", op.Type)
 	}
 	if op.F == "" {
 		return bad(`missing "f"`)
@@ -348,6 +348,9 @@ func (v *validator) check(op *Op, line int) error {
 	}
 	if !clientF(op.F) {
 		return bad("f %q is not one of acquire, release, extend, read, write", op.F)
+	}
+	if op.Type == Summary {
+		return checkSummary(op, v.lastTime, bad)
 	}
 	p, isPending := v.open[op.Process]
 	switch {
@@ -388,6 +391,23 @@ func (v *validator) checkValue(op *Op, bad func(string, ...any) error) error {
 		if val == nil || val.N == nil {
 			return bad(`invoke write by process %d has no value.n`, op.Process)
 		}
+	}
+	return nil
+}
+
+// checkSummary: a summary stands for failed acquires of its process and
+// key that were all over by its time, so the checkers can count them.
+func checkSummary(op *Op, now int64, bad func(string, ...any) error) error {
+	val := op.Value
+	switch {
+	case op.F != Acquire:
+		return bad("summary of %s by process %d: only failed acquires are summarised", op.F, op.Process)
+	case op.Key == "":
+		return bad(`summary by process %d has no "key"`, op.Process)
+	case val == nil || val.Count <= 0 || val.From == nil || val.To == nil:
+		return bad("summary by process %d needs value.count > 0, value.from and value.to", op.Process)
+	case *val.From < 0 || *val.From > *val.To || *val.To > now:
+		return bad("summary by process %d spans %d..%d, which is not within 0..%d", op.Process, *val.From, *val.To, now)
 	}
 	return nil
 }

@@ -8,6 +8,13 @@
 // or may not have happened). Nemesis events are single "info" markers with
 // process "nemesis" and value.phase "start", "stop", "error" (the fault
 // could not be applied) or "skipped" (it was drawn but not applied).
+//
+// A run recorded with failed acquires summarised has, in place of each
+// failed acquire's invoke and fail, "summary" events: one per process, key
+// and second, counting the acquires of that process on that key that
+// failed in that second (value.count), the first one's invoke (value.from)
+// and the last one's completion (value.to). A summary does not interrupt
+// the process's invoke/completion pairs.
 package history
 
 import (
@@ -23,6 +30,8 @@ const (
 	OK     Type = "ok"
 	Fail   Type = "fail"
 	Info   Type = "info"
+	// Summary counts failed acquires that are not recorded one by one.
+	Summary Type = "summary"
 )
 
 // Operation names (the "f" field) of client operations.
@@ -73,6 +82,13 @@ type Value struct {
 	// Nodes that granted the lease (ok acquire of a multi-node lock).
 	Nodes []string `json:"nodes,omitempty"`
 
+	// Count, From and To are a summary's: how many acquires failed, the
+	// first one's invoke and the last one's completion, in ns on the
+	// history's clock.
+	Count int64  `json:"count,omitempty"`
+	From  *int64 `json:"from,omitempty"`
+	To    *int64 `json:"to,omitempty"`
+
 	// Nemesis fields.
 	Phase   string   `json:"phase,omitempty"`   // "start", "stop", "error" or "skipped"
 	Targets []string `json:"targets,omitempty"` // what the fault hits, readable
@@ -96,7 +112,7 @@ func I64(v int64) *int64 { return &v }
 
 func (t Type) valid() bool {
 	switch t {
-	case Invoke, OK, Fail, Info:
+	case Invoke, OK, Fail, Info, Summary:
 		return true
 	}
 	return false

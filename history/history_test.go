@@ -200,6 +200,12 @@ func TestDecodeRejectsOddEvents(t *testing.T) {
 		{"nemesis without value", line(0, `"process":"nemesis","type":"info","f":"client-pause"`), "no value.phase"},
 		{"nemesis without phase", line(0, `"process":"nemesis","type":"info","f":"client-pause","value":{"targets":["n1"]}`), "no value.phase"},
 		{"nemesis with an unknown phase", line(0, `"process":"nemesis","type":"info","f":"client-pause","value":{"phase":"begin"}`), `phase "begin"`},
+		{"summary of a release", line(0, `"process":0,"type":"summary","f":"release","key":"k","value":{"count":2,"from":0,"to":1}`), "only failed acquires"},
+		{"summary without key", line(0, `"process":0,"type":"summary","f":"acquire","value":{"count":2,"from":0,"to":1}`), `no "key"`},
+		{"summary without count", line(0, `"process":0,"type":"summary","f":"acquire","key":"k","value":{"from":0,"to":1}`), "value.count > 0"},
+		{"summary without span", line(0, `"process":0,"type":"summary","f":"acquire","key":"k","value":{"count":2}`), "value.from"},
+		{"summary ending after its time", line(0, `"process":0,"type":"summary","f":"acquire","key":"k","value":{"count":2,"from":0,"to":3}`), "not within 0..2"},
+		{"summary backwards", line(0, `"process":0,"type":"summary","f":"acquire","key":"k","value":{"count":2,"from":2,"to":1}`), "not within"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

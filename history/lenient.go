@@ -334,7 +334,12 @@ func (p *lineParser) value(op *Op) bool {
 			if v.TTL, ok = p.int(); !ok {
 				return false
 			}
-		case "valid_until", "started", "fence", "n":
+		case "count":
+			if v.Count, ok = p.int(); !ok {
+				return false
+			}
+			set = true
+		case "valid_until", "started", "fence", "n", "from", "to":
 			n, ok := p.int()
 			if !ok {
 				return false
@@ -346,6 +351,10 @@ func (p *lineParser) value(op *Op) bool {
 				v.Started = I64(n)
 			case "fence":
 				v.Fence = I64(n)
+			case "from":
+				v.From = I64(n)
+			case "to":
+				v.To = I64(n)
 			default:
 				v.N = I64(n)
 			}

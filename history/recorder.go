@@ -26,6 +26,7 @@ type Recorder struct {
 	last    int64 // the latest event's time
 	closed  bool
 	observe []func(Op)
+	sum     *failSummary // nil: every event is written as recorded
 
 	w    *batchWriter
 	stop chan struct{}
@@ -74,7 +75,8 @@ func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
 func (r *Recorder) At(t time.Time) int64 { return int64(t.Sub(r.start)) }
 
 // Record stamps op with the next index and the current time, writes it and
-// returns the stamped event.
+// returns the stamped event. With failed acquires summarised, an event may
+// be written later than it is recorded, and the index returned is 0.
 func (r *Recorder) Record(op Op) Op {
 	r.mu.Lock()
 	if r.closed {
@@ -85,12 +87,33 @@ func (r *Recorder) Record(op Op) Op {
 		op.Time = int64(time.Since(r.start))
 		return op
 	}
+	if r.sum != nil {
+		if now := r.Now(); now >= r.sum.bucketEnd {
+			r.summarizeLocked(now)
+		}
+		op.Time = r.stamp()
+		r.queueLocked(op)
+	} else {
+		op.Time = r.stamp()
+		op = r.writeLocked(op)
+	}
+	r.mu.Unlock()
+	return op
+}
+
+// stamp is the time of the next event. Strictly increasing: two events
+// never share an instant, so an observer knows that whatever it sees
+// next happened later.
+func (r *Recorder) stamp() int64 {
+	r.last = max(int64(time.Since(r.start)), r.last+1)
+	return r.last
+}
+
+// writeLocked numbers a stamped event, encodes it into the batch and shows
+// it to the observers.
+func (r *Recorder) writeLocked(op Op) Op {
 	op.Index = r.next
 	r.next++
-	// Strictly increasing: two events never share an instant, so an
-	// observer knows that whatever it sees next happened later.
-	op.Time = max(int64(time.Since(r.start)), r.last+1)
-	r.last = op.Time
 	r.batch = AppendJSON(r.batch, &op)
 	r.batch = append(r.batch, '\n')
 	if len(r.batch) >= batchSize {
@@ -99,7 +122,6 @@ func (r *Recorder) Record(op Op) Op {
 	for _, f := range r.observe {
 		f(op)
 	}
-	r.mu.Unlock()
 	return op
 }
 
@@ -149,6 +171,9 @@ func (r *Recorder) flushLoop() {
 		case <-t.C:
 			r.mu.Lock()
 			if !r.closed {
+				if r.sum != nil {
+					r.flushSummaryLocked(false)
+				}
 				r.handOffLocked(true, nil)
 			}
 			r.mu.Unlock()
@@ -165,6 +190,9 @@ func (r *Recorder) flushNow() error {
 		r.mu.Unlock()
 		return r.Err()
 	}
+	if r.sum != nil {
+		r.flushSummaryLocked(false)
+	}
 	r.handOffLocked(true, done)
 	r.mu.Unlock()
 	<-done
@@ -178,6 +206,9 @@ func (r *Recorder) Close() error {
 	if r.closed {
 		r.mu.Unlock()
 		return r.Err()
+	}
+	if r.sum != nil {
+		r.flushSummaryLocked(true)
 	}
 	r.closed = true
 	r.handOffLocked(false, nil)

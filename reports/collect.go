@@ -120,6 +120,12 @@ func (c *collector) add(op *history.Op) {
 		c.byEnd[c.nextEnd].finish()
 		c.nextEnd++
 	}
+	if op.Type == history.Summary {
+		// Failed acquires counted, not recorded one by one: they have no
+		// bar in a lane, latency or hold, only a place in the rates.
+		c.thr.addSummary(op)
+		return
+	}
 	if op.Process == history.NemesisProcess {
 		c.faults.add(op)
 	} else {

@@ -419,6 +419,13 @@ func newBuckets(end int64, n int) *buckets {
 	return &buckets{Width: w, OK: make([]int, nb), Fail: make([]int, nb), Unknown: make([]int, nb), Grants: make([]int, nb)}
 }
 
+// addSummary counts a summary's failed acquires at its time, which is at
+// most a second after they failed (history.SummaryBucket).
+func (b *buckets) addSummary(op *history.Op) {
+	k := max(0, min(len(b.OK)-1, int(op.Time/b.Width)))
+	b.Fail[k] += int(op.Value.Count)
+}
+
 // add counts op if it is a client operation's completion.
 func (b *buckets) add(op *history.Op) {
 	if op.Process == history.NemesisProcess || op.Type == history.Invoke {

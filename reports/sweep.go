@@ -107,6 +107,9 @@ func (s *holdSweep) add(op *history.Op) {
 		s.nemesis(op)
 		return
 	}
+	if op.Type == history.Summary {
+		return // failed acquires: no hold, and no completion of a call
+	}
 	ps := s.proc(op.Process)
 	if op.Type == history.Invoke {
 		s.invoke(op, ps)

@@ -93,6 +93,12 @@ type Settings struct {
 	// the run (runfile.Checkpoint): what a long run killed before its end
 	// had found.
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// RecordFailedAcquires is "all" ("" too): every acquire is recorded,
+	// or "summary": a failed acquire is counted per process, key and
+	// second instead (history.Summary), which keeps a long run's history
+	// small where most attempts fail. Liveness counts them all the same;
+	// porcupine and the timeline do not see them.
+	RecordFailedAcquires string `json:"record_failed_acquires,omitempty"`
 	// Command is the command line that reproduces the run, for the record.
 	Command []string `json:"command,omitempty"`
 	// CustomLock records in config.json that the run tested a Locker of

@@ -66,6 +66,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--nemesis", "kill", "--restart-delay", "1h", "--store", store}, "--restart-delay"},
 		{[]string{"test", "--time-limit", "1000h", "--store", store}, "--time-limit"},
 		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--node-timeout", "-1s", "--store", store}, "--node-timeout"},
+		{[]string{"test", "--record-failed-acquires", "some", "--store", store}, "--record-failed-acquires"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(t, tc.args...)

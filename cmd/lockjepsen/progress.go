@@ -126,8 +126,11 @@ func (p *progress) observe(op history.Op) {
 	p.watch.Observe(op)
 	p.watch.Done() // the recorder's times strictly increase
 	if op.Process != history.NemesisProcess {
-		if op.Type == history.Invoke {
+		switch {
+		case op.Type == history.Invoke:
 			p.ops++
+		case op.Type == history.Summary:
+			p.ops += int(op.Value.Count)
 		}
 		return
 	}
