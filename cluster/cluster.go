@@ -181,21 +181,29 @@ type Cluster interface {
 	Close(ctx context.Context) error
 }
 
-// Controller is implemented by clusters whose nodes the nemesis can act
-// on. Node names are those of Nodes().
-type Controller interface {
-	// Pause freezes a node's process (SIGSTOP); Resume continues it.
+// The nemesis acts on nodes through small interfaces that a cluster
+// implements for what its backend can do; a fault whose interface the
+// cluster lacks is refused before the run. Node names are those of
+// Nodes().
+
+// Pauser freezes a node's process (SIGSTOP) and continues it.
+type Pauser interface {
 	Pause(node string) error
 	Resume(node string) error
-	// Kill ends a node's process at once (SIGKILL), losing whatever it had
-	// not persisted. With loseUnsynced, the tail of its append-only file
-	// written in the last second is cut off too, as if the machine had
-	// crashed before the fsync.
+}
+
+// Killer ends a node's process at once (SIGKILL), losing whatever it had
+// not persisted, and starts it again on the same address and data. With
+// loseUnsynced, the tail of its append-only file written in the last
+// second is cut off too, as if the machine had crashed before the fsync.
+type Killer interface {
 	Kill(node string, loseUnsynced bool) error
-	// Restart starts a killed node again on the same address and data.
 	Restart(ctx context.Context, node string) error
-	// SetClock moves a node's wall clock to real time + offset; only for a
-	// cluster started with Spec.FakeClock.
+}
+
+// ClockSetter moves a node's wall clock to real time + offset; a cluster
+// started with Spec.FakeClock implements it.
+type ClockSetter interface {
 	SetClock(node string, offset time.Duration) error
 }
 

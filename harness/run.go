@@ -563,18 +563,16 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 	}
 	// The backend's own internal network (containers), for isolate and
 	// internal faults on nodes without a "net" link in the mesh.
-	if in, ok := sys.cl.(nemesis.InternalNet); ok {
-		nenv.Internal = in
-	}
+	nenv.Internal, _ = sys.cl.(nemesis.InternalNet)
+	nenv.Pauser, _ = sys.cl.(cluster.Pauser)
+	nenv.Killer, _ = sys.cl.(cluster.Killer)
+	nenv.Clock, _ = sys.cl.(cluster.ClockSetter)
 	fp := &faultPhase{}
 	if sys.sc != nil {
 		fp.monitor = newPrimaryMonitor(sys.sc, rec, names[0])
 		nenv.Primary = fp.monitor.current
 		nenv.ManualFailover = sys.sc.Failover
 		nenv.OnEvent = fp.monitor.faultEvent
-	}
-	if ctl, ok := sys.cl.(cluster.Controller); ok {
-		nenv.Control = ctl
 	}
 	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL)
 	clientFaults.Mesh = sys.mesh // a pause freezes the client's own links, if it has some

@@ -55,7 +55,7 @@ func newClockFault(name string) *clockFault {
 func (f *clockFault) Name() string { return f.name }
 
 func (f *clockFault) Available(env *Env, a *Action) error {
-	if env.Control == nil || !env.FakeClock {
+	if env.Clock == nil || !env.FakeClock {
 		return fmt.Errorf("%s needs nodes started with a fake clock (libfaketime)", f.name)
 	}
 	if f.name == ClockDrift && (a.Rate <= 0 || a.Rate == 1) {
@@ -73,7 +73,7 @@ func (f *clockFault) Start(ctx context.Context, env *Env, a *Action) error {
 		case ClockJump:
 			// Changed even if the write failed: it may have moved the
 			// clock all the same, and a reset costs nothing.
-			return true, nodeErr("clock of", n, env.Control.SetClock(n, a.Offset))
+			return true, nodeErr("clock of", n, env.Clock.SetClock(n, a.Offset))
 		case ClockStrobe:
 			f.loop(n, func(i int, _ time.Duration) time.Duration {
 				if i%2 == 0 {
@@ -105,7 +105,7 @@ func (f *clockFault) loop(node string, offset func(i int, elapsed time.Duration)
 		t := time.NewTicker(strobePeriod)
 		defer t.Stop()
 		for i := 0; ; i++ {
-			_ = env.Control.SetClock(node, offset(i, time.Since(start)))
+			_ = env.Clock.SetClock(node, offset(i, time.Since(start)))
 			select {
 			case <-ctx.Done():
 				return
@@ -122,5 +122,5 @@ func (f *clockFault) reset(_ context.Context, env *Env, n string) error {
 		l.stop()
 		delete(f.loops, n)
 	}
-	return nodeErr("reset clock of", n, env.Control.SetClock(n, 0))
+	return nodeErr("reset clock of", n, env.Clock.SetClock(n, 0))
 }

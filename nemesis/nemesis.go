@@ -40,9 +40,11 @@ const (
 type Env struct {
 	Rec   *history.Recorder
 	Nodes []string
-	// Control acts on node processes and clocks; nil if the backend
-	// cannot.
-	Control cluster.Controller
+	// Pauser, Killer and Clock act on node processes and clocks; each is
+	// nil where the backend cannot.
+	Pauser cluster.Pauser
+	Killer cluster.Killer
+	Clock  cluster.ClockSetter
 	// Mesh holds every proxied link; nil without proxies.
 	Mesh *proxy.Mesh
 	// Internal cuts the cluster's own links into a node where the mesh has

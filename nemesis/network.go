@@ -14,10 +14,11 @@ import (
 )
 
 // InternalNet cuts and heals the cluster's own traffic into one node
-// (replica→primary, sentinel→node, sentinel↔sentinel) on backends whose
-// internal links are not in the harness's mesh: the container backends,
-// whose processes talk through a toxiproxy server on their private network.
-// A cut node still serves the clients, whose links are in the mesh.
+// (replica→primary, sentinel→node, sentinel↔sentinel, raft) on backends
+// whose internal links are not in the harness's mesh: the container
+// backends, whose processes talk through a toxiproxy server on their
+// private network. A cut node still serves the clients, whose links are
+// in the mesh.
 type InternalNet interface {
 	// CutInternal applies f to every internal link into node, replacing
 	// whatever fault the link had.

@@ -22,22 +22,22 @@ type pauseFault struct{ nodeFault }
 
 func newPauseFault() *pauseFault {
 	return &pauseFault{nodeFault{restore: func(_ context.Context, env *Env, n string) error {
-		return nodeErr("resume", n, env.Control.Resume(n))
+		return nodeErr("resume", n, env.Pauser.Resume(n))
 	}}}
 }
 
 func (f *pauseFault) Name() string { return Pause }
 
 func (f *pauseFault) Available(env *Env, a *Action) error {
-	if env.Control == nil {
-		return fmt.Errorf("pause needs a backend that controls node processes")
+	if env.Pauser == nil {
+		return fmt.Errorf("pause needs a backend that can freeze node processes")
 	}
 	return nil
 }
 
 func (f *pauseFault) Start(ctx context.Context, env *Env, a *Action) error {
 	return f.change(a.Nodes, func(n string) (bool, error) {
-		err := env.Control.Pause(n)
+		err := env.Pauser.Pause(n)
 		return err == nil, nodeErr("pause", n, err)
 	})
 }
@@ -47,15 +47,15 @@ type killFault struct{ nodeFault }
 
 func newKillFault() *killFault {
 	return &killFault{nodeFault{restore: func(ctx context.Context, env *Env, n string) error {
-		return nodeErr("restart", n, env.Control.Restart(ctx, n))
+		return nodeErr("restart", n, env.Killer.Restart(ctx, n))
 	}}}
 }
 
 func (f *killFault) Name() string { return Kill }
 
 func (f *killFault) Available(env *Env, a *Action) error {
-	if env.Control == nil {
-		return fmt.Errorf("kill needs a backend that controls node processes")
+	if env.Killer == nil {
+		return fmt.Errorf("kill needs a backend that can kill and restart node processes")
 	}
 	if a.LoseUnsynced && env.Persistence == cluster.PersistNone {
 		return fmt.Errorf("--lose-unsynced needs --persistence everysec or always: with none there is no file to lose")
@@ -68,7 +68,7 @@ func (f *killFault) Start(ctx context.Context, env *Env, a *Action) error {
 		if f.isChanged(n) {
 			return true, nil // down already: a kill would find no process
 		}
-		if err := env.Control.Kill(n, a.LoseUnsynced); err != nil {
+		if err := env.Killer.Kill(n, a.LoseUnsynced); err != nil {
 			return false, nodeErr("kill", n, err)
 		}
 		return true, dropInFlight(env, n)

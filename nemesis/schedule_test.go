@@ -71,7 +71,7 @@ func newEnv(t *testing.T, ctl *fakeControl) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rec.Close() })
-	return &Env{Rec: rec, Nodes: []string{"n1", "n2", "n3", "n4", "n5"}, Control: ctl, FakeClock: true,
+	return &Env{Rec: rec, Nodes: []string{"n1", "n2", "n3", "n4", "n5"}, Pauser: ctl, Killer: ctl, Clock: ctl, FakeClock: true,
 		Persistence: "none", Clients: 4, TTL: 100 * time.Millisecond}
 }
 
@@ -160,7 +160,9 @@ func TestUnavailableFaultsAreRefusedBeforeTheRun(t *testing.T) {
 		edit  func(*Env, *Options)
 	}{
 		{[]string{Partition}, func(e *Env, o *Options) { e.Mesh = nil }},
-		{[]string{Pause}, func(e *Env, o *Options) { e.Control = nil }},
+		{[]string{Pause}, func(e *Env, o *Options) { e.Pauser = nil }},
+		{[]string{Kill}, func(e *Env, o *Options) { e.Killer = nil }},
+		{[]string{ClockJump}, func(e *Env, o *Options) { e.Clock = nil }},
 		{[]string{ClockJump}, func(e *Env, o *Options) { e.FakeClock = false; o.ClockJump = time.Second }},
 		{[]string{ClockJump}, func(e *Env, o *Options) { o.ClockJump = 0 }},
 		{[]string{ClockDrift}, func(e *Env, o *Options) { o.ClockRate = 1 }},

@@ -10,10 +10,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 )
 
-// The local cluster is a cluster.Controller.
+// The local cluster pauses, kills and moves the clocks of its processes.
+var (
+	_ cluster.Pauser      = (*Cluster)(nil)
+	_ cluster.Killer      = (*Cluster)(nil)
+	_ cluster.ClockSetter = (*Cluster)(nil)
+)
 
 // server finds a node or a sentinel by name.
 func (c *Cluster) server(node string) (*Server, error) {

@@ -70,9 +70,6 @@ const (
 	etcdStopGrace = 2 * time.Second
 )
 
-// ErrEtcdClock is SetClock's refusal on etcd.
-var ErrEtcdClock = errors.New("clock faults are not supported on etcd: its leases run on monotonic timers")
-
 // FindEtcd locates the etcd server binary: $LOCKJEPSEN_ETCD, else the PATH.
 func FindEtcd() (string, error) {
 	if p := os.Getenv("LOCKJEPSEN_ETCD"); p != "" {
@@ -195,8 +192,9 @@ func (n *EtcdNode) Kill() error { return n.kill(n.Name) }
 // returns once the process is gone.
 func (n *EtcdNode) Stop() { n.stop(etcdStopGrace) }
 
-// EtcdCluster is a running etcd system. It is a cluster.Cluster and a
-// cluster.Controller.
+// EtcdCluster is a running etcd system: a cluster.Cluster whose members
+// can be paused and killed. It has no clock to move: etcd's leases run on
+// monotonic timers.
 type EtcdCluster struct {
 	nodes    []*EtcdNode
 	resource *Server
@@ -212,8 +210,9 @@ type EtcdCluster struct {
 }
 
 var (
-	_ cluster.Cluster    = (*EtcdCluster)(nil)
-	_ cluster.Controller = (*EtcdCluster)(nil)
+	_ cluster.Cluster = (*EtcdCluster)(nil)
+	_ cluster.Pauser  = (*EtcdCluster)(nil)
+	_ cluster.Killer  = (*EtcdCluster)(nil)
 )
 
 // StartEtcd starts the etcd system of spec (spec.System must be
@@ -689,11 +688,6 @@ func (c *EtcdCluster) Restart(ctx context.Context, node string) error {
 		case <-time.After(pollEvery):
 		}
 	}
-}
-
-// SetClock is refused: etcd's leases run on monotonic timers.
-func (c *EtcdCluster) SetClock(node string, offset time.Duration) error {
-	return fmt.Errorf("set clock of %s: %w", node, ErrEtcdClock)
 }
 
 // hdrDeliver marks a peer request relayed once: the receiving router

@@ -118,8 +118,8 @@ type ComposeBackend struct {
 // Name is "compose".
 func (ComposeBackend) Name() string { return "compose" }
 
-// ComposeCluster is a compose deployment seen as a cluster.Cluster and a
-// cluster.Controller; with the sentinel system also a
+// ComposeCluster is a compose deployment seen as a cluster.Cluster, a
+// cluster.Pauser, Killer and ClockSetter; with the sentinel system also a
 // cluster.SentinelCluster and a nemesis.InternalNet.
 type ComposeCluster struct {
 	eng       *engine

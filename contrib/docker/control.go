@@ -15,10 +15,19 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 )
 
-// The docker cluster is a cluster.Controller.
+// The docker cluster pauses, kills and moves the clocks of its containers.
+var (
+	_ cluster.Pauser      = (*Cluster)(nil)
+	_ cluster.Killer      = (*Cluster)(nil)
+	_ cluster.ClockSetter = (*Cluster)(nil)
+	_ cluster.Pauser      = (*ComposeCluster)(nil)
+	_ cluster.Killer      = (*ComposeCluster)(nil)
+	_ cluster.ClockSetter = (*ComposeCluster)(nil)
+)
 
 // opTimeout bounds one Docker API call of the nemesis.
 const opTimeout = 15 * time.Second
