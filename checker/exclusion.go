@@ -193,18 +193,27 @@ func (a *analysis) between(first, second *Hold, calls []call) []Event {
 		if !unknown && (inv.Process == first.Process || a.endOf(c) < first.Invoke) {
 			continue
 		}
-		e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true}
+		var comp *history.Op
 		if c.comp >= 0 {
-			comp := &a.ops[c.comp]
-			e.Index, e.Time, e.Type, e.Error, e.InFlight = comp.Index, comp.Time, comp.Type, comp.Error, false
+			comp = &a.ops[c.comp]
 		}
-		if inv.Value != nil {
-			e.Token = inv.Value.Token
-		}
-		out = append(out, e)
+		out = append(out, callEvent(inv, comp))
 	}
 	slices.Reverse(out) // oldest first reads better
 	return out
+}
+
+// callEvent is a call as a witness lists it: its completion, or its
+// invoke while it is still in flight (comp nil).
+func callEvent(inv, comp *history.Op) Event {
+	e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true}
+	if comp != nil {
+		e.Index, e.Time, e.Type, e.Error, e.InFlight = comp.Index, comp.Time, comp.Type, comp.Error, false
+	}
+	if inv.Value != nil {
+		e.Token = inv.Value.Token
+	}
+	return e
 }
 
 func (a *analysis) violation(first, second *Hold, between map[string][]call, ttl time.Duration) Violation {

@@ -126,6 +126,20 @@ func (t *procTable) get(p int) *procState {
 	return s
 }
 
+// granted fills in what an ok acquire's value says of the hold; a hold
+// whose ok reached a dead client (crashed), or whose validity ended
+// before the grant, is empty.
+func (h *Hold) granted(v *history.Value, crashed bool) {
+	if v != nil {
+		h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
+	}
+	if crashed {
+		h.End, h.EndReason = h.Start, EndCrash
+	} else if h.ValidUntil != nil && *h.ValidUntil <= h.Start {
+		h.End, h.EndReason = h.Start, EndValidUntil
+	}
+}
+
 func scan(ops []history.Op) *analysis {
 	a := &analysis{ops: ops, calls: make([]call, 0, len(ops)/2+1)}
 	if len(ops) > 0 {
@@ -237,15 +251,7 @@ func (a *analysis) complete(inv, i int, ps *procState) {
 		}
 		h := Hold{Key: key, Process: op.Process, Invoke: iop.Time, Start: op.Time,
 			AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}
-		if v := op.Value; v != nil {
-			h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
-		}
-		if ps.crashed && ps.crashedAt >= iop.Time {
-			// The ok reached a dead client.
-			h.End, h.EndReason = h.Start, EndCrash
-		} else if h.ValidUntil != nil && *h.ValidUntil <= h.Start {
-			h.End, h.EndReason = h.Start, EndValidUntil
-		}
+		h.granted(op.Value, ps.crashed && ps.crashedAt >= iop.Time)
 		ps.hold = len(a.holds)
 		a.holds = append(a.holds, h)
 	case history.Extend:

@@ -206,6 +206,13 @@ func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
 	if len(r.OverClaimed) >= MaxViolations {
 		return
 	}
+	r.OverClaimed = append(r.OverClaimed, overClaim(inv, comp, from, ttl))
+}
+
+// overClaim is the witness of an ok acquire or extend whose validity
+// reaches past from + ttl, the most any server could keep the key.
+func overClaim(inv, comp *history.Op, from, ttl int64) OverClaim {
+	vu, limit := *comp.Value.ValidUntil, from+ttl
 	token := comp.Value.Token
 	if inv.Value != nil && inv.Value.Token != "" {
 		token = inv.Value.Token
@@ -215,7 +222,7 @@ func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
 	o.Story = fmt.Sprintf("process %d's %s of %s was started at %s with a TTL of %s, so no server could keep the key past %s; "+
 		"the lock told its client the lease was valid until %s, %s too long (over-claimed validity: the lock counts its lease from after it was sent, or forgets the time spent acquiring)",
 		o.Process, o.F, o.Key, fmtT(from), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
-	r.OverClaimed = append(r.OverClaimed, o)
+	return o
 }
 
 // judgeHonesty checks an ok release or extend against the latest expiry of

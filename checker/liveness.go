@@ -215,12 +215,24 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 		if last != nil && !last.Recovered && last.End >= a.end-slack && a.end-last.Start >= int64(opts.StuckAfter) {
 			r.StuckKeys = append(r.StuckKeys, StuckKey{Key: k, Since: last.Start, For: a.end - last.Start})
 		}
-		r.AcquireAttempts += kl.AcquireAttempts
-		r.AcquireOK += kl.AcquireOK
-		r.AcquireFail += kl.AcquireFail
-		r.AcquireUnknown += kl.AcquireUnknown
-		r.Keys = append(r.Keys, kl)
+		r.addKey(kl)
 	}
+	r.finish()
+	return r
+}
+
+// addKey adds one key's tallies to the totals.
+func (r *LivenessResult) addKey(kl KeyLiveness) {
+	r.AcquireAttempts += kl.AcquireAttempts
+	r.AcquireOK += kl.AcquireOK
+	r.AcquireFail += kl.AcquireFail
+	r.AcquireUnknown += kl.AcquireUnknown
+	r.Keys = append(r.Keys, kl)
+}
+
+// finish derives the rate, the longest window and the first stuck key
+// from the totals, windows and stuck keys.
+func (r *LivenessResult) finish() {
 	if r.AcquireAttempts > 0 {
 		r.SuccessRate = float64(r.AcquireOK) / float64(r.AcquireAttempts)
 	}
@@ -232,7 +244,6 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 		sort.SliceStable(r.StuckKeys, func(i, j int) bool { return r.StuckKeys[i].Since < r.StuckKeys[j].Since })
 		r.Stuck, r.StuckKey, r.StuckSince = true, r.StuckKeys[0].Key, r.StuckKeys[0].Since
 	}
-	return r
 }
 
 // insertTop keeps the topWindows longest windows, longest first, without

@@ -217,15 +217,7 @@ func (s *Stream) grant(c *scall, ps *sproc) {
 	if iop.Value != nil {
 		h.ttl = iop.Value.TTL
 	}
-	if v := op.Value; v != nil {
-		h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
-	}
-	if ps.crashed && ps.crashedAt >= iop.Time {
-		// The ok reached a dead client.
-		h.End, h.EndReason = h.Start, EndCrash
-	} else if h.ValidUntil != nil && *h.ValidUntil <= h.Start {
-		h.End, h.EndReason = h.Start, EndValidUntil
-	}
+	h.granted(op.Value, ps.crashed && ps.crashedAt >= iop.Time)
 	ps.hold = h
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)

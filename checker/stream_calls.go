@@ -204,16 +204,7 @@ func (l *leaseState) judgeClaim(c *scall, ttl int64) {
 	if !keep {
 		return
 	}
-	token := comp.Value.Token
-	if inv.Value != nil && inv.Value.Token != "" {
-		token = inv.Value.Token
-	}
-	o := OverClaim{Key: inv.Key, Process: inv.Process, F: inv.F, Token: token, Index: comp.Index,
-		Invoke: inv.Time, At: comp.Time, TTL: ttl, ValidUntil: vu, Limit: limit, Margin: vu - limit}
-	o.Story = fmt.Sprintf("process %d's %s of %s was started at %s with a TTL of %s, so no server could keep the key past %s; "+
-		"the lock told its client the lease was valid until %s, %s too long (over-claimed validity: the lock counts its lease from after it was sent, or forgets the time spent acquiring)",
-		o.Process, o.F, o.Key, fmtT(from), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
-	r.OverClaimed = slices.Insert(r.OverClaimed, i, o)[:len(l.overSeq)]
+	r.OverClaimed = slices.Insert(r.OverClaimed, i, overClaim(inv, comp, from, ttl))[:len(l.overSeq)]
 }
 
 // keepFirst places seq among the kept ones, which are the first

@@ -398,24 +398,10 @@ func (s *Stream) liveness() *LivenessResult {
 		if last != nil && last.End >= end-slack && end-last.Start >= int64(s.opts.StuckAfter) {
 			r.StuckKeys = append(r.StuckKeys, StuckKey{Key: k, Since: last.Start, For: end - last.Start})
 		}
-		r.AcquireAttempts += kl.AcquireAttempts
-		r.AcquireOK += kl.AcquireOK
-		r.AcquireFail += kl.AcquireFail
-		r.AcquireUnknown += kl.AcquireUnknown
-		r.Keys = append(r.Keys, kl)
+		r.addKey(kl)
 	}
 	r.Windows, r.Top = s.ex.live.windows, s.ex.live.top
-	if r.AcquireAttempts > 0 {
-		r.SuccessRate = float64(r.AcquireOK) / float64(r.AcquireAttempts)
-	}
-	if len(r.Top) > 0 {
-		l := r.Top[0]
-		r.Longest = &l
-	}
-	if len(r.StuckKeys) > 0 {
-		sort.SliceStable(r.StuckKeys, func(i, j int) bool { return r.StuckKeys[i].Since < r.StuckKeys[j].Since })
-		r.Stuck, r.StuckKey, r.StuckSince = true, r.StuckKeys[0].Key, r.StuckKeys[0].Since
-	}
+	r.finish()
 	return r
 }
 
@@ -481,15 +467,11 @@ func (s *Stream) between(first, second *hrec, calls []*scall) []Event {
 		if inv.Time > second.Start || c.outcome() == history.Fail || (!unknown && (inv.Process == first.Process || end < first.Invoke)) {
 			continue
 		}
-		e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true}
+		var comp *history.Op
 		if c.done {
-			comp := &c.comp
-			e.Index, e.Time, e.Type, e.Error, e.InFlight = comp.Index, comp.Time, comp.Type, comp.Error, false
+			comp = &c.comp
 		}
-		if inv.Value != nil {
-			e.Token = inv.Value.Token
-		}
-		out = append(out, e)
+		out = append(out, callEvent(inv, comp))
 	}
 	slices.Reverse(out) // oldest first reads better
 	return out

@@ -1,12 +1,10 @@
 package reports
 
 import (
-	"fmt"
 	"io"
 	"sort"
 
 	"github.com/lockjepsen/lockjepsen/checker"
-	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
@@ -74,21 +72,7 @@ func wholeHistoryModel(rf *runFiles) *model {
 	}
 	m.lat = oldLatencyBins(ops, scale{t0: 0, t1: m.end, x0: plotX0, w: plotW}, cols, fs)
 	m.thr = oldThroughput(ops, m.end, 150)
-	if len(m.keys) == 0 && rf.cfg != nil {
-		for k := 0; k < max(1, rf.cfg.Keys); k++ {
-			m.keys = append(m.keys, fmt.Sprintf("lock-%d", k))
-		}
-		sort.Strings(m.keys)
-	}
-	if rf.info != nil {
-		m.nodes = rf.info.Nodes
-	}
-	if len(m.nodes) == 0 {
-		var ns []cluster.Node
-		if readJSON(rf.dir+"/"+nodesFile, &ns) == nil {
-			m.nodes = ns
-		}
-	}
+	m.keysAndNodes()
 	return m
 }
 
@@ -150,26 +134,9 @@ func oldLatencyBins(ops []history.Op, sc scale, cols int, fs map[string]bool) ma
 // oldThroughput is how the throughput plot was counted: over the whole
 // history.
 func oldThroughput(ops []history.Op, end int64, n int) *buckets {
-	w := niceStep(max(end, 1), n)
-	nb := int(end/w) + 1
-	b := &buckets{Width: w, OK: make([]int, nb), Fail: make([]int, nb), Unknown: make([]int, nb), Grants: make([]int, nb)}
+	b := newBuckets(end, n)
 	for i := range ops {
-		op := &ops[i]
-		if op.Process == history.NemesisProcess || op.Type == history.Invoke {
-			continue
-		}
-		k := max(0, min(nb-1, int(op.Time/w)))
-		switch op.Type {
-		case history.OK:
-			b.OK[k]++
-			if op.F == history.Acquire {
-				b.Grants[k]++
-			}
-		case history.Fail:
-			b.Fail[k]++
-		default:
-			b.Unknown[k]++
-		}
+		b.add(&ops[i])
 	}
 	return b
 }

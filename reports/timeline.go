@@ -68,6 +68,14 @@ func newModel(rf *runFiles) *model {
 	for k := range c.sweep.keys {
 		m.keys = append(m.keys, k)
 	}
+	m.keysAndNodes()
+	return m
+}
+
+// keysAndNodes completes the lanes' keys (the configured ones when the
+// history names none) and the nodes (run.json's, else nodes.json's).
+func (m *model) keysAndNodes() {
+	rf := m.rf
 	if len(m.keys) == 0 && rf.cfg != nil {
 		for k := 0; k < max(1, rf.cfg.Keys); k++ {
 			m.keys = append(m.keys, fmt.Sprintf("lock-%d", k))
@@ -83,7 +91,6 @@ func newModel(rf *runFiles) *model {
 			m.nodes = ns
 		}
 	}
-	return m
 }
 
 // nodeFaults are the applied server faults that hit node name (by its
