@@ -176,7 +176,7 @@ func TestLockVersusResource(t *testing.T) {
 		res        *ResourceResult
 		want       string
 	}{
-		{"overlaps, fenced resource safe", 4, &ResourceResult{Checked: true, Valid: true, RejectedStale: 3},
+		{"overlaps, fenced resource safe", 4, &ResourceResult{Checked: true, Valid: true, ResourceCounts: ResourceCounts{RejectedStale: 3}},
 			"The lock was not exclusive, but the resource was safe: fencing refused 3 stale writes"},
 		{"exclusive lock, corrupted resource", 0, &ResourceResult{Checked: true, Valid: false},
 			"The lock looked exclusive (no overlapping holds), but the resource was not safe"},

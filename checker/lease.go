@@ -196,22 +196,28 @@ func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
 	if comp.Value == nil || comp.Value.ValidUntil == nil {
 		return // no limit claimed: nothing to over-claim
 	}
-	r.Claims++
-	from := startOf(inv, comp)
-	vu, limit := *comp.Value.ValidUntil, from+ttl
-	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
+	if !r.overClaims(inv, comp, ttl) || len(r.OverClaimed) >= MaxViolations {
 		return
+	}
+	r.OverClaimed = append(r.OverClaimed, overClaim(inv, comp, ttl))
+}
+
+// overClaims counts an ok grant or extend that claims a validity, and
+// says whether it claims more than invoke (or started) + TTL allows.
+func (r *LeaseResult) overClaims(inv, comp *history.Op, ttl int64) bool {
+	r.Claims++
+	vu, limit := *comp.Value.ValidUntil, startOf(inv, comp)+ttl
+	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
+		return false
 	}
 	r.OverClaims++
-	if len(r.OverClaimed) >= MaxViolations {
-		return
-	}
-	r.OverClaimed = append(r.OverClaimed, overClaim(inv, comp, from, ttl))
+	return true
 }
 
 // overClaim is the witness of an ok acquire or extend whose validity
 // reaches past from + ttl, the most any server could keep the key.
-func overClaim(inv, comp *history.Op, from, ttl int64) OverClaim {
+func overClaim(inv, comp *history.Op, ttl int64) OverClaim {
+	from := startOf(inv, comp)
 	vu, limit := *comp.Value.ValidUntil, from+ttl
 	token := comp.Value.Token
 	if inv.Value != nil && inv.Value.Token != "" {

@@ -23,16 +23,47 @@ type Window struct {
 	Recovered bool `json:"recovered"`
 }
 
-// KeyLiveness is the liveness tally for one key.
-type KeyLiveness struct {
-	Key             string  `json:"key"`
+// AcquireCounts tallies acquire attempts by outcome.
+type AcquireCounts struct {
 	AcquireAttempts int     `json:"acquire_attempts"`
 	AcquireOK       int     `json:"acquire_ok"`
 	AcquireFail     int     `json:"acquire_fail"`
 	AcquireUnknown  int     `json:"acquire_unknown"`
 	SuccessRate     float64 `json:"success_rate"`
-	Windows         int     `json:"windows"`
-	Longest         int64   `json:"longest_ns"`
+}
+
+func (a *AcquireCounts) add(o AcquireCounts) {
+	a.AcquireAttempts += o.AcquireAttempts
+	a.AcquireOK += o.AcquireOK
+	a.AcquireFail += o.AcquireFail
+	a.AcquireUnknown += o.AcquireUnknown
+}
+
+// count adds one attempt with its outcome (info: unknown).
+func (a *AcquireCounts) count(outcome history.Type) {
+	a.AcquireAttempts++
+	switch outcome {
+	case history.OK:
+		a.AcquireOK++
+	case history.Fail:
+		a.AcquireFail++
+	default:
+		a.AcquireUnknown++
+	}
+}
+
+func (a *AcquireCounts) rate() {
+	if a.AcquireAttempts > 0 {
+		a.SuccessRate = float64(a.AcquireOK) / float64(a.AcquireAttempts)
+	}
+}
+
+// KeyLiveness is the liveness tally for one key.
+type KeyLiveness struct {
+	Key string `json:"key"`
+	AcquireCounts
+	Windows int   `json:"windows"`
+	Longest int64 `json:"longest_ns"`
 }
 
 // StuckKey is a key that nobody could acquire from Since to the end of the
@@ -45,11 +76,7 @@ type StuckKey struct {
 
 // LivenessResult is the liveness checker's report.
 type LivenessResult struct {
-	AcquireAttempts int     `json:"acquire_attempts"`
-	AcquireOK       int     `json:"acquire_ok"`
-	AcquireFail     int     `json:"acquire_fail"`
-	AcquireUnknown  int     `json:"acquire_unknown"`
-	SuccessRate     float64 `json:"success_rate"`
+	AcquireCounts
 	// Windows counts unavailability windows; Top lists the longest ones.
 	Windows int      `json:"windows"`
 	Longest *Window  `json:"longest,omitempty"`
@@ -133,20 +160,11 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 	slack := max(int64(time.Second), a.end/10)
 	for _, k := range keys {
 		atts, u := attempts[k], union[k]
-		kl := KeyLiveness{Key: k, AcquireAttempts: len(atts)}
+		kl := KeyLiveness{Key: k}
 		for _, at := range atts {
-			switch at.outcome {
-			case history.OK:
-				kl.AcquireOK++
-			case history.Fail:
-				kl.AcquireFail++
-			default:
-				kl.AcquireUnknown++
-			}
+			kl.count(at.outcome)
 		}
-		if kl.AcquireAttempts > 0 {
-			kl.SuccessRate = float64(kl.AcquireOK) / float64(kl.AcquireAttempts)
-		}
+		kl.rate()
 		// Walk the gaps of the union; attempts are in invoke order. An
 		// attempt counts for a gap when it was trying during the gap and
 		// did not get the lock, even if it began during the previous hold
@@ -223,19 +241,14 @@ func (a *analysis) liveness(opts Options) *LivenessResult {
 
 // addKey adds one key's tallies to the totals.
 func (r *LivenessResult) addKey(kl KeyLiveness) {
-	r.AcquireAttempts += kl.AcquireAttempts
-	r.AcquireOK += kl.AcquireOK
-	r.AcquireFail += kl.AcquireFail
-	r.AcquireUnknown += kl.AcquireUnknown
+	r.add(kl.AcquireCounts)
 	r.Keys = append(r.Keys, kl)
 }
 
 // finish derives the rate, the longest window and the first stuck key
 // from the totals, windows and stuck keys.
 func (r *LivenessResult) finish() {
-	if r.AcquireAttempts > 0 {
-		r.SuccessRate = float64(r.AcquireOK) / float64(r.AcquireAttempts)
-	}
+	r.rate()
 	if len(r.Top) > 0 {
 		l := r.Top[0]
 		r.Longest = &l

@@ -28,21 +28,40 @@ type Interleaving struct {
 	Story  string `json:"story"`
 }
 
-// ResourceKey is the resource checker's tally for one key.
-type ResourceKey struct {
-	Key           string `json:"key"`
-	Writes        int    `json:"writes"`
-	Accepted      int    `json:"accepted"`
-	RejectedStale int    `json:"rejected_stale"`
-	UnknownWrites int    `json:"unknown_writes"`
-	Reads         int    `json:"reads"`
-	RejectedReads int    `json:"rejected_reads"`
+// ResourceCounts tallies the resource's reads and writes.
+type ResourceCounts struct {
+	Writes        int `json:"writes"`
+	Accepted      int `json:"accepted"`
+	RejectedStale int `json:"rejected_stale"`
+	UnknownWrites int `json:"unknown_writes"`
+	Reads         int `json:"reads"`
+	RejectedReads int `json:"rejected_reads"`
 	// Final is the value of the last ok read invoked after every write had
-	// completed; nil when there is none.
+	// completed; nil when there is none (in a result: the single key's,
+	// nil with several keys).
 	Final       *int64 `json:"final"`
 	LostUpdates int    `json:"lost_updates"`
-	Duplicates  int    `json:"duplicates"`
-	Valid       bool   `json:"valid"`
+	// Duplicates counts accepted writes that wrote a value already written.
+	Duplicates int `json:"duplicates"`
+}
+
+// add sums o's counts into c (not Final, which is one key's).
+func (c *ResourceCounts) add(o ResourceCounts) {
+	c.Writes += o.Writes
+	c.Accepted += o.Accepted
+	c.RejectedStale += o.RejectedStale
+	c.UnknownWrites += o.UnknownWrites
+	c.Reads += o.Reads
+	c.RejectedReads += o.RejectedReads
+	c.LostUpdates += o.LostUpdates
+	c.Duplicates += o.Duplicates
+}
+
+// ResourceKey is the resource checker's tally for one key.
+type ResourceKey struct {
+	Key string `json:"key"`
+	ResourceCounts
+	Valid bool `json:"valid"`
 }
 
 // ResourceResult is what the application would have suffered: the counter
@@ -50,18 +69,9 @@ type ResourceKey struct {
 type ResourceResult struct {
 	// Checked is false when the history has no writes (not a counter run);
 	// Valid is then true.
-	Checked       bool   `json:"checked"`
-	Valid         bool   `json:"valid"`
-	Writes        int    `json:"writes"`
-	Accepted      int    `json:"accepted"`
-	RejectedStale int    `json:"rejected_stale"`
-	UnknownWrites int    `json:"unknown_writes"`
-	Reads         int    `json:"reads"`
-	RejectedReads int    `json:"rejected_reads"`
-	Final         *int64 `json:"final"` // the single key's final value; nil with several keys
-	LostUpdates   int    `json:"lost_updates"`
-	// Duplicates counts accepted writes that wrote a value already written.
-	Duplicates  int            `json:"duplicates"`
+	Checked bool `json:"checked"`
+	Valid   bool `json:"valid"`
+	ResourceCounts
 	Interleaved []Interleaving `json:"interleaved,omitempty"`
 	Keys        []ResourceKey  `json:"keys,omitempty"`
 	Explanation string         `json:"explanation,omitempty"`
@@ -152,13 +162,9 @@ func (a *analysis) resource() *ResourceResult {
 		if ks.lastRead >= 0 && a.ops[a.calls[ks.lastRead].inv].Time > ks.lastWriteEnd {
 			ks.Final = a.ops[a.calls[ks.lastRead].comp].Value.N
 		}
-		why = append(why, judgeResourceKey(&ks.ResourceKey)...)
-		addResourceKey(r, &ks.ResourceKey)
+		why = r.addKey(&ks.ResourceKey, why)
 	}
-	if len(r.Keys) == 1 {
-		r.Final = r.Keys[0].Final
-	}
-	r.Explanation = strings.Join(why, "; ")
+	r.finish(why)
 	return r
 }
 
@@ -186,19 +192,23 @@ func judgeResourceKey(ks *ResourceKey) []string {
 	return why
 }
 
-// addResourceKey adds a judged key's tally to the result.
-func addResourceKey(r *ResourceResult, ks *ResourceKey) {
+// addKey judges one key's tally, whose Final is set, adds it to the
+// result, and returns why with the reasons it is not valid added.
+func (r *ResourceResult) addKey(ks *ResourceKey, why []string) []string {
+	why = append(why, judgeResourceKey(ks)...)
 	r.Checked = true
 	r.Valid = r.Valid && ks.Valid
-	r.Writes += ks.Writes
-	r.Accepted += ks.Accepted
-	r.RejectedStale += ks.RejectedStale
-	r.UnknownWrites += ks.UnknownWrites
-	r.Reads += ks.Reads
-	r.RejectedReads += ks.RejectedReads
-	r.LostUpdates += ks.LostUpdates
-	r.Duplicates += ks.Duplicates
+	r.add(ks.ResourceCounts)
 	r.Keys = append(r.Keys, *ks)
+	return why
+}
+
+// finish sets the single key's final value and the explanation.
+func (r *ResourceResult) finish(why []string) {
+	if len(r.Keys) == 1 {
+		r.Final = r.Keys[0].Final
+	}
+	r.Explanation = strings.Join(why, "; ")
 }
 
 func interleaving(key string, first, second Write) Interleaving {

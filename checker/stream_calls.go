@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
@@ -193,18 +192,14 @@ func (l *leaseState) leaseKeyOf(c *scall) leaseKey {
 func (l *leaseState) judgeClaim(c *scall, ttl int64) {
 	inv, comp := &c.inv, &c.comp
 	r := l.r
-	r.Claims++
-	from := startOf(inv, comp)
-	vu, limit := *comp.Value.ValidUntil, from+ttl
-	if vu <= limit+int64(LeaseTolerance(time.Duration(ttl))) {
+	if !r.overClaims(inv, comp, ttl) {
 		return
 	}
-	r.OverClaims++
 	i, keep := keepFirst(&l.overSeq, c.seq)
 	if !keep {
 		return
 	}
-	r.OverClaimed = slices.Insert(r.OverClaimed, i, overClaim(inv, comp, from, ttl))[:len(l.overSeq)]
+	r.OverClaimed = slices.Insert(r.OverClaimed, i, overClaim(inv, comp, ttl))[:len(l.overSeq)]
 }
 
 // keepFirst places seq among the kept ones, which are the first
@@ -404,13 +399,9 @@ func (rs *resState) result() *ResourceResult {
 		if ks.lastRead >= 0 && ks.lastReadAt > ks.lastWriteEnd {
 			ks.Final = history.I64(ks.lastReadN)
 		}
-		why = append(why, judgeResourceKey(&ks.ResourceKey)...)
-		addResourceKey(r, &ks.ResourceKey)
+		why = r.addKey(&ks.ResourceKey, why)
 	}
-	if len(r.Keys) == 1 {
-		r.Final = r.Keys[0].Final
-	}
-	r.Explanation = strings.Join(why, "; ")
+	r.finish(why)
 	return r
 }
 

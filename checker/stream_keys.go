@@ -294,17 +294,7 @@ func (s *Stream) summary(op *history.Op) {
 	}
 }
 
-func (ks *skey) count(c *scall) {
-	ks.kl.AcquireAttempts++
-	switch c.outcome() {
-	case history.OK:
-		ks.kl.AcquireOK++
-	case history.Fail:
-		ks.kl.AcquireFail++
-	default:
-		ks.kl.AcquireUnknown++
-	}
-}
+func (ks *skey) count(c *scall) { ks.kl.count(c.outcome()) }
 
 // liveState is the liveness checker's running tally.
 type liveState struct {
@@ -392,9 +382,7 @@ func (s *Stream) liveness() *LivenessResult {
 			last = s.ex.window(ks, g, false)
 		}
 		kl := ks.kl
-		if kl.AcquireAttempts > 0 {
-			kl.SuccessRate = float64(kl.AcquireOK) / float64(kl.AcquireAttempts)
-		}
+		kl.rate()
 		if last != nil && last.End >= end-slack && end-last.Start >= int64(s.opts.StuckAfter) {
 			r.StuckKeys = append(r.StuckKeys, StuckKey{Key: k, Since: last.Start, For: end - last.Start})
 		}
