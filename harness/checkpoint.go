@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -37,16 +38,7 @@ func (r *runner) startCheckpoints(ctx context.Context, rec *history.Recorder) (f
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(r.cfg.CheckpointEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.write(false)
-			}
-		}
+		ctxsleep.Every(ctx.Done(), r.cfg.CheckpointEvery, func() { c.write(false) })
 	}()
 	return func() {
 		<-done

@@ -908,17 +908,10 @@ func (c closeAll) Close() error {
 }
 
 func (r *runner) progress(ctx context.Context, rec *history.Recorder) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			elapsed := time.Duration(rec.Now()).Round(time.Second)
-			r.say("[%s/%s] %d events recorded", elapsed, (r.cfg.TimeLimit + r.cfg.Recovery).Round(time.Second), rec.Count())
-		}
-	}
+	ctxsleep.Every(ctx.Done(), 5*time.Second, func() {
+		elapsed := time.Duration(rec.Now()).Round(time.Second)
+		r.say("[%s/%s] %d events recorded", elapsed, (r.cfg.TimeLimit + r.cfg.Recovery).Round(time.Second), rec.Count())
+	})
 }
 
 // needsProxies reports whether a fault of the run acts on network links.

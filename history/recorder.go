@@ -3,6 +3,8 @@ package history
 import (
 	"sync"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 )
 
 // Recorder appends events to a history file as the run goes. It is safe for
@@ -162,23 +164,16 @@ func (r *Recorder) Count() int64 {
 
 func (r *Recorder) flushLoop() {
 	defer close(r.done)
-	t := time.NewTicker(FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			r.mu.Lock()
-			if !r.closed {
-				if r.sum != nil {
-					r.flushSummaryLocked(false)
-				}
-				r.handOffLocked(true, nil)
+	ctxsleep.Every(r.stop, FlushInterval, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.closed {
+			if r.sum != nil {
+				r.flushSummaryLocked(false)
 			}
-			r.mu.Unlock()
+			r.handOffLocked(true, nil)
 		}
-	}
+	})
 }
 
 // flushNow writes and flushes every event recorded so far and waits for

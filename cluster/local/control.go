@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 )
 
 // The local cluster pauses, kills and moves the clocks of its processes.
@@ -132,35 +133,31 @@ func startAOFSampler(servers []*Server) *aofSampler {
 	a := &aofSampler{samples: map[string][]aofSample{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
-		t := time.NewTicker(aofSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.stop:
-				return
-			case <-t.C:
-				for _, s := range servers {
-					if !s.Running() {
-						continue // keep the samples from before a kill
-					}
-					path, err := currentIncrAOF(s.Dir)
-					if err != nil {
-						continue
-					}
-					st, err := os.Stat(path)
-					if err != nil {
-						continue
-					}
-					// Stamped after the Stat, not with the tick's time:
-					// a starved goroutine can stat long after its tick,
-					// and a size stamped earlier than it was read would
-					// keep writes made after the stamp.
-					a.add(s.Name, aofSample{time.Now(), path, st.Size()})
-				}
-			}
-		}
+		ctxsleep.Every(a.stop, aofSampleEvery, func() { a.sample(servers) })
 	}()
 	return a
+}
+
+// sample notes the size of each running server's append-only file.
+func (a *aofSampler) sample(servers []*Server) {
+	for _, s := range servers {
+		if !s.Running() {
+			continue // keep the samples from before a kill
+		}
+		path, err := currentIncrAOF(s.Dir)
+		if err != nil {
+			continue
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		// Stamped after the Stat, not with the tick's time: a starved
+		// goroutine can stat long after its tick, and a size stamped
+		// earlier than it was read would keep writes made after the
+		// stamp.
+		a.add(s.Name, aofSample{time.Now(), path, st.Size()})
+	}
 }
 
 func (a *aofSampler) add(node string, smp aofSample) {

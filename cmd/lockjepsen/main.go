@@ -190,12 +190,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			if cfg.Backend, err = be.backend(cmd.Context()); err != nil {
 				return failure(stderr, err)
 			}
-			out, err := runWithProgress(cmd.Context(), cfg, stderr, o, "")
-			if err != nil {
-				return failure(stderr, err)
-			}
-			o.report(stdout, stderr, out)
-			return verdictExit(out.Results)
+			return runAndReport(cmd.Context(), cfg, stdout, stderr, o)
 		},
 	}
 	f := cmd.Flags()

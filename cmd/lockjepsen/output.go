@@ -32,6 +32,18 @@ func (o *output) check(stderr io.Writer) error {
 	return nil
 }
 
+// runAndReport runs one test with progress, prints its outcome and
+// returns the command's error: the verdict's exit code, or a harness
+// failure.
+func runAndReport(ctx context.Context, cfg harness.Config, stdout, stderr io.Writer, o output) error {
+	out, err := runWithProgress(ctx, cfg, stderr, o, "")
+	if err != nil {
+		return failure(stderr, err)
+	}
+	o.report(stdout, stderr, out)
+	return verdictExit(out.Results)
+}
+
 // runWithProgress runs one test, showing progress on stderr unless quiet:
 // a redrawn line on a terminal, a plain line every few seconds elsewhere.
 func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, o output, prefix string) (*harness.Outcome, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 )
 
 // isTerminal reports whether w is a character device (a terminal), so that
@@ -92,26 +93,20 @@ func (p *progress) loop() {
 	if !p.tty {
 		tick = 500 * time.Millisecond
 	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
+	ctxsleep.Every(p.stop, tick, func() {
 		p.mu.Lock()
-		if !p.started.IsZero() {
-			if p.tty {
-				fmt.Fprintf(p.w, "\r\033[K%s", p.statusLocked())
-				p.drawn = true
-			} else if time.Since(p.lastLine) >= p.every {
-				fmt.Fprintln(p.w, p.statusLocked())
-				p.lastLine = time.Now()
-			}
+		defer p.mu.Unlock()
+		if p.started.IsZero() {
+			return
 		}
-		p.mu.Unlock()
-	}
+		if p.tty {
+			fmt.Fprintf(p.w, "\r\033[K%s", p.statusLocked())
+			p.drawn = true
+		} else if time.Since(p.lastLine) >= p.every {
+			fmt.Fprintln(p.w, p.statusLocked())
+			p.lastLine = time.Now()
+		}
+	})
 }
 
 // observe takes one event of the history as it is recorded (the harness's

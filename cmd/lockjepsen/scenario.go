@@ -97,12 +97,7 @@ another fault schedule.`,
 			if !o.quiet && !o.json {
 				fmt.Fprintf(stderr, "scenario %s: %s (expect %s)\n", sc.Name, sc.Shows, sc.Expect)
 			}
-			out, err := runWithProgress(cmd.Context(), cfg, stderr, o, "")
-			if err != nil {
-				return failure(stderr, err)
-			}
-			o.report(stdout, stderr, out)
-			return verdictExit(out.Results)
+			return runAndReport(cmd.Context(), cfg, stdout, stderr, o)
 		},
 	}
 	f := cmd.Flags()

@@ -20,3 +20,19 @@ func Sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// Every calls f every d until done is closed, and returns then; f runs in
+// the caller's goroutine, so a slow f delays the next tick rather than
+// overlapping it.
+func Every(done <-chan struct{}, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
