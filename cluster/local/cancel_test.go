@@ -15,6 +15,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
 
 // TestStartCancelled cancels Start's context at every process it creates
@@ -38,7 +39,7 @@ func TestStartCancelled(t *testing.T) {
 		{cluster.Single, 2, func(t *testing.T) { requireRedis(t) }},
 		{cluster.Redlock, 6, func(t *testing.T) { requireRedis(t) }},
 		{cluster.Sentinel, 7, requireSentinel},
-		{cluster.Etcd, 4, func(t *testing.T) { requireEtcd(t); requireRedis(t) }},
+		{cluster.Etcd, 4, func(t *testing.T) { redistest.RequireEtcd(t); requireRedis(t) }},
 	} {
 		t.Run(tc.system, func(t *testing.T) {
 			tc.skip(t)

@@ -21,23 +21,12 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
-
-// requireEtcd skips (or, with LOCKJEPSEN_REQUIRE_ETCD, fails) a test
-// without the etcd binary.
-func requireEtcd(t *testing.T) {
-	t.Helper()
-	if _, err := local.FindEtcd(); err != nil {
-		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
-			t.Fatalf("etcd is required: %v", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
-}
 
 func startEtcd(t *testing.T, mesh *proxy.Mesh) *local.EtcdCluster {
 	t.Helper()
-	requireEtcd(t)
+	redistest.RequireEtcd(t)
 	spec := cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: t.TempDir(), Persistence: cluster.PersistNone}
 	spec.Processes = recordIn(spec.Dir)
 	if mesh != nil {

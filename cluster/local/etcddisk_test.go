@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
 
 // diskUse is what du counts under root: allocated blocks (st_blocks * 512),
@@ -149,7 +150,7 @@ func lockRounds(ctx context.Context, c *gateway, name, key string, client, round
 // member shows that a trimmed log is still one etcd reads.
 func TestEtcdRunDirStaysSmall(t *testing.T) {
 	// Not parallel (see TestEtcdStartsAndStops).
-	requireEtcd(t)
+	redistest.RequireEtcd(t)
 	dir := t.TempDir()
 	cl, err := local.StartEtcd(within(t, startDeadline), cluster.Spec{System: cluster.Etcd, Nodes: 3, Dir: dir, Persistence: cluster.PersistNone})
 	if err != nil {

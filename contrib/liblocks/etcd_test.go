@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	jcluster "github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -21,12 +21,7 @@ import (
 // members as a lock sees them.
 func startEtcd(t *testing.T) []locks.Conn {
 	t.Helper()
-	if _, err := local.FindEtcd(); err != nil {
-		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
-			t.Fatalf("etcd is required: %v", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
+	redistest.RequireEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := local.StartEtcd(ctx, jcluster.Spec{System: jcluster.Etcd, Nodes: 3, Dir: t.TempDir(), Persistence: jcluster.PersistNone})

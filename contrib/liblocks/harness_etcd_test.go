@@ -2,8 +2,6 @@ package liblocks_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,18 +10,14 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
 
 // The consensus baseline: etcd's lock under the same faults. Its lease is
 // a belief like Redis's TTL, so the exclusion checker finds nothing when
 // clients respect it; the create revision fences the resource.
 func TestEtcdScenarios(t *testing.T) {
-	if _, err := exec.LookPath("etcd"); err != nil {
-		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
-			t.Fatal("etcd is required: apt-get install etcd-server")
-		}
-		t.Skip("no etcd binary: apt-get install etcd-server")
-	}
+	redistest.RequireEtcd(t)
 	t.Parallel()
 	cases := []struct {
 		name    string
@@ -90,12 +84,7 @@ func TestEtcdScenarios(t *testing.T) {
 // lock, while another client holds it: the exclusion checker finds the
 // overlap. The create revision fences the resource all the same.
 func TestEtcdSessionClientPause(t *testing.T) {
-	if _, err := exec.LookPath("etcd"); err != nil {
-		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
-			t.Fatal("etcd is required: apt-get install etcd-server")
-		}
-		t.Skip("no etcd binary: apt-get install etcd-server")
-	}
+	redistest.RequireEtcd(t)
 	t.Parallel()
 	cases := []struct {
 		name     string

@@ -27,6 +27,18 @@ func RequireBinary(t testing.TB) string {
 	return p
 }
 
+// RequireEtcd skips (or, with LOCKJEPSEN_REQUIRE_ETCD, as CI sets it,
+// fails) the test without the etcd binary.
+func RequireEtcd(t testing.TB) {
+	t.Helper()
+	if _, err := local.FindEtcd(); err != nil {
+		if os.Getenv("LOCKJEPSEN_REQUIRE_ETCD") != "" {
+			t.Fatalf("etcd is required: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+}
+
 // Start runs one redis-server on a free loopback port for the duration of
 // the test and returns it with a client.
 func Start(t testing.TB, extraArgs ...string) (*local.Server, *redis.Client) {
