@@ -21,9 +21,12 @@ and --checkpoint-every defaults to 1m. Progress prints the operations, the
 faults in force and the violations found so far. checkpoint.json in the run
 directory says what the run had found by its last checkpoint, and the
 history is flushed every 200 ms, so a soak killed before its end still
-leaves a history that 'lockjepsen check RUN_DIR' judges.`
+leaves a history that 'lockjepsen check RUN_DIR' judges. Where most
+attempts fail (many clients on few keys), --record-failed-acquires=summary
+records failed acquires as per-second counts and keeps the history small.`
 	cmd.Example = `  lockjepsen soak --duration 1h --lock token --nemesis client-pause
-  lockjepsen soak --duration 8h --system redlock --lock redsync --nemesis partition,kill --expect safe`
+  lockjepsen soak --duration 8h --system redlock --lock redsync --nemesis partition,kill --expect safe
+  lockjepsen soak --duration 1h --lock token --nemesis client-pause --record-failed-acquires summary`
 	f := cmd.Flags()
 	duration := f.Duration("duration", time.Hour, "how long the faults run (sets --time-limit)")
 	if cp := f.Lookup("checkpoint-every"); cp != nil {
