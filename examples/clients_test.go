@@ -108,12 +108,7 @@ func TestHandMadeClientFromTheDocs(t *testing.T) {
 	requireRuntime(t, python...)
 	cfg := harnesstest.ShortConfig(t)
 	cfg.Client = client(t, "/usr/bin/python3", "testdata/getdel_client.py")
-	cfg.Nemesis = []string{nemesis.Latency}
-	cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, 10*time.Minute
-	cfg.Latency, cfg.Jitter = 50*time.Millisecond, 0
-	cfg.Hold = "400ms..450ms"
-	cfg.Expect = harness.ExpectUnsafe
-	harnesstest.UntilViolation(&cfg)
+	harnesstest.DelayedReleases(&cfg)
 	r := harnesstest.Run(t, cfg).Results
 	if r.First.Violation == nil {
 		t.Fatalf("no first violation recorded\n%s", strings.Join(r.Summary(), "\n"))

@@ -195,12 +195,7 @@ func (l getThenDelLease) Release(ctx context.Context) error {
 func TestWitnessNamesDelayedRelease(t *testing.T) {
 	redistest.RequireBinary(t)
 	cfg := harnesstest.ShortConfig(t)
-	cfg.Nemesis = []string{nemesis.Latency}
-	cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, 10*time.Minute
-	cfg.Latency, cfg.Jitter = 50*time.Millisecond, 0
-	cfg.Hold = "400ms..450ms"
-	cfg.Expect = harness.ExpectUnsafe
-	harnesstest.UntilViolation(&cfg)
+	harnesstest.DelayedReleases(&cfg)
 	cfg.StopGrace = 3 * time.Second
 	cfg.Locker = func(nodes []locks.Conn, process int) (locks.Locker, error) {
 		l, err := locks.New(locks.Token, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})

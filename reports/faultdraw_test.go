@@ -10,7 +10,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
-	"github.com/lockjepsen/lockjepsen/reports"
 )
 
 // Faults are drawn as run.json says, whoever wrote it: a run.json of
@@ -46,16 +45,7 @@ func TestFaultsAreDrawnAsTheRunRecorded(t *testing.T) {
 			if c.described != "" {
 				writeDescribed(t, dir, c.described)
 			}
-			path, err := reports.WriteRun(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			page := readFile(t, path)
-			for _, w := range c.want {
-				if !strings.Contains(page, w) {
-					t.Errorf("the page lacks %q", w)
-				}
-			}
+			page := writePage(t, dir, c.want)
 			for _, n := range c.not {
 				if strings.Contains(page, n) {
 					t.Errorf("the page has %q", n)

@@ -14,6 +14,23 @@ import (
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
+// writePage writes the run's report and returns the page, failing the
+// test for each of want it lacks.
+func writePage(t *testing.T, dir string, want []string) string {
+	t.Helper()
+	path, err := reports.WriteRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, path)
+	for _, w := range want {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	return page
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -103,16 +120,7 @@ func TestWriteRunDescribesTheLockItWasGiven(t *testing.T) {
 				{Index: 1, Time: 200000, Type: history.OK, F: history.Acquire, Key: "lock-0", Value: &history.Value{Token: "p0.1", ValidUntil: history.I64(4e8)}},
 			}
 			writeRunFiles(t, dir, fixtureConfig(c.name), info, ops)
-			path, err := reports.WriteRun(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			page := readFile(t, path)
-			for _, w := range c.want {
-				if !strings.Contains(page, w) {
-					t.Errorf("the page lacks %q", w)
-				}
-			}
+			page := writePage(t, dir, c.want)
 			if strings.Contains(page, c.not) {
 				t.Errorf("the page says %q", c.not)
 			}

@@ -13,25 +13,25 @@ import (
 // JUnit XML as CI systems read it (GitHub Actions test reporters, GitLab,
 // Jenkins): one suite, one test case per run.
 type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Name     string       `xml:"name,attr"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Errors   int          `xml:"errors,attr"`
-	Skipped  int          `xml:"skipped,attr"`
-	Time     string       `xml:"time,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
+	XMLName xml.Name `xml:"testsuites"`
+	junitCounts
+	Suites []junitSuite `xml:"testsuite"`
 }
 
 type junitSuite struct {
-	Name      string      `xml:"name,attr"`
-	Tests     int         `xml:"tests,attr"`
-	Failures  int         `xml:"failures,attr"`
-	Errors    int         `xml:"errors,attr"`
-	Skipped   int         `xml:"skipped,attr"`
-	Time      string      `xml:"time,attr"`
+	junitCounts
 	Timestamp string      `xml:"timestamp,attr"`
 	Cases     []junitCase `xml:"testcase"`
+}
+
+// junitCounts are the attributes a suite and the document both carry.
+type junitCounts struct {
+	Name     string `xml:"name,attr"`
+	Tests    int    `xml:"tests,attr"`
+	Failures int    `xml:"failures,attr"`
+	Errors   int    `xml:"errors,attr"`
+	Skipped  int    `xml:"skipped,attr"`
+	Time     string `xml:"time,attr"`
 }
 
 type junitCase struct {
@@ -51,7 +51,7 @@ type junitProblem struct {
 }
 
 func writeJUnit(path string, res *matrixResults) error {
-	suite := junitSuite{Name: res.Title, Timestamp: res.Started.UTC().Format("2006-01-02T15:04:05")}
+	suite := junitSuite{junitCounts: junitCounts{Name: res.Title}, Timestamp: res.Started.UTC().Format("2006-01-02T15:04:05")}
 	var total float64
 	for _, r := range res.Runs {
 		c := junitCase{Name: r.Scenario, Classname: "lockjepsen." + r.System, Time: fmt.Sprintf("%.3f", r.Duration)}
@@ -78,8 +78,8 @@ func writeJUnit(path string, res *matrixResults) error {
 		suite.Cases = append(suite.Cases, c)
 	}
 	suite.Time = fmt.Sprintf("%.3f", total)
-	doc := junitSuites{Name: "lockjepsen", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
-		Skipped: suite.Skipped, Time: suite.Time, Suites: []junitSuite{suite}}
+	doc := junitSuites{junitCounts: suite.junitCounts, Suites: []junitSuite{suite}}
+	doc.Name = "lockjepsen"
 	b, err := xml.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -50,6 +51,21 @@ const UnsafeTimeLimit = 60 * time.Second
 func UntilViolation(c *harness.Config) {
 	c.StopOnFirstViolation = true
 	c.TimeLimit = UnsafeTimeLimit
+}
+
+// DelayedReleases makes a run that finds a release that compares in the
+// client and then deletes (GET, then DEL): latency on every client link
+// delays each reply by 50 ms, and every hold lasts 400-450 ms of a 500 ms
+// TTL, so a holder's GET runs before its key expires and its DEL after,
+// when the next holder has the key. It expects that violation and stops
+// at the first.
+func DelayedReleases(c *harness.Config) {
+	c.Nemesis = []string{nemesis.Latency}
+	c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, 10*time.Minute
+	c.Latency, c.Jitter = 50*time.Millisecond, 0
+	c.Hold = "400ms..450ms"
+	c.Expect = harness.ExpectUnsafe
+	UntilViolation(c)
 }
 
 // Run runs cfg once. Nothing is retried: a case that expects a violation
