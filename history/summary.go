@@ -27,6 +27,9 @@ type failSummary struct {
 	// base is the position of queue[0] among all events ever queued.
 	queue []queuedOp
 	base  int64
+	// spare is where an emptied queue starts again, so that the queue's
+	// array is not allocated anew each time it drains (nearly every event).
+	spare []queuedOp
 	held  map[int]int64 // process -> position of its held acquire invoke
 	// counts are the current second's failed acquires; bucketEnd is when
 	// that second ends on the history's clock.
@@ -53,7 +56,8 @@ func (r *Recorder) SummarizeFailedAcquires() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sum = &failSummary{held: map[int]int64{}, counts: map[summaryKey]*summaryCount{},
-		bucketEnd: int64(SummaryBucket)}
+		bucketEnd: int64(SummaryBucket), spare: make([]queuedOp, 0, 256)}
+	r.sum.queue = r.sum.spare
 }
 
 // queueLocked takes a stamped event in summary mode and writes what no
@@ -143,7 +147,7 @@ func (r *Recorder) drainLocked(now int64) {
 	s.queue = s.queue[n:]
 	s.base += int64(n)
 	if len(s.queue) == 0 {
-		s.queue = s.queue[:0:0]
+		s.queue = s.spare[:0]
 	}
 }
 
