@@ -60,17 +60,16 @@ func TestComposeTopology(t *testing.T) {
 			append(append(compose[1:], "-p", "lockjepsen", "-f", filepath.Join(root, "docker-compose.yml")), args...)...)
 	}
 	t.Cleanup(func() {
-		if err := composeRun("down", "-v", "--remove-orphans"); err != nil {
-			t.Error(err)
-		}
+		stale := composeDown(t, composeRun)
 		// Nothing of the deployment is left: no container, network or
 		// volume of the compose project or with the project's label.
 		for _, kind := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
 			for _, label := range []string{docker.LabelBackend + "=compose", "com.docker.compose.project=lockjepsen"} {
 				out, err := exec.Command("docker", append(kind, "--filter", "label="+label)...).CombinedOutput()
+				left := strings.TrimSpace(strings.ReplaceAll(string(out), stale, ""))
 				if err != nil {
 					t.Errorf("docker %v: %v\n%s", kind, err, out)
-				} else if left := strings.TrimSpace(string(out)); left != "" {
+				} else if left != "" {
 					t.Errorf("after compose down, docker %s lists %s with label %s", kind[0], left, label)
 				}
 			}
@@ -153,4 +152,34 @@ func TestComposeTopology(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "libfaketime") {
 		t.Errorf("FakeClock on compose: %v, want a refusal", err)
 	}
+}
+
+// composeDown takes the deployment down, asking again for up to 20 s when
+// it fails. It returns the short ID of the project's network when only
+// that is left, with no container on it, because the daemon still counts
+// an endpoint there ("has active endpoints": Docker's stale endpoint count,
+// moby/moby#17217, seen once in a CI run and persisting after it); nothing
+// but a restart of the daemon removes such a network, and the harness did
+// not make it, so the test says so and does not fail.
+func composeDown(t *testing.T, composeRun func(args ...string) error) (stale string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	err := composeRun("down", "-v", "--remove-orphans")
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Second)
+		err = composeRun("down", "-v", "--remove-orphans")
+	}
+	if err == nil {
+		return ""
+	}
+	if strings.Contains(err.Error(), "has active endpoints") {
+		out, ierr := exec.Command("docker", "network", "inspect", "-f", "{{.Id}} {{len .Containers}}", "lockjepsen_lockjepsen").Output()
+		if id, n, ok := strings.Cut(strings.TrimSpace(string(out)), " "); ierr == nil && ok && n == "0" && len(id) >= 12 {
+			t.Logf("docker left network lockjepsen_lockjepsen (%s) with a stale endpoint count and no container "+
+				"(moby/moby#17217); only restarting dockerd removes it", id[:12])
+			return id[:12]
+		}
+	}
+	t.Error(err)
+	return ""
 }
