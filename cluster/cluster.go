@@ -16,10 +16,13 @@ const (
 	Sentinel = "sentinel" // primary, replicas, sentinels
 	Redlock  = "redlock"  // N independent redis-servers
 	Etcd     = "etcd"     // N etcd members (raft), the consensus baseline
+	// RedisCluster is Redis Cluster: primaries that share the hash slots,
+	// each with one replica, failing over by their own election.
+	RedisCluster = "cluster"
 )
 
 // Systems lists the systems in the order help and reports list them.
-var Systems = []string{Single, Sentinel, Redlock, Etcd}
+var Systems = []string{Single, Sentinel, Redlock, Etcd, RedisCluster}
 
 // DefaultNodes is the number of nodes of a system when none is asked for.
 func DefaultNodes(system string) int {
@@ -28,6 +31,8 @@ func DefaultNodes(system string) int {
 		return 5
 	case Sentinel, Etcd:
 		return 3
+	case RedisCluster:
+		return 2 * MinClusterPrimaries
 	}
 	return 1
 }
@@ -225,6 +230,33 @@ type SentinelCluster interface {
 	Failover(ctx context.Context) (newPrimary string, err error)
 }
 
+// Redis Cluster: the primaries split the 16384 hash slots evenly, n1..nP
+// in order, and node nP+i replicates node ni. Cluster nodes fail over by
+// their own election, with no sentinel; these settings make one fit in a
+// short run.
+const (
+	// MinClusterPrimaries is the fewest primaries a Redis Cluster takes:
+	// a failover needs the votes of a majority of the primaries.
+	MinClusterPrimaries = 3
+	// ClusterNodeTimeout is cluster-node-timeout: how long a node must
+	// not answer before its peers count it failing.
+	ClusterNodeTimeout = time.Second
+	// ClusterSlots is the number of hash slots.
+	ClusterSlots = 16384
+)
+
+// SlotCluster is implemented by Redis Cluster deployments. Node names are
+// those of Nodes().
+type SlotCluster interface {
+	// PrimaryOf asks the nodes which one serves key's hash slot now (the
+	// answer of a majority of the reachable primaries' views).
+	PrimaryOf(ctx context.Context, key string) (string, error)
+	// WaitHealthy polls until every node reports the cluster state ok
+	// with every slot covered, every primary has its replica, and every
+	// replica is in sync; used before clients start and after healing.
+	WaitHealthy(ctx context.Context) error
+}
+
 // Backend starts clusters.
 type Backend interface {
 	Name() string
@@ -258,6 +290,10 @@ func (s Spec) Validate() error {
 		if err := s.validateSentinel(); err != nil {
 			return err
 		}
+	case RedisCluster:
+		if s.Nodes < 2*MinClusterPrimaries || s.Nodes%2 != 0 {
+			return fmt.Errorf("system %q needs an even number of nodes, at least %d (each primary has one replica), not %d", s.System, 2*MinClusterPrimaries, s.Nodes)
+		}
 	case Etcd:
 		if s.Nodes < 1 || s.Nodes%2 == 0 {
 			return fmt.Errorf("system %q needs an odd number of members, at least 1, not %d", s.System, s.Nodes)
@@ -269,7 +305,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("system %q: clock faults are not supported on etcd: its leases run on monotonic timers", s.System)
 		}
 	default:
-		return fmt.Errorf("unknown system %q (want %q, %q, %q or %q)", s.System, Single, Sentinel, Redlock, Etcd)
+		return fmt.Errorf("unknown system %q (want %q, %q, %q, %q or %q)", s.System, Single, Sentinel, Redlock, Etcd, RedisCluster)
 	}
 	if s.System != Sentinel && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0 ||
 		s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {

@@ -32,7 +32,13 @@ type Cluster struct {
 	fakeClock bool
 	aof       *aofSampler // nil without persistence
 	sentinels []*Server   // the sentinel system's redis-sentinel processes
-	heldPorts *portPicker // the sentinel system's ports, held from setup to start
+	heldPorts *portPicker // the sentinel and cluster systems' ports, held from setup to start
+
+	// The Redis Cluster system's bus demuxes, node IDs (ID → name) and
+	// the address, client port and bus port each node is met by.
+	demuxes []*demux
+	nodeIDs map[string]string
+	meet    map[string][3]string
 
 	adminMu sync.Mutex
 	admins  map[string]*redis.Client // the backend's own clients, by process
@@ -126,9 +132,15 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 	}
 	for i := 1; i <= spec.Nodes; i++ {
 		role := cluster.RoleNode
-		if spec.System == cluster.Sentinel {
+		switch spec.System {
+		case cluster.Sentinel:
 			role = cluster.RoleReplica
 			if i == 1 {
+				role = cluster.RolePrimary
+			}
+		case cluster.RedisCluster:
+			role = cluster.RoleReplica
+			if i <= spec.Nodes/2 {
 				role = cluster.RolePrimary
 			}
 		}
@@ -146,8 +158,13 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 		c.Close(context.Background())
 		return nil, err
 	}
-	if spec.System == cluster.Sentinel {
-		if err := c.setupSentinel(spec, sentinelBinary, withClock); err != nil {
+	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
+		setup, start := c.setupSentinel, c.startSentinel
+		if spec.System == cluster.RedisCluster {
+			setup = func(spec cluster.Spec, _ string, _ func(*Server) error) error { return c.setupRedisCluster(spec) }
+			start = c.startRedisCluster
+		}
+		if err := setup(spec, sentinelBinary, withClock); err != nil {
 			return fail(err)
 		}
 		if c.resource != nil {
@@ -157,7 +174,7 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 		}
 		// Recorded before the wait, so that a harness killed while
 		// waiting still leaves the PIDs behind for orphan clean-up.
-		err := c.startSentinel(ctx, c.writeProcesses)
+		err := start(ctx, c.writeProcesses)
 		if err == nil {
 			err = c.writeProcesses()
 		}
@@ -261,6 +278,9 @@ func (c *Cluster) Close(ctx context.Context) error {
 			nodes = append(nodes, c.resource)
 		}
 		stop(nodes)
+		for _, d := range c.demuxes {
+			d.close()
+		}
 	})
 	return nil
 }

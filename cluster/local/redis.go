@@ -117,8 +117,11 @@ type portPicker struct {
 	listeners []net.Listener
 }
 
-func (p *portPicker) pick() (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(p.host, "0"))
+func (p *portPicker) pick() (int, error) { return p.pickOn(p.host) }
+
+// pickOn draws a port on another host than the picker's.
+func (p *portPicker) pickOn(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}

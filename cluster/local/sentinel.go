@@ -234,6 +234,9 @@ func (c *Cluster) Primary(ctx context.Context) (string, error) {
 // sentinel sees every replica and every other sentinel as healthy. Without
 // a deadline on ctx it gives up after HealthyTimeout.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	if c.spec.System == cluster.RedisCluster {
+		return sentinelq.Poll(ctx, "a healthy Redis Cluster", c.checkClusterHealthy)
+	}
 	d := c.deployment()
 	if d == nil {
 		return errors.New("wait healthy: the cluster has no sentinels")
