@@ -8,8 +8,10 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// PrimaryEvent is the nemesis event f of the primary monitor on Sentinel:
-// phase start names the node the sentinels call primary from then on.
+// PrimaryEvent is the nemesis event f of the primary monitor on Sentinel
+// and Redis Cluster: phase start names the node the sentinels (or the
+// cluster's nodes, for the first lock key's slot) call primary from then
+// on.
 const PrimaryEvent = "primary"
 
 // FailoverResult says what failovers did to leases: which believed holds
@@ -26,7 +28,7 @@ type FailoverResult struct {
 	Stranded      int            `json:"stranded"`
 	Lost          int            `json:"lost"`
 	StrandedHolds []StrandedHold `json:"stranded_holds,omitempty"`
-	// Deposed counts grants made by a node while the sentinels named
+	// Deposed counts grants made by a node while the system named
 	// another primary: the old primary of a split brain, still serving
 	// the clients that reach it.
 	Deposed      int            `json:"deposed"`
@@ -37,7 +39,7 @@ type FailoverResult struct {
 	FenceExamples    []FenceRegression `json:"fence_examples,omitempty"`
 }
 
-// Primary is a span during which the sentinels named one node primary.
+// Primary is a span during which the system named one node primary.
 type Primary struct {
 	Node  string `json:"node"`
 	Start int64  `json:"start"`
@@ -103,7 +105,7 @@ func (a *analysis) failover() *FailoverResult {
 				r.Lost++
 			}
 			if len(r.StrandedHolds) < maxFailoverExamples {
-				s.Story = fmt.Sprintf("process %d was granted %s by %s at %s (%s); at %s the sentinels made %s primary while %d still believed it held the lock",
+				s.Story = fmt.Sprintf("process %d was granted %s by %s at %s (%s); at %s %s became primary while %d still believed it held the lock",
 					h.Process, h.Key, h.Nodes[0], fmtT(h.Start), h.describeAcquire(), fmtT(p.Start), p.Node, h.Process)
 				if s.Lost {
 					s.Story += "; another client was granted it by a different primary meanwhile: the lease was lost in the failover"
@@ -126,7 +128,7 @@ func (a *analysis) failover() *FailoverResult {
 					r.Deposed++
 					if len(r.DeposedHolds) < maxFailoverExamples {
 						r.DeposedHolds = append(r.DeposedHolds, StrandedHold{Hold: *h, FailoverAt: p.Start, NewPrimary: p.Node,
-							Story: fmt.Sprintf("process %d was granted %s by %s at %s, while the sentinels named %s primary (since %s): a deposed primary was still granting locks",
+							Story: fmt.Sprintf("process %d was granted %s by %s at %s, while %s was primary (since %s): a deposed primary was still granting locks",
 								h.Process, h.Key, h.Nodes[0], fmtT(h.Start), p.Node, fmtT(p.Start))})
 					}
 					break

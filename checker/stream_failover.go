@@ -67,7 +67,7 @@ func (fo *foState) stranded(h *hrec) {
 		if i >= maxFailoverExamples {
 			return
 		}
-		s.Story = fmt.Sprintf("process %d was granted %s by %s at %s (%s); at %s the sentinels made %s primary while %d still believed it held the lock",
+		s.Story = fmt.Sprintf("process %d was granted %s by %s at %s (%s); at %s %s became primary while %d still believed it held the lock",
 			h.Process, h.Key, h.Nodes[0], fmtT(h.Start), h.describeAcquire(), fmtT(p.Start), p.Node, h.Process)
 		if s.Lost {
 			s.Story += "; another client was granted it by a different primary meanwhile: the lease was lost in the failover"
@@ -93,7 +93,7 @@ func (fo *foState) deposed(h *hrec) {
 			r.Deposed++
 			if len(r.DeposedHolds) < maxFailoverExamples {
 				r.DeposedHolds = append(r.DeposedHolds, StrandedHold{FailoverAt: p.Start, NewPrimary: p.Node,
-					Story: fmt.Sprintf("process %d was granted %s by %s at %s, while the sentinels named %s primary (since %s): a deposed primary was still granting locks",
+					Story: fmt.Sprintf("process %d was granted %s by %s at %s, while %s was primary (since %s): a deposed primary was still granting locks",
 						h.Process, h.Key, h.Nodes[0], fmtT(h.Start), p.Node, fmtT(p.Start))})
 				fo.deposedEx = append(fo.deposedEx, h)
 			}

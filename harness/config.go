@@ -179,18 +179,17 @@ func (c *Config) validateFaults() error {
 		if _, ok := nemesis.Known[n]; !ok {
 			return usage("--nemesis %q is unknown; want none or a comma list of %s", n, strings.Join(nemesis.KnownNames(), ", "))
 		}
-		switch {
-		case n == nemesis.Failover && c.System != cluster.Sentinel:
-			return usage("--nemesis failover asks the sentinels for a failover: it needs --system sentinel")
-		case n == nemesis.Isolate && c.System != cluster.Sentinel && c.System != cluster.Etcd:
-			return usage("--nemesis isolate cuts a node off from the rest of its cluster: it needs --system sentinel or etcd (single and redlock nodes do not talk to each other)")
+		if d, err := nemesis.Lookup(n); err == nil {
+			if err := d.CheckSystem(c.System); err != nil {
+				return usage("--nemesis %v", err)
+			}
 		}
 	}
 	switch c.Targets {
 	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
 	case nemesis.TargetPrimary:
-		if !c.system().sentinels {
-			return usage("--targets primary needs --system sentinel")
+		if d := c.system(); !d.sentinels && !d.slots {
+			return usage("--targets primary needs --system sentinel or cluster")
 		}
 	case nemesis.TargetMinority:
 		if len(c.Nemesis) > 0 && c.NodeCount() < 3 {
@@ -330,7 +329,7 @@ func (c *Config) scriptParams() nemesis.ScriptParams {
 		nodes[i] = fmt.Sprintf("n%d", i+1)
 	}
 	return nemesis.ScriptParams{Nodes: nodes, Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit,
-		Interval: c.NemesisInterval, Duration: c.FaultDuration, ClockJump: jump, Sentinels: c.sentinelNames()}
+		Interval: c.NemesisInterval, Duration: c.FaultDuration, ClockJump: jump, Sentinels: c.sentinelNames(), System: c.System}
 }
 
 // steps is the run's scripted schedule, if any.

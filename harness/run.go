@@ -397,9 +397,13 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 
 // system is the started system as the later phases see it.
 type system struct {
-	cl   cluster.Cluster
-	sc   cluster.SentinelCluster // nil but on the sentinel system
-	mesh *proxy.Mesh
+	cl    cluster.Cluster
+	sc    cluster.SentinelCluster // nil but on the sentinel system
+	slots cluster.SlotCluster     // nil but on the Redis Cluster system
+	// primaries follows the node that is primary where failovers change
+	// it (sentinel, Redis Cluster); nil elsewhere.
+	primaries *primarySource
+	mesh      *proxy.Mesh
 	// targets are the processes clients reach: the nodes, and the
 	// sentinels that tell them the primary.
 	targets   []cluster.Node
@@ -446,6 +450,17 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 			return nil, fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
 		}
 		sys.targets = append(sys.targets, sys.sc.Sentinels()...)
+		sys.primaries = &primarySource{who: "the sentinels", what: "primary", primary: sys.sc.Primary, healthy: sys.sc.WaitHealthy}
+	}
+	if cfg.system().slots {
+		if sys.slots, _ = cl.(cluster.SlotCluster); sys.slots == nil {
+			cl.Close(context.Background())
+			return nil, fmt.Errorf("the %s backend does not run Redis Cluster", backend.Name())
+		}
+		key := lockKey(0)
+		sys.primaries = &primarySource{who: "the cluster's nodes", what: "primary of " + key + "'s slot",
+			primary: func(ctx context.Context) (string, error) { return sys.slots.PrimaryOf(ctx, key) },
+			healthy: sys.slots.WaitHealthy}
 	}
 	if err := checkAddresses(cl, sys.sc, cfg.AllowRemote); err != nil {
 		cl.Close(context.Background())
@@ -485,13 +500,16 @@ type clientPhase struct {
 
 func (cp *clientPhase) close() { cp.closers.Close() }
 
+// lockKey is the name of the i-th lock key.
+func lockKey(i int) string { return fmt.Sprintf("lock-%d", i) }
+
 // newClients prepares the workload: its keys and timings, how each client
 // builds its lock, the protected resource, and who holds the lock now.
 func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 	cfg := r.cfg
 	keys := make([]string, cfg.Keys)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("lock-%d", i)
+		keys[i] = lockKey(i)
 	}
 	hold, _ := workloads.ParseDist(cfg.Hold) // validated
 	cp := &clientPhase{
@@ -520,8 +538,11 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 			}
 		},
 	}
-	if sys.sc != nil {
+	switch {
+	case sys.sc != nil:
 		cp.env.NewLocker = r.failoverLockerFactory(sys.mesh, sys.targets)
+	case sys.slots != nil:
+		cp.env.NewLocker = r.clusterLockerFactory(sys.mesh, sys.targets)
 	}
 	if res := sys.cl.Resource(); res != nil {
 		resource := redis.NewClient(r.clientOptions(res.Addr, cfg.Clients))
@@ -568,11 +589,13 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 	nenv.Killer, _ = sys.cl.(cluster.Killer)
 	nenv.Clock, _ = sys.cl.(cluster.ClockSetter)
 	fp := &faultPhase{}
-	if sys.sc != nil {
-		fp.monitor = newPrimaryMonitor(sys.sc, rec, names[0])
+	if sys.primaries != nil {
+		fp.monitor = newPrimaryMonitor(sys.primaries, rec, names[0])
 		nenv.Primary = fp.monitor.current
-		nenv.ManualFailover = sys.sc.Failover
 		nenv.OnEvent = fp.monitor.faultEvent
+	}
+	if sys.sc != nil {
+		nenv.ManualFailover = sys.sc.Failover
 	}
 	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL)
 	clientFaults.Mesh = sys.mesh // a pause freezes the client's own links, if it has some
@@ -659,7 +682,7 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 		}()
 		go func() {
 			defer wg.Done()
-			r.awaitHealthy(ctx, faultCtx, runCtx, sys.sc)
+			r.awaitHealthy(ctx, faultCtx, runCtx, sys.primaries)
 		}()
 	}
 	finishCheckpoints := r.startCheckpoints(runCtx, rec)
@@ -692,7 +715,7 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 // awaitHealthy waits, once the faults are healed, for the Sentinel
 // topology to settle: clients run on through the recovery phase, and a
 // topology that never settles makes the recovery tell nothing.
-func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, sc cluster.SentinelCluster) {
+func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, ps *primarySource) {
 	select {
 	case <-faultCtx.Done():
 	case <-runCtx.Done():
@@ -700,9 +723,9 @@ func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, sc cluster.
 	}
 	hctx, cancel := context.WithTimeout(runCtx, 60*time.Second)
 	defer cancel()
-	if err := sc.WaitHealthy(hctx); err != nil && ctx.Err() == nil && runCtx.Err() == nil {
+	if err := ps.healthy(hctx); err != nil && ctx.Err() == nil && runCtx.Err() == nil {
 		r.mu.Lock()
-		r.healthErr = fmt.Errorf("the sentinel system did not become healthy after healing: %w", err)
+		r.healthErr = fmt.Errorf("the %s system did not become healthy after healing: %w", r.cfg.System, err)
 		r.mu.Unlock()
 	}
 }

@@ -87,7 +87,7 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 		// dials the new primary, so the node it last dialed is the one
 		// that granted: the witness can then show two holders on two
 		// primaries.
-		return servedBy{l, func() []string {
+		return servedBy{l, func(context.Context, string) []string {
 			if n, ok := serving.Load().(string); ok {
 				return []string{n}
 			}
@@ -96,10 +96,11 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 	}
 }
 
-// servedBy tags a single-node lock's leases with the node that served them.
+// servedBy tags a single-node lock's leases with the node that served
+// them (for a key).
 type servedBy struct {
 	locks.Locker
-	node func() []string
+	node func(ctx context.Context, key string) []string
 }
 
 func (s servedBy) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
@@ -110,7 +111,7 @@ func (s servedBy) TryAcquire(ctx context.Context, key string, ttl time.Duration)
 	if _, ok := l.(locks.NodeReporter); ok {
 		return l, nil
 	}
-	return servedLease{l, s.node()}, nil
+	return servedLease{l, s.node(ctx, key)}, nil
 }
 
 type servedLease struct {
@@ -123,11 +124,19 @@ func (l servedLease) GrantedBy() []string { return l.nodes }
 // Failover is a change of primary the sentinels reported (run.json).
 type Failover = runfile.Failover
 
-// primaryMonitor asks the sentinels which node is primary every 100ms and
-// records every change as a "primary" event in the history, so that the
-// timeline shows which node was primary when.
+// primarySource is where a system says which node is primary now, and
+// whether it is healthy again after a fault.
+type primarySource struct {
+	who, what string // "the sentinels", "primary": for the events' details
+	primary   func(context.Context) (string, error)
+	healthy   func(context.Context) error
+}
+
+// primaryMonitor asks which node is primary every 100ms and records every
+// change as a "primary" event in the history, so that the timeline shows
+// which node was primary when.
 type primaryMonitor struct {
-	sc  cluster.SentinelCluster
+	src *primarySource
 	rec *history.Recorder
 
 	mu        sync.Mutex
@@ -137,8 +146,8 @@ type primaryMonitor struct {
 	changes   []Failover
 }
 
-func newPrimaryMonitor(sc cluster.SentinelCluster, rec *history.Recorder, initial string) *primaryMonitor {
-	m := &primaryMonitor{sc: sc, rec: rec, primary: initial}
+func newPrimaryMonitor(src *primarySource, rec *history.Recorder, initial string) *primaryMonitor {
+	m := &primaryMonitor{src: src, rec: rec, primary: initial}
 	rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
 		Value: &history.Value{Phase: "start", Targets: []string{initial}, Detail: initial + " is primary at the start"}})
 	return m
@@ -178,7 +187,7 @@ func (m *primaryMonitor) run(ctx context.Context) {
 		case <-t.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		p, err := m.sc.Primary(qctx)
+		p, err := m.src.primary(qctx)
 		cancel()
 		if err != nil || p == "" {
 			continue
@@ -191,7 +200,7 @@ func (m *primaryMonitor) run(ctx context.Context) {
 		}
 		m.primary = p
 		f := Failover{At: m.rec.Now(), From: old, To: p}
-		detail := fmt.Sprintf("the sentinels name %s primary (was %s)", p, old)
+		detail := fmt.Sprintf("%s name %s %s (was %s)", m.src.who, p, m.src.what, old)
 		if !m.lastStart.IsZero() {
 			f.AfterFault, f.Duration = m.lastFault, int64(time.Since(m.lastStart))
 			detail += fmt.Sprintf(", %s after %s started", time.Since(m.lastStart).Round(time.Millisecond), m.lastFault)

@@ -27,6 +27,9 @@ type systemDriver struct {
 	internalLinks bool
 	// sentinels: Sentinel names the primary; clients follow failovers.
 	sentinels bool
+	// slots: Redis Cluster; the nodes say which primary serves a key's
+	// slot, and clients follow redirections after failovers.
+	slots bool
 	// addressesOnly: the locks dial the nodes themselves (etcd); clients
 	// get addresses, not Redis connections.
 	addressesOnly bool
@@ -56,7 +59,9 @@ type systemDriver struct {
 // which looks its driver up here.
 var systems []systemDriver
 
-func init() { systems = []systemDriver{singleSystem, sentinelSystem, redlockSystem, etcdSystem} }
+func init() {
+	systems = []systemDriver{singleSystem, sentinelSystem, redlockSystem, etcdSystem, redisClusterSystem}
+}
 
 func lookupSystem(name string) (systemDriver, error) {
 	if i := slices.IndexFunc(systems, func(d systemDriver) bool { return d.name == name }); i >= 0 {
@@ -67,6 +72,17 @@ func lookupSystem(name string) (systemDriver, error) {
 		names = append(names, d.name)
 	}
 	return systemDriver{}, usage("--system %q is unknown; want %s", name, strings.Join(names, ", "))
+}
+
+// LockNodes is how many nodes a lock sees on the system at its default
+// size (Sentinel and Redis Cluster present one connection), or 0 for an
+// unknown system.
+func LockNodes(system string) int {
+	d, err := lookupSystem(system)
+	if err != nil {
+		return 0
+	}
+	return d.lockNodes(cluster.DefaultNodes(system))
 }
 
 // system returns the configuration's driver; Validate has checked it.

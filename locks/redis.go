@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
 )
 
 // Names of the single-instance Redis locks.
@@ -34,8 +36,14 @@ var (
 )
 
 func redisVariant(name string, fences bool, description string) Descriptor {
+	systems := redisSystems
+	if !fences {
+		// On Redis Cluster a script's keys must share a slot; the fenced
+		// lock's counter (key:fence) has a slot of its own.
+		systems = append(slices.Clip(systems), cluster.RedisCluster)
+	}
 	return Descriptor{
-		Name: name, Description: description, Nodes: SingleNode, Systems: redisSystems, Fences: fences,
+		Name: name, Description: description, Nodes: SingleNode, Systems: systems, Fences: fences,
 		New: func(nodes []Conn, opts Options) (Locker, error) {
 			return NilOnErr(NewRedisLock(nodes[0].Client, name, opts.TokenPrefix))
 		},

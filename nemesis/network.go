@@ -48,7 +48,7 @@ var netDescriptors = []Descriptor{
 	// Isolate needs no client links: it cuts only the cluster's own links
 	// into a node, and clients must still reach it.
 	{Name: Isolate, Description: "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
-		Systems:    []string{cluster.Sentinel, cluster.Etcd},
+		Systems:    []string{cluster.Sentinel, cluster.Etcd, cluster.RedisCluster},
 		SystemsWhy: "cuts a node off from the rest of its cluster (single and redlock nodes do not talk to each other)",
 		Draw:       Draw{Class: classOther}, new: buildNet(Isolate)},
 }
@@ -165,12 +165,19 @@ func (f *netFault) links(env *Env, a *Action) []*proxy.Link {
 	if env.Mesh == nil {
 		return nil
 	}
+	isNode := map[string]bool{}
+	for _, n := range env.Nodes {
+		isNode[n] = true
+	}
 	for _, l := range env.Mesh.Links() {
 		switch {
 		case f.internal(a):
 			// Only the cluster's own traffic into the node: clients keep
 			// their links, so the node can go on serving some of them.
-			if l.From == InternalLinkFrom && targets[l.To] {
+			// Isolate also cuts the links between it and other nodes
+			// both ways (Redis Cluster's bus, one link per pair).
+			between := f.name == Isolate && isNode[l.From] && isNode[l.To] && (targets[l.From] || targets[l.To])
+			if (l.From == InternalLinkFrom && targets[l.To]) || between {
 				out = append(out, l)
 			}
 		case len(clients) > 0:
@@ -267,6 +274,9 @@ func (f *netFault) heal(ctx context.Context, env *Env, links []*proxy.Link, node
 
 func describeNet(a *Action, lf proxy.Fault) string {
 	who := "all links"
+	if a.Internal {
+		who = "the cluster's own links"
+	}
 	if len(a.Clients) > 0 {
 		var cs []string
 		for _, c := range a.Clients {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 )
 
@@ -19,6 +20,8 @@ type ScriptParams struct {
 	ClockJump time.Duration
 	// Sentinels are the sentinel names (sentinel system only).
 	Sentinels []string
+	// System is the system under test.
+	System string
 }
 
 // Script is a named schedule of timed steps, for scenarios from the
@@ -118,6 +121,75 @@ func init() {
 }
 
 func nodesOf(p ScriptParams) []string { return append([]string(nil), p.Nodes...) }
+
+// needsRedisCluster is the Check of the Redis Cluster scripts: a failover
+// takes about 2.5 s (cluster.ClusterNodeTimeout, the failure reports, the
+// replica's election delay).
+func needsRedisCluster(p ScriptParams) error {
+	if p.System != cluster.RedisCluster {
+		return fmt.Errorf("needs the cluster system")
+	}
+	if p.Clients < 2 {
+		return fmt.Errorf("needs at least 2 clients")
+	}
+	if p.TimeLimit < 8*time.Second {
+		return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
+	}
+	return nil
+}
+
+// clusterReplicationLag slows the cluster's own links, as
+// sentinel-kill-after-acquire does, so that a grant has not reached the
+// primary's replica when the fault right after it lands.
+func clusterReplicationLag(p ScriptParams) Step {
+	return Step{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
+		Link: proxy.Fault{Latency: 100 * time.Millisecond}}}
+}
+
+func init() {
+	Scripts["cluster-kill-after-acquire"] = Script{
+		Name: "cluster-kill-after-acquire",
+		Description: "Redis Cluster: replication is slowed by 100ms on the cluster's own links; the primary of the lock's slot " +
+			"is killed right after a client acquires and stays down past the failover, so its replica is promoted " +
+			"without the lock",
+		Check: needsRedisCluster,
+		Build: func(p ScriptParams) []Step {
+			steps := []Step{clusterReplicationLag(p)}
+			for t := time.Duration(0); t+8*time.Second <= p.TimeLimit; t += 20 * time.Second {
+				steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
+					AfterGrant: true, For: 8 * time.Second}})
+			}
+			return steps
+		},
+	}
+	Scripts["cluster-isolate-primary"] = Script{
+		Name: "cluster-isolate-primary",
+		Description: "Redis Cluster: half the clients are cut off from the primary of the lock's slot, and so is its " +
+			"replica's replication (a replica that has fallen behind); right after a grant that primary is cut off from " +
+			"every other node (bus and replication, both ways) while the other half of the clients still reach it; the " +
+			"others promote its replica, which never saw the grant, and the cut-off clients lock it",
+		Check: needsRedisCluster,
+		Build: func(p ScriptParams) []Step {
+			var half []int
+			for c := p.Clients / 2; c < p.Clients; c++ {
+				half = append(half, c)
+			}
+			// Replication is cut, not slowed as in
+			// cluster-kill-after-acquire: the isolation replaces a
+			// link's latency with its cut, and toxiproxy delivers what
+			// the latency held back when it does.
+			primary := []string{PrimaryPlaceholder}
+			steps := []Step{
+				{At: 0, Action: Action{Fault: Partition, Nodes: primary, Internal: true, For: p.TimeLimit}},
+				{At: 0, Action: Action{Fault: Partition, Nodes: primary, Clients: half, For: p.TimeLimit}}}
+			for t := time.Duration(0); t+8*time.Second <= p.TimeLimit; t += 20 * time.Second {
+				steps = append(steps, Step{At: t, Action: Action{Fault: Isolate, Nodes: primary,
+					AfterGrant: true, For: 8 * time.Second}})
+			}
+			return steps
+		},
+	}
+}
 
 // ScriptNames is the sorted list of script names.
 func ScriptNames() []string {

@@ -80,7 +80,7 @@ func Estimate(cfg harness.Config) time.Duration {
 	switch cfg.System {
 	case cluster.Sentinel:
 		overhead = 5 * time.Second
-	case cluster.Redlock:
+	case cluster.Redlock, cluster.RedisCluster:
 		overhead = 2 * time.Second
 	}
 	return cfg.TimeLimit + cfg.Recovery + overhead
@@ -252,6 +252,24 @@ func Redlock(lock string) func(*harness.Config) {
 	}
 }
 
+// redisCluster runs the token lock on Redis Cluster, long enough for a
+// failover and the clients' next reload of the slots (every second) to
+// happen and settle within the run.
+func redisCluster(c *harness.Config) {
+	c.System, c.Lock = cluster.RedisCluster, locks.Token
+	c.TimeLimit, c.Recovery = 12*time.Second, 3*time.Second
+}
+
+// clusterLongLeases: the lease granted right before the fault must
+// outlive the failover and the clients' move to the new primary (about
+// 3.5 s idle): holds of 8-9.5 s under a TTL of 10 s, and the run ends at
+// the first violation.
+func clusterLongLeases(c *harness.Config) {
+	c.Clients = 4
+	c.TTL, c.Hold = 10*time.Second, "8s..9500ms"
+	c.StopOnFirstViolation = true
+}
+
 // Seeded fixes the seed of f's runs.
 func Seeded(seed int64, f func(*harness.Config)) func(*harness.Config) {
 	return func(c *harness.Config) { f(c); c.Seed = seed }
@@ -386,6 +404,20 @@ func init() {
 				// The lease must outlive the failover (about 2.5s).
 				c.TTL, c.Hold = 5*time.Second, "3s..4500ms"
 			})},
+
+		// Redis Cluster: three primaries with a replica each, failing
+		// over by their own election (about 2.5 s).
+		{Name: "cluster-baseline", Expect: safe, Tags: []string{"cluster"},
+			Shows: "Redis Cluster (3 primaries, 3 replicas) with no faults: safe",
+			Edit: then(redisCluster, func(c *harness.Config) {
+				c.TimeLimit, c.Recovery = 5*time.Second, 1500*time.Millisecond
+			})},
+		{Name: "cluster-kill-after-acquire", Expect: unsafe, Tags: []string{"cluster"},
+			Shows: "the primary of the lock's slot is killed right after a grant, before replication: the replica the cluster promotes never saw the lock",
+			Edit:  then(redisCluster, clusterLongLeases, func(c *harness.Config) { c.ScriptName = "cluster-kill-after-acquire" })},
+		{Name: "cluster-isolate-primary", Expect: unsafe, Tags: []string{"cluster"},
+			Shows: "the slot's primary is cut off from the cluster right after a grant, its replica behind: the cluster promotes the replica and clients lock it while the holder still believes",
+			Edit:  then(redisCluster, clusterLongLeases, func(c *harness.Config) { c.ScriptName = "cluster-isolate-primary" })},
 
 		// Renewal: holds of several TTLs, renewed explicitly or by a
 		// watchdog.

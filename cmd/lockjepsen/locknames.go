@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -15,12 +16,7 @@ import (
 
 // lockNodes is how many nodes a lock sees on the system at its default
 // size: a Sentinel system presents only its primary.
-func lockNodes(system string) int {
-	if system == cluster.Sentinel {
-		return 1
-	}
-	return cluster.DefaultNodes(system)
-}
+func lockNodes(system string) int { return harness.LockNodes(system) }
 
 // fittingLocks lists the locks that run on the system at its default size,
 // in the order of locks.All.

@@ -350,7 +350,7 @@ const redlockAlgorithm = locks.RedlockName + ", " + liblocks.RedsyncName
 
 // systemFlags are the test's system and lock.
 func systemFlags(f *pflag.FlagSet, cfg *harness.Config) {
-	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), or etcd (3 members: the consensus baseline, with --lock "+orList(fittingLocks(cluster.Etcd))+")")
+	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), cluster (Redis Cluster: 3 primaries with a replica each, local backend), or etcd (3 members: the consensus baseline, with --lock "+orList(fittingLocks(cluster.Etcd))+")")
 	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
 	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
 	f.DurationVar(&cfg.FailoverTimeout, "failover-timeout", 0, "sentinel: failover-timeout (0: 3s)")
@@ -372,7 +372,7 @@ func faultFlags(f *pflag.FlagSet, cfg *harness.Config, nem *string) {
 	f.StringVar(nem, "nemesis", "none", "faults, a comma list: none, "+strings.Join(nemesis.KnownNames(), ", "))
 	f.DurationVar(&cfg.NemesisInterval, "nemesis-interval", cfg.NemesisInterval, "mean time between fault injections")
 	f.StringVar(&cfg.ScriptName, "script", "", "a named fault script instead of --nemesis: "+strings.Join(nemesis.ScriptNames(), ", "))
-	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all, holder (a node that granted the latest lease) or primary (sentinel: the node the sentinels name primary)")
+	f.StringVar(&cfg.Targets, "targets", cfg.Targets, "nodes a server fault hits: one, minority, majority, all, holder (a node that granted the latest lease) or primary (sentinel: the node the sentinels name primary; cluster: the primary of lock-0's slot)")
 	f.DurationVar(&cfg.FaultDuration, "fault-duration", cfg.FaultDuration, "mean time a fault lasts before it is healed")
 	f.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "kill: how long a killed node stays down before its restart")
 	f.BoolVar(&cfg.LoseUnsynced, "lose-unsynced", cfg.LoseUnsynced, "kill: also drop the last second of the node's append-only file, as a crash before fsync would")

@@ -1,0 +1,106 @@
+package harness
+
+import (
+	"context"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
+)
+
+var redisClusterSystem = systemDriver{
+	name: cluster.RedisCluster,
+	// A lock sees one connection: a cluster client, which sends each key
+	// to the primary of its slot.
+	lockNodes:     func(int) int { return 1 },
+	internalLinks: true,
+	slots:         true,
+	validate: func(c *Config) error {
+		if c.Backend != nil && c.Backend.Name() != (local.Backend{}).Name() {
+			return usage("--system cluster runs on the local backend only, not --backend %s", c.Backend.Name())
+		}
+		return nil
+	},
+	version: recordRedisVersion,
+}
+
+// clusterReload is how often a client reloads the cluster's slots.
+const clusterReload = time.Second
+
+// clusterLockerFactory gives each client process a go-redis cluster
+// client, as applications on Redis Cluster have: it learns the slots from
+// the nodes and follows MOVED and ASK redirections. Its dialer sends each
+// connection through the client's own link to that node when there are
+// links; the nodes announce the cluster's internal links, which a client
+// does not use.
+func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads.LockerFactory {
+	byAddr := map[string]cluster.Node{}
+	var seeds []string
+	for _, n := range nodes {
+		byAddr[n.Addr] = n
+		if n.Announce != "" {
+			byAddr[n.Announce] = n
+		}
+		seeds = append(seeds, n.Addr)
+	}
+	return func(process int) (locks.Locker, io.Closer, error) {
+		worker := process % r.cfg.Clients
+		var d net.Dialer
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if n, ok := byAddr[addr]; ok {
+				addr = n.Addr
+				if link := mesh.Find(nemesis.ClientLinkName(worker), n.Name); link != nil {
+					addr = link.Addr()
+				}
+			}
+			return d.DialContext(ctx, network, addr)
+		}
+		o := r.clientOptions("", 2)
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{
+			// A copy each: go-redis appends the nodes it learns to the
+			// slice it was given, and the clients must not share one.
+			Addrs: slices.Clone(seeds), Dialer: dial,
+			// No second attempt of any kind: go-redis sends a command
+			// that failed on the network once more to the same node
+			// within its redirection budget, which would hide an
+			// unknown outcome (and could apply a SET twice). A MOVED
+			// reply still makes the client reload the slots, so its next
+			// command goes to the new primary.
+			MaxRedirects: -1, MaxRetries: o.MaxRetries,
+			// A dead primary answers no MOVED: the client learns of the
+			// failover from this reload (go-redis's default is 60 s).
+			ClusterStateReloadInterval: clusterReload,
+			DialTimeout:                o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			ContextTimeoutEnabled: true, PoolSize: o.PoolSize, DisableIdentity: true,
+		})
+		rdb.AddHook(workloads.SendHook{})
+		conns := []locks.Conn{{Name: "cluster", Client: rdb}}
+		l, err := r.newLock(conns, process)
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		// The node that granted is the primary of the key's slot as this
+		// client knew it: the witness then names two primaries when two
+		// granted the same key.
+		return servedBy{l, func(ctx context.Context, key string) []string {
+			m, err := rdb.MasterForKey(ctx, key)
+			if err != nil {
+				return nil
+			}
+			if n, ok := byAddr[m.Options().Addr]; ok {
+				return []string{n.Name}
+			}
+			return nil
+		}}, rdb, nil
+	}
+}
