@@ -82,8 +82,9 @@ type Spec struct {
 	// nemesis.InternalNet.
 	Mesh Mesh
 
-	// The options below are for the sentinel system only; zero means the
-	// default. Other systems reject them.
+	// The options below are for the sentinel system only (the
+	// min-replicas ones also for Redis Cluster); zero means the default.
+	// Other systems reject them.
 
 	// Sentinels is the number of redis-sentinel processes (odd; default
 	// DefaultSentinels).
@@ -248,8 +249,8 @@ const (
 // SlotCluster is implemented by Redis Cluster deployments. Node names are
 // those of Nodes().
 type SlotCluster interface {
-	// PrimaryOf asks the nodes which one serves key's hash slot now (the
-	// answer of a majority of the reachable primaries' views).
+	// PrimaryOf asks the nodes which one serves key's hash slot now: of
+	// the nodes that claim it, the one with the highest config epoch.
 	PrimaryOf(ctx context.Context, key string) (string, error)
 	// WaitHealthy polls until every node reports the cluster state ok
 	// with every slot covered, every primary has its replica, and every
@@ -307,9 +308,16 @@ func (s Spec) Validate() error {
 	default:
 		return fmt.Errorf("unknown system %q (want %q, %q, %q, %q or %q)", s.System, Single, Sentinel, Redlock, Etcd, RedisCluster)
 	}
-	if s.System != Sentinel && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0 ||
-		s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {
-		return fmt.Errorf("system %q has no sentinels or replicas: sentinel options are for system %q only", s.System, Sentinel)
+	if s.System != Sentinel && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0) {
+		return fmt.Errorf("system %q has no sentinels: sentinel options are for system %q only", s.System, Sentinel)
+	}
+	if s.System != Sentinel && s.System != RedisCluster && (s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {
+		return fmt.Errorf("system %q has no replicas: min-replicas options are for systems %q and %q", s.System, Sentinel, RedisCluster)
+	}
+	if s.System == RedisCluster {
+		if err := s.validateMinReplicas(1); err != nil {
+			return err
+		}
 	}
 	switch s.Persistence {
 	case PersistNone, PersistEverysec, PersistAlways:
@@ -334,13 +342,19 @@ func (s Spec) validateSentinel() error {
 	if d.FailoverTimeout < time.Millisecond || d.FailoverTimeout%time.Millisecond != 0 {
 		return fmt.Errorf("sentinel failover-timeout %v must be a positive whole number of milliseconds", d.FailoverTimeout)
 	}
-	if d.MinReplicasToWrite < 0 || d.MinReplicasToWrite > d.Nodes-1 {
-		return fmt.Errorf("min-replicas-to-write %d must be between 0 and the number of replicas (%d)", d.MinReplicasToWrite, d.Nodes-1)
+	return d.validateMinReplicas(d.Nodes - 1)
+}
+
+// validateMinReplicas checks the min-replicas options against the number
+// of replicas each primary has.
+func (s Spec) validateMinReplicas(replicas int) error {
+	if s.MinReplicasToWrite < 0 || s.MinReplicasToWrite > replicas {
+		return fmt.Errorf("min-replicas-to-write %d must be between 0 and the number of replicas (%d)", s.MinReplicasToWrite, replicas)
 	}
 	// Redis counts the lag in whole seconds; a fraction would be silently
 	// rounded, and 0 disables the check altogether.
-	if d.MinReplicasMaxLag < 0 || d.MinReplicasMaxLag%time.Second != 0 {
-		return fmt.Errorf("min-replicas-max-lag %v must be a whole number of seconds", d.MinReplicasMaxLag)
+	if s.MinReplicasMaxLag < 0 || s.MinReplicasMaxLag%time.Second != 0 {
+		return fmt.Errorf("min-replicas-max-lag %v must be a whole number of seconds", s.MinReplicasMaxLag)
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
@@ -27,6 +29,7 @@ func TestRedisClusterScenarios(t *testing.T) {
 	}{
 		{"cluster-baseline", ""},
 		{"cluster-kill-after-acquire", "kill on n1"},
+		{"cluster-kill-min-replicas", "kill on n1"},
 		{"cluster-isolate-primary", "isolate on n1"},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
@@ -53,6 +56,7 @@ func TestRedisClusterScenarios(t *testing.T) {
 				if fo := r.Failover; fo != nil && fo.Failovers > 0 {
 					t.Errorf("%d failovers without a fault", fo.Failovers)
 				}
+				requireGrantsFrom(t, out.Dir, "n1", "n2", "n3")
 				return
 			}
 			// The witness: the holder was granted by n1, the second by the
@@ -68,5 +72,28 @@ func TestRedisClusterScenarios(t *testing.T) {
 				t.Errorf("failover result %+v, want one failover and one lease lost in it", fo)
 			}
 		})
+	}
+}
+
+// requireGrantsFrom checks that the run's keys were granted by each of
+// the given nodes: the keys are spread over the primaries' slots.
+func requireGrantsFrom(t *testing.T, dir string, nodes ...string) {
+	t.Helper()
+	res, err := history.ReadFile(runfile.HistoryPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]int{}
+	for _, op := range res.Ops {
+		if op.F == history.Acquire && op.Type == history.OK && op.Value != nil {
+			for _, n := range op.Value.Nodes {
+				granted[n]++
+			}
+		}
+	}
+	for _, n := range nodes {
+		if granted[n] == 0 {
+			t.Errorf("no grant by %s (grants by node: %v)", n, granted)
+		}
 	}
 }

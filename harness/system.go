@@ -138,14 +138,18 @@ func (c *Config) spec(dir string) cluster.Spec {
 	s := cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: dir, Persistence: c.Persistence}
 	if c.system().sentinels {
 		s.Sentinels, s.DownAfter, s.FailoverTimeout = c.Sentinels, c.DownAfter, c.FailoverTimeout
+	}
+	if c.system().sentinels || c.system().slots {
 		s.MinReplicasToWrite, s.MinReplicasMaxLag = c.MinReplicasToWrite, c.MinReplicasMaxLag
 	}
 	return s
 }
 
 func (c *Config) hasSentinelOptions() bool {
-	return c.Sentinels != 0 || c.DownAfter != 0 || c.FailoverTimeout != 0 || c.MinReplicasToWrite != 0 || c.MinReplicasMaxLag != 0
+	return c.Sentinels != 0 || c.DownAfter != 0 || c.FailoverTimeout != 0
 }
+
+func (c *Config) hasMinReplicas() bool { return c.MinReplicasToWrite != 0 || c.MinReplicasMaxLag != 0 }
 
 // validateSystem checks the system, the lock on it, and the options that
 // depend on it.
@@ -164,7 +168,10 @@ func (c *Config) validateSystem() error {
 		return usage("--nodes must be between 1 and 15 (0: the system's default)")
 	}
 	if !d.sentinels && c.hasSentinelOptions() {
-		return usage("--sentinels, --down-after, --failover-timeout and --min-replicas-* are for --system sentinel")
+		return usage("--sentinels, --down-after and --failover-timeout are for --system sentinel")
+	}
+	if !d.sentinels && !d.slots && c.hasMinReplicas() {
+		return usage("--min-replicas-* are for --system sentinel or cluster")
 	}
 	spec := c.spec(".")
 	spec.Persistence = cluster.PersistNone // checked on its own

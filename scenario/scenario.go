@@ -262,12 +262,14 @@ func redisCluster(c *harness.Config) {
 
 // clusterLongLeases: the lease granted right before the fault must
 // outlive the failover and the clients' move to the new primary (about
-// 3.5 s idle): holds of 8-9.5 s under a TTL of 10 s, and the run ends at
-// the first violation.
+// 3.5 s idle): holds of 8-9.5 s under a TTL of 10 s. The run ends at the
+// first violation, a second later: a client can reload the slots from
+// the new primary and be granted before the next poll of the primary
+// monitor (every 100 ms) has recorded the failover.
 func clusterLongLeases(c *harness.Config) {
 	c.Clients = 4
 	c.TTL, c.Hold = 10*time.Second, "8s..9500ms"
-	c.StopOnFirstViolation = true
+	c.StopOnFirstViolation, c.StopGrace = true, time.Second
 }
 
 // Seeded fixes the seed of f's runs.
@@ -408,13 +410,24 @@ func init() {
 		// Redis Cluster: three primaries with a replica each, failing
 		// over by their own election (about 2.5 s).
 		{Name: "cluster-baseline", Expect: safe, Tags: []string{"cluster"},
-			Shows: "Redis Cluster (3 primaries, 3 replicas) with no faults: safe",
+			Shows: "Redis Cluster (3 primaries, 3 replicas) with no faults, four keys over the three primaries' slots: safe",
 			Edit: then(redisCluster, func(c *harness.Config) {
 				c.TimeLimit, c.Recovery = 5*time.Second, 1500*time.Millisecond
+				c.Keys = 4 // lock-0 on n1, lock-1 and lock-2 on n2, lock-3 on n3
 			})},
 		{Name: "cluster-kill-after-acquire", Expect: unsafe, Tags: []string{"cluster"},
 			Shows: "the primary of the lock's slot is killed right after a grant, before replication: the replica the cluster promotes never saw the lock",
 			Edit:  then(redisCluster, clusterLongLeases, func(c *harness.Config) { c.ScriptName = "cluster-kill-after-acquire" })},
+		{Name: "cluster-kill-min-replicas", Expect: unsafe, Tags: []string{"cluster"},
+			Shows: "the same kill with min-replicas-to-write 1 (lag 1 s): the promoted replica grants only once it has a replica again (the old primary, back 8 s later), so only a lease that outlives the outage is lost, and this one does",
+			Edit: then(redisCluster, clusterLongLeases, func(c *harness.Config) {
+				c.ScriptName = "cluster-kill-after-acquire"
+				c.MinReplicasToWrite, c.MinReplicasMaxLag = 1, time.Second
+				// The holder must outlive the 8 s outage and the old
+				// primary's resync as a replica.
+				c.TTL, c.Hold = 15*time.Second, "12s..13s"
+				c.TimeLimit = 16 * time.Second
+			})},
 		{Name: "cluster-isolate-primary", Expect: unsafe, Tags: []string{"cluster"},
 			Shows: "the slot's primary is cut off from the cluster right after a grant, its replica behind: the cluster promotes the replica and clients lock it while the holder still believes",
 			Edit:  then(redisCluster, clusterLongLeases, func(c *harness.Config) { c.ScriptName = "cluster-isolate-primary" })},

@@ -58,6 +58,7 @@ func (c *Cluster) setupRedisCluster(spec cluster.Spec) error {
 			"--cluster-replica-validity-factor", "0",
 			"--repl-diskless-sync-delay", "0",
 		)
+		s.Args = append(s.Args, minReplicasArgs(spec)...)
 		if spec.Mesh == nil {
 			continue
 		}
@@ -180,6 +181,7 @@ func (c *Cluster) idOf(name string) string {
 // clusterNode is one line of CLUSTER NODES.
 type clusterNode struct {
 	id, flags, primaryID string
+	epoch                int64 // config epoch
 	slots                [][2]int
 }
 
@@ -204,6 +206,7 @@ func parseClusterNodes(text string) []clusterNode {
 			continue
 		}
 		n := clusterNode{id: f[0], flags: f[2], primaryID: f[3]}
+		n.epoch, _ = strconv.ParseInt(f[6], 10, 64)
 		for _, r := range f[8:] {
 			if strings.HasPrefix(r, "[") {
 				continue
@@ -235,7 +238,10 @@ func (c *Cluster) clusterView(ctx context.Context, s *Server) ([]clusterNode, er
 }
 
 // PrimaryOf asks every node which node serves key's slot and returns the
-// answer of a majority of all the nodes.
+// claim with the highest config epoch, the cluster's own rule for two
+// nodes that claim a slot: a replica promoted is primary from its
+// election on, before every node has heard of it, and an old primary cut
+// off from the others still claims the slot with its old epoch.
 func (c *Cluster) PrimaryOf(ctx context.Context, key string) (string, error) {
 	slot := cluster.KeySlot(key)
 	// Asked at once: a paused node costs its timeout once, not per node.
@@ -246,21 +252,18 @@ func (c *Cluster) PrimaryOf(ctx context.Context, key string) (string, error) {
 		wg.Go(func() { views[i], errs[i] = c.clusterView(ctx, s) })
 	}
 	wg.Wait()
-	votes := map[string]int{}
+	best, epoch := "", int64(-1)
 	for _, view := range views {
 		for _, n := range view {
-			if n.is("master") && !n.is("fail") && n.serves(slot) {
-				votes[c.nodeIDs[n.id]]++
-				break
+			if n.is("master") && n.serves(slot) && n.epoch > epoch && c.nodeIDs[n.id] != "" {
+				best, epoch = c.nodeIDs[n.id], n.epoch
 			}
 		}
 	}
-	for name, v := range votes {
-		if name != "" && 2*v > len(c.servers) {
-			return name, nil
-		}
+	if best == "" {
+		return "", fmt.Errorf("no node names the primary of slot %d: %w", slot, errors.Join(errs...))
 	}
-	return "", fmt.Errorf("no majority of the %d nodes names the primary of slot %d (%v): %w", len(c.servers), slot, votes, errors.Join(errs...))
+	return best, nil
 }
 
 // checkClusterHealthy is one check of WaitHealthy for Redis Cluster.

@@ -96,12 +96,7 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 			// join; a rejoining node should not.
 			"--repl-diskless-sync-delay", "0",
 		)
-		if spec.MinReplicasToWrite > 0 {
-			s.Args = append(s.Args, "--min-replicas-to-write", strconv.Itoa(spec.MinReplicasToWrite))
-			if spec.MinReplicasMaxLag > 0 {
-				s.Args = append(s.Args, "--min-replicas-max-lag", strconv.Itoa(int(spec.MinReplicasMaxLag/time.Second)))
-			}
-		}
+		s.Args = append(s.Args, minReplicasArgs(spec)...)
 		// replicaof lives in the file only: Sentinel rewrites it there
 		// after a failover, and a command-line replicaof would override
 		// the rewrite when the node restarts.
@@ -154,6 +149,18 @@ func (c *Cluster) startSentinel(ctx context.Context, started func() error) error
 		return err
 	}
 	return c.WaitHealthy(ctx)
+}
+
+// minReplicasArgs are the nodes' min-replicas options of the spec.
+func minReplicasArgs(spec cluster.Spec) []string {
+	if spec.MinReplicasToWrite == 0 {
+		return nil
+	}
+	a := []string{"--min-replicas-to-write", strconv.Itoa(spec.MinReplicasToWrite)}
+	if spec.MinReplicasMaxLag > 0 {
+		a = append(a, "--min-replicas-max-lag", strconv.Itoa(int(spec.MinReplicasMaxLag/time.Second)))
+	}
+	return a
 }
 
 func splitAddr(addr string) (host, port string) {
