@@ -19,7 +19,11 @@ const PrimaryEvent = "primary"
 // backwards (an INCR that did not replicate before the failover).
 type FailoverResult struct {
 	// Checked is set when the history has primary events or fences.
-	Checked   bool      `json:"checked"`
+	Checked bool `json:"checked"`
+	// Key is the key whose primary the events follow (Redis Cluster: the
+	// primary of that key's slot), "" when one primary serves every key
+	// (Sentinel); holds of other keys are not judged against it.
+	Key       string    `json:"key,omitempty"`
 	Failovers int       `json:"failovers"`
 	Primaries []Primary `json:"primaries,omitempty"`
 	// Stranded are holds still believed when the primary moved away from
@@ -64,6 +68,9 @@ type FenceRegression struct {
 
 const maxFailoverExamples = 20
 
+// follows reports whether the primary events are about key.
+func (r *FailoverResult) follows(key string) bool { return r.Key == "" || r.Key == key }
+
 func (a *analysis) failover() *FailoverResult {
 	r := &FailoverResult{}
 	// Primary spans from the monitor's events.
@@ -79,12 +86,13 @@ func (a *analysis) failover() *FailoverResult {
 			}
 		}
 		r.Primaries = append(r.Primaries, Primary{Node: op.Value.Targets[0], Start: op.Time, End: a.end})
+		r.Key = op.Key
 	}
 	holds := a.holds
 	// Holds stranded by a failover.
 	for i := range holds {
 		h := &holds[i]
-		if h.Empty() || len(h.Nodes) != 1 || len(r.Primaries) < 2 {
+		if h.Empty() || len(h.Nodes) != 1 || len(r.Primaries) < 2 || !r.follows(h.Key) {
 			continue
 		}
 		for _, p := range r.Primaries[1:] {
@@ -119,7 +127,7 @@ func (a *analysis) failover() *FailoverResult {
 	if len(r.Primaries) > 1 {
 		for i := range holds {
 			h := &holds[i]
-			if h.Empty() || len(h.Nodes) != 1 {
+			if h.Empty() || len(h.Nodes) != 1 || !r.follows(h.Key) {
 				continue
 			}
 			for j, p := range r.Primaries {

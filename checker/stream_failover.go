@@ -45,13 +45,14 @@ func (fo *foState) primary(op *history.Op, end int64) {
 		}
 	}
 	r.Primaries = append(r.Primaries, Primary{Node: op.Value.Targets[0], Start: op.Time, End: Never})
+	r.Key = op.Key
 }
 
 // stranded checks a hold, decided, not empty and ended, against the
 // failovers during it: every primary named before its end is known.
 func (fo *foState) stranded(h *hrec) {
 	r := &fo.r
-	if len(h.Nodes) != 1 || len(r.Primaries) < 2 {
+	if len(h.Nodes) != 1 || len(r.Primaries) < 2 || !r.follows(h.Key) {
 		return
 	}
 	for _, p := range r.Primaries[1:] {
@@ -85,7 +86,7 @@ func (fo *foState) stranded(h *hrec) {
 // one primary.
 func (fo *foState) deposed(h *hrec) {
 	r := &fo.r
-	if len(h.Nodes) != 1 {
+	if len(h.Nodes) != 1 || !r.follows(h.Key) {
 		return
 	}
 	for _, p := range r.Primaries {

@@ -458,7 +458,7 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 			return nil, fmt.Errorf("the %s backend does not run Redis Cluster", backend.Name())
 		}
 		key := lockKey(0)
-		sys.primaries = &primarySource{who: "the cluster's nodes", what: "primary of " + key + "'s slot",
+		sys.primaries = &primarySource{who: "the cluster's nodes", what: "primary of " + key + "'s slot", key: key,
 			primary: func(ctx context.Context) (string, error) { return sys.slots.PrimaryOf(ctx, key) },
 			healthy: sys.slots.WaitHealthy}
 	}
@@ -495,6 +495,9 @@ type clientPhase struct {
 	env     workloads.Env
 	holder  *holderTracker
 	granted chan struct{} // a lease was just granted, for faults aimed after a grant
+	// monitor is the fault phase's primary monitor (nil without one),
+	// told of every grant: set before any client runs.
+	monitor *primaryMonitor
 	closers closeAll
 }
 
@@ -531,6 +534,9 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 			r.mu.Unlock()
 		},
 		OnGrant: func(key, token string, nodes []string) {
+			if cp.monitor != nil {
+				cp.monitor.grantedBy(context.Background(), key, nodes)
+			}
 			cp.holder.granted(key, token, nodes)
 			select {
 			case cp.granted <- struct{}{}:
@@ -591,6 +597,7 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 	fp := &faultPhase{}
 	if sys.primaries != nil {
 		fp.monitor = newPrimaryMonitor(sys.primaries, rec, names[0])
+		cp.monitor = fp.monitor
 		nenv.Primary = fp.monitor.current
 		nenv.OnEvent = fp.monitor.faultEvent
 	}

@@ -128,8 +128,11 @@ type Failover = runfile.Failover
 // whether it is healthy again after a fault.
 type primarySource struct {
 	who, what string // "the sentinels", "primary": for the events' details
-	primary   func(context.Context) (string, error)
-	healthy   func(context.Context) error
+	// key is the key whose primary this is (Redis Cluster: its slot's),
+	// "" when one primary serves every key.
+	key     string
+	primary func(context.Context) (string, error)
+	healthy func(context.Context) error
 }
 
 // primaryMonitor asks which node is primary every 100ms and records every
@@ -148,7 +151,7 @@ type primaryMonitor struct {
 
 func newPrimaryMonitor(src *primarySource, rec *history.Recorder, initial string) *primaryMonitor {
 	m := &primaryMonitor{src: src, rec: rec, primary: initial}
-	rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
+	rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary", Key: m.src.key,
 		Value: &history.Value{Phase: "start", Targets: []string{initial}, Detail: initial + " is primary at the start"}})
 	return m
 }
@@ -181,37 +184,54 @@ func (m *primaryMonitor) run(ctx context.Context) {
 			m.mu.Lock()
 			p := m.primary
 			m.mu.Unlock()
-			m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
+			m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary", Key: m.src.key,
 				Value: &history.Value{Phase: "stop", Targets: []string{p}}})
 			return
 		case <-t.C:
 		}
-		qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		p, err := m.src.primary(qctx)
-		cancel()
-		if err != nil || p == "" {
-			continue
-		}
-		m.mu.Lock()
-		old := m.primary
-		if p == old {
-			m.mu.Unlock()
-			continue
-		}
-		m.primary = p
-		f := Failover{At: m.rec.Now(), From: old, To: p}
-		detail := fmt.Sprintf("%s name %s %s (was %s)", m.src.who, p, m.src.what, old)
-		if !m.lastStart.IsZero() {
-			f.AfterFault, f.Duration = m.lastFault, int64(time.Since(m.lastStart))
-			detail += fmt.Sprintf(", %s after %s started", time.Since(m.lastStart).Round(time.Millisecond), m.lastFault)
-		}
-		m.changes = append(m.changes, f)
-		m.mu.Unlock()
-		m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
-			Value: &history.Value{Phase: "stop", Targets: []string{old}}})
-		m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary",
-			Value: &history.Value{Phase: "start", Targets: []string{p}, Detail: detail}})
+		m.poll(ctx)
 	}
+}
+
+// grantedBy checks at once, before the grant is recorded, whether a
+// single node that granted a lease and is not the primary the monitor
+// knows has become primary: a client that learnt of a failover between
+// two polls would otherwise be granted by the new primary before the
+// history says it is one, and the checkers would call it deposed.
+func (m *primaryMonitor) grantedBy(ctx context.Context, key string, nodes []string) {
+	if len(nodes) != 1 || nodes[0] == m.current() || (m.src.key != "" && key != m.src.key) {
+		return
+	}
+	m.poll(ctx)
+}
+
+// poll asks which node is primary and records a change.
+func (m *primaryMonitor) poll(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	p, err := m.src.primary(qctx)
+	cancel()
+	if err != nil || p == "" {
+		return
+	}
+	m.mu.Lock()
+	old := m.primary
+	if p == old {
+		m.mu.Unlock()
+		return
+	}
+	m.primary = p
+	f := Failover{At: m.rec.Now(), From: old, To: p}
+	detail := fmt.Sprintf("%s name %s %s (was %s)", m.src.who, p, m.src.what, old)
+	if !m.lastStart.IsZero() {
+		f.AfterFault, f.Duration = m.lastFault, int64(time.Since(m.lastStart))
+		detail += fmt.Sprintf(", %s after %s started", time.Since(m.lastStart).Round(time.Millisecond), m.lastFault)
+	}
+	m.changes = append(m.changes, f)
+	m.mu.Unlock()
+	m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary", Key: m.src.key,
+		Value: &history.Value{Phase: "stop", Targets: []string{old}}})
+	m.rec.Record(history.Op{Process: history.NemesisProcess, Type: history.Info, F: "primary", Key: m.src.key,
+		Value: &history.Value{Phase: "start", Targets: []string{p}, Detail: detail}})
 }
 
 func (m *primaryMonitor) failovers() []Failover {
