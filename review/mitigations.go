@@ -128,8 +128,8 @@ func delayedRestart(c *harness.Config, _ Threat, _ Measured) (string, error) {
 }
 
 func ttlBelowFailover(c *harness.Config, _ Threat, m Measured) (string, error) {
-	if c.System != cluster.Sentinel {
-		return "", notApplicable("only a Sentinel system fails over")
+	if !slices.Contains(failoverSystems, c.System) {
+		return "", notApplicable("only Sentinel and Redis Cluster fail over")
 	}
 	if m.Failover <= 0 {
 		return "", notApplicable("no failover was measured")
@@ -151,7 +151,7 @@ func waitForReplica(c *harness.Config, _ Threat, _ Measured) (string, error) {
 }
 
 func minReplicas(c *harness.Config, _ Threat, _ Measured) (string, error) {
-	if c.System != cluster.Sentinel {
+	if !slices.Contains(failoverSystems, c.System) {
 		return "", notApplicable("min-replicas-to-write needs replicas")
 	}
 	c.MinReplicasToWrite, c.MinReplicasMaxLag = 1, time.Second

@@ -265,6 +265,8 @@ func (p *Plan) base(seed int64) harness.Config {
 		scenario.Redlock(o.Lock)(&c)
 	case cluster.Etcd:
 		scenario.Etcd(o.Lock)(&c)
+	case cluster.RedisCluster:
+		scenario.RedisCluster(&c)
 	default:
 		scenario.Single(&c)
 	}

@@ -32,6 +32,7 @@ func TestPlanThreatsPerSystem(t *testing.T) {
 		{cluster.Single, locks.Token, []string{"client-pause", "server-restart", "clock-jump"}, []string{"failover", "split-brain"}},
 		{cluster.Sentinel, locks.Token, []string{"client-pause", "failover", "split-brain"}, nil},
 		{cluster.Redlock, locks.RedlockName, []string{"server-restart", "clock-jump"}, []string{"failover"}},
+		{cluster.RedisCluster, locks.Token, []string{"client-pause", "server-restart", "failover", "split-brain"}, []string{"clock-jump"}},
 	}
 	for _, c := range cases {
 		t.Run(c.system, func(t *testing.T) {
@@ -144,6 +145,27 @@ func TestMitigationConfigs(t *testing.T) {
 	fcfg, err := s.threatConfig(failover, 1)
 	if err != nil || fcfg.TTL < FailoverTTL || fcfg.ScriptName == "" {
 		t.Errorf("failover: %v, %+v", err, fcfg.Settings)
+	}
+	// On Redis Cluster: its own scripts, a longer lease, and the
+	// replication mitigations apply.
+	rc, err := NewPlan(Options{System: cluster.RedisCluster, Lock: locks.Token, Budget: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, _ := LookupThreat("split-brain")
+	for _, tc := range []struct {
+		th     Threat
+		script string
+	}{{failover, "cluster-kill-after-acquire"}, {split, "cluster-isolate-primary"}} {
+		th, script := tc.th, tc.script
+		cfg, err := rc.threatConfig(th, 1)
+		if err != nil || cfg.ScriptName != script || cfg.TTL < ClusterFailoverTTL || cfg.Validate() != nil {
+			t.Errorf("%s on Redis Cluster: %v, %v, %+v", th.Name, err, cfg.Validate(), cfg.Settings)
+		}
+	}
+	mr, _ := LookupMitigation("min-replicas")
+	if cfg, _, err := rc.mitigationConfig(failover, mr, 1, Measured{}); err != nil || cfg.MinReplicasToWrite != 1 || cfg.Validate() != nil {
+		t.Errorf("min-replicas on Redis Cluster: %v, %+v", err, cfg.Settings)
 	}
 	// A client cannot be given the harness's fence.
 	c, err := NewPlan(Options{System: cluster.Single, Client: []string{"python3", "client.py"}, Budget: time.Hour})

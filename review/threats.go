@@ -40,6 +40,13 @@ var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
 // than a Sentinel failover with the harness's settings.
 const FailoverTTL = 5 * time.Second
 
+// ClusterFailoverTTL is FailoverTTL on Redis Cluster, whose clients also
+// have to reload the slots (every second) before the new primary grants.
+const ClusterFailoverTTL = 10 * time.Second
+
+// failoverSystems are the systems that fail over by themselves.
+var failoverSystems = []string{cluster.Sentinel, cluster.RedisCluster}
+
 // RestartTTL is the shortest TTL the server-restart threat runs with: a
 // lease that outlives the restart.
 const RestartTTL = 2 * time.Second
@@ -84,29 +91,42 @@ var Threats = []Threat{
 			serverFault(c, "clock-drift")
 			c.ClockRate = 1.01
 		}},
-	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more)", Systems: []string{cluster.Sentinel},
+	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more; 10 s on Redis Cluster)", Systems: failoverSystems,
 		Inject: func(c *harness.Config) {
-			if c.System != cluster.Sentinel {
+			switch c.System {
+			case cluster.Sentinel:
+				c.ScriptName = "sentinel-kill-after-acquire"
+				// A lease shorter than the failover (about 2.5 s) has
+				// ended before a replica is promoted: that case is the
+				// ttl-below-failover mitigation. Production TTLs of
+				// seconds outlive it; so do these holds.
+				c.TTL = max(c.TTL, FailoverTTL)
+				c.Hold = "3s..4500ms"
+			case cluster.RedisCluster:
+				c.ScriptName = "cluster-kill-after-acquire"
+				c.TTL = max(c.TTL, ClusterFailoverTTL)
+				c.Hold = "8s..9500ms"
+			default:
 				analog(c)
-				return
 			}
-			c.ScriptName = "sentinel-kill-after-acquire"
-			// A lease shorter than the failover (about 2.5 s) has ended
-			// before a replica is promoted: that case is the
-			// ttl-below-failover mitigation. Production TTLs of seconds
-			// outlive it; so do these holds.
-			c.TTL = max(c.TTL, FailoverTTL)
-			c.Hold = "3s..4500ms"
 		},
 		Mitigations: []string{"ttl-below-failover", "wait", "min-replicas", "fencing", "etcd"}, Analog: true},
-	{Name: "split-brain", Title: "split brain: the primary cut off from the sentinels but not from half the clients", Systems: []string{cluster.Sentinel},
+	{Name: "split-brain", Title: "split brain: the primary cut off from the sentinels (on Redis Cluster: from the other nodes, right after a grant) but not from half the clients", Systems: failoverSystems,
 		Inject: func(c *harness.Config) {
-			if c.System != cluster.Sentinel {
+			switch c.System {
+			case cluster.Sentinel:
+				c.ScriptName = "sentinel-split-brain"
+				c.Hold = "50ms..150ms"
+			case cluster.RedisCluster:
+				// A Redis Cluster primary cut off from the others stops
+				// taking writes after the node timeout: a lease it
+				// granted right before is what outlives the failover.
+				c.ScriptName = "cluster-isolate-primary"
+				c.TTL = max(c.TTL, ClusterFailoverTTL)
+				c.Hold = "8s..9500ms"
+			default:
 				analog(c)
-				return
 			}
-			c.ScriptName = "sentinel-split-brain"
-			c.Hold = "50ms..150ms"
 		},
 		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}, Analog: true},
 }
@@ -117,7 +137,7 @@ var Threats = []Threat{
 func serverFault(c *harness.Config, fault string) {
 	scenario.ServerFault(c, fault)
 	switch c.System {
-	case cluster.Sentinel:
+	case cluster.Sentinel, cluster.RedisCluster:
 		c.Targets = "primary"
 	case cluster.Redlock:
 		c.Targets = "holder"

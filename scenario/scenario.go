@@ -252,10 +252,10 @@ func Redlock(lock string) func(*harness.Config) {
 	}
 }
 
-// redisCluster runs the token lock on Redis Cluster, long enough for a
+// RedisCluster runs the token lock on Redis Cluster, long enough for a
 // failover and the clients' next reload of the slots (every second) to
 // happen and settle within the run.
-func redisCluster(c *harness.Config) {
+func RedisCluster(c *harness.Config) {
 	c.System, c.Lock = cluster.RedisCluster, locks.Token
 	c.TimeLimit, c.Recovery = 12*time.Second, 3*time.Second
 }
@@ -305,6 +305,7 @@ const (
 
 func init() {
 	single, serverFault, redlock, seeded, then := Single, ServerFault, Redlock, Seeded, Then
+	redisCluster := RedisCluster
 	sentinel := then(Sentinel, func(c *harness.Config) { c.Lock = locks.Token })
 	client := func(argv ...string) func(*harness.Config) {
 		return then(single, func(c *harness.Config) { c.Client = argv })

@@ -316,8 +316,8 @@ func gridRuns(systems, lockList, faults, workload string, locksGiven bool) ([]ma
 				continue
 			}
 			for _, fs := range faultSets {
-				if sys == cluster.Etcd && nemesis.NeedsFakeClock(fs) {
-					continue // etcd's leases run on monotonic timers: no clock faults
+				if !faultsFit(fs, sys) {
+					continue // e.g. clock faults on etcd, whose leases run on monotonic timers
 				}
 				runs = append(runs, gridRun(sys, d.Name, workload, fs))
 			}
@@ -390,7 +390,7 @@ func gridConfig(sys, lock, workload string, faults []string) harness.Config {
 	cfg.NemesisInterval = 400 * time.Millisecond
 	cfg.Hold, cfg.FaultDuration = "100ms..300ms", 300*time.Millisecond
 	switch sys {
-	case cluster.Sentinel:
+	case cluster.Sentinel, cluster.RedisCluster:
 		cfg.TimeLimit = 6 * time.Second
 		cfg.Targets = nemesis.TargetPrimary
 		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
@@ -656,4 +656,14 @@ func (mf *matrixFlags) withClient(runs []matrixRun) ([]matrixRun, error) {
 		return nil, errors.New("--client runs on --system single or redlock, and no chosen run is on one")
 	}
 	return kept, nil
+}
+
+// faultsFit reports whether every fault of fs runs on the system.
+func faultsFit(fs []string, system string) bool {
+	for _, f := range fs {
+		if d, err := nemesis.Lookup(f); err == nil && !d.Fits(system) {
+			return false
+		}
+	}
+	return true
 }

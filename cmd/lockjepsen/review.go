@@ -81,7 +81,7 @@ harness failed in some cell.`,
 func (rf *reviewFlags) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	def := harness.DefaultConfig()
-	f.StringVar(&rf.o.System, "system", cluster.Single, "system under review: single, sentinel, redlock or etcd")
+	f.StringVar(&rf.o.System, "system", cluster.Single, "system under review: single, sentinel, redlock, etcd or cluster")
 	f.StringVar(&rf.o.Lock, "lock", locks.Token, lockHelp())
 	f.DurationVar(&rf.o.TTL, "ttl", 0, fmt.Sprintf("the lock's TTL (default %s; etcd 1s)", def.TTL))
 	f.StringVar(&rf.o.Workload, "workload", "", "how clients use the lock (default counter: a protected resource, so that fencing can show)")
