@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
@@ -365,6 +366,12 @@ func configRows(c *runConfig, info *runInfo) [][2]string {
 		if len(ns) > 0 {
 			add("nodes", strings.Join(ns, "; "))
 		}
+		if c != nil && c.System == cluster.RedisCluster {
+			add("topology", clusterTopology(info.Nodes))
+		}
+		if len(info.Failovers) > 0 {
+			add("failovers", failoverLines(info.Failovers))
+		}
 		if !info.Started.IsZero() {
 			add("started", info.Started.UTC().Format(time.RFC3339))
 		}
@@ -574,4 +581,30 @@ func shellJoin(args []string) string {
 		parts = append(parts, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
 	}
 	return strings.Join(parts, " ")
+}
+
+// clusterTopology describes a Redis Cluster as it started: each primary
+// with its slots and its replica (nP+i replicates ni).
+func clusterTopology(nodes []cluster.Node) string {
+	p := len(nodes) / 2
+	var parts []string
+	for i := 0; i < p && p+i < len(nodes); i++ {
+		lo, hi := cluster.SlotRange(i, p)
+		parts = append(parts, fmt.Sprintf("%s slots %d-%d, replica %s", nodes[i].Name, lo, hi, nodes[p+i].Name))
+	}
+	return fmt.Sprintf("Redis Cluster of %d primaries, as started (lock-0 is in slot %d): %s", p, cluster.KeySlot("lock-0"), strings.Join(parts, "; "))
+}
+
+// failoverLines says when the primary changed, and how long after which
+// fault.
+func failoverLines(fs []runfile.Failover) string {
+	var lines []string
+	for _, f := range fs {
+		l := fmt.Sprintf("%s → %s at %s", f.From, f.To, fmtDur(time.Duration(f.At)))
+		if f.AfterFault != "" {
+			l += fmt.Sprintf(", %s after %s started", fmtDur(time.Duration(f.Duration)), f.AfterFault)
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n")
 }
