@@ -2,6 +2,9 @@ package harness_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,6 +73,15 @@ func TestRedisClusterScenarios(t *testing.T) {
 			}
 			if fo := r.Failover; fo == nil || fo.Failovers != 1 || fo.Lost != 1 {
 				t.Errorf("failover result %+v, want one failover and one lease lost in it", fo)
+			}
+			// run.json times the failover from the fault that caused it.
+			var info harness.RunInfo
+			if b, err := os.ReadFile(filepath.Join(out.Dir, harness.RunInfoFile)); err != nil || json.Unmarshal(b, &info) != nil {
+				t.Fatalf("run.json: %v", err)
+			}
+			if len(info.Failovers) != 1 || info.Failovers[0].To != "n4" || !strings.HasPrefix(info.Failovers[0].AfterFault, strings.Fields(tc.fault)[0]) ||
+				info.Failovers[0].Duration <= 0 {
+				t.Errorf("run.json failovers %+v, want n1 to n4 after the %s", info.Failovers, tc.fault)
 			}
 		})
 	}
