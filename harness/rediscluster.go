@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"io"
-	"net"
 	"slices"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/locks"
-	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -43,27 +41,13 @@ const clusterReload = time.Second
 // links; the nodes announce the cluster's internal links, which a client
 // does not use.
 func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads.LockerFactory {
-	byAddr := map[string]cluster.Node{}
+	byAddr := addrIndex(nodes)
 	var seeds []string
 	for _, n := range nodes {
-		byAddr[n.Addr] = n
-		if n.Announce != "" {
-			byAddr[n.Announce] = n
-		}
 		seeds = append(seeds, n.Addr)
 	}
 	return func(process int) (locks.Locker, io.Closer, error) {
-		worker := process % r.cfg.Clients
-		var d net.Dialer
-		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if n, ok := byAddr[addr]; ok {
-				addr = n.Addr
-				if link := mesh.Find(nemesis.ClientLinkName(worker), n.Name); link != nil {
-					addr = link.Addr()
-				}
-			}
-			return d.DialContext(ctx, network, addr)
-		}
+		dial := linkDialer(mesh, byAddr, process%r.cfg.Clients, nil)
 		o := r.clientOptions("", 2)
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{
 			// A copy each: go-redis appends the nodes it learns to the

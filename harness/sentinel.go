@@ -42,33 +42,20 @@ func (r *runner) lockOptions(process int) locks.Options {
 // the client's own link to that node or sentinel when there are links, so
 // that a network fault can split clients between two primaries.
 func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node) workloads.LockerFactory {
-	byAddr := map[string]cluster.Node{}
+	byAddr := addrIndex(targets)
 	var sentinelAddrs []string
 	for _, n := range targets {
-		byAddr[n.Addr] = n
-		if n.Announce != "" {
-			byAddr[n.Announce] = n
-		}
 		if n.Role == cluster.RoleSentinel {
 			sentinelAddrs = append(sentinelAddrs, n.Addr)
 		}
 	}
 	return func(process int) (locks.Locker, io.Closer, error) {
-		worker := process % r.cfg.Clients
-		var d net.Dialer
 		var serving atomic.Value // name of the node the client's data connections go to
-		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if n, ok := byAddr[addr]; ok {
-				if n.Role != cluster.RoleSentinel {
-					serving.Store(n.Name)
-				}
-				addr = n.Addr // bypass the cluster's internal link: a client has its own path
-				if link := mesh.Find(nemesis.ClientLinkName(worker), n.Name); link != nil {
-					addr = link.Addr()
-				}
+		dial := linkDialer(mesh, byAddr, process%r.cfg.Clients, func(n cluster.Node) {
+			if n.Role != cluster.RoleSentinel {
+				serving.Store(n.Name)
 			}
-			return d.DialContext(ctx, network, addr)
-		}
+		})
 		o := r.clientOptions("", 2)
 		rdb := redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: cluster.MasterName, SentinelAddrs: sentinelAddrs, Dialer: dial,
@@ -93,6 +80,40 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 			}
 			return nil
 		}}, rdb, nil
+	}
+}
+
+// addrIndex maps every address a node is known by, its own and the one
+// the cluster announces for it, to the node.
+func addrIndex(nodes []cluster.Node) map[string]cluster.Node {
+	byAddr := map[string]cluster.Node{}
+	for _, n := range nodes {
+		byAddr[n.Addr] = n
+		if n.Announce != "" {
+			byAddr[n.Announce] = n
+		}
+	}
+	return byAddr
+}
+
+// linkDialer is the dialer of a client that learns its nodes' addresses
+// from the cluster (sentinels, slots): a node known by either address is
+// dialed through the worker's own link to it when there is one, else
+// directly, never through the cluster's internal link. dialing, if set, is
+// told of each node dialed.
+func linkDialer(mesh *proxy.Mesh, byAddr map[string]cluster.Node, worker int, dialing func(cluster.Node)) func(context.Context, string, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if n, ok := byAddr[addr]; ok {
+			if dialing != nil {
+				dialing(n)
+			}
+			addr = n.Addr
+			if link := mesh.Find(nemesis.ClientLinkName(worker), n.Name); link != nil {
+				addr = link.Addr()
+			}
+		}
+		return d.DialContext(ctx, network, addr)
 	}
 }
 

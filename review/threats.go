@@ -103,9 +103,7 @@ var Threats = []Threat{
 				c.TTL = max(c.TTL, FailoverTTL)
 				c.Hold = "3s..4500ms"
 			case cluster.RedisCluster:
-				c.ScriptName = "cluster-kill-after-acquire"
-				c.TTL = max(c.TTL, ClusterFailoverTTL)
-				c.Hold = "8s..9500ms"
+				clusterScript(c, "cluster-kill-after-acquire")
 			default:
 				analog(c)
 			}
@@ -121,14 +119,20 @@ var Threats = []Threat{
 				// A Redis Cluster primary cut off from the others stops
 				// taking writes after the node timeout: a lease it
 				// granted right before is what outlives the failover.
-				c.ScriptName = "cluster-isolate-primary"
-				c.TTL = max(c.TTL, ClusterFailoverTTL)
-				c.Hold = "8s..9500ms"
+				clusterScript(c, "cluster-isolate-primary")
 			default:
 				analog(c)
 			}
 		},
 		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}, Analog: true},
+}
+
+// clusterScript runs a Redis Cluster script with a lease that outlives the
+// failover and the clients' move to the new primary.
+func clusterScript(c *harness.Config, script string) {
+	c.ScriptName = script
+	c.TTL = max(c.TTL, ClusterFailoverTTL)
+	c.Hold = "8s..9500ms"
 }
 
 // serverFault injects a server fault the way the scenarios do, aimed where
