@@ -59,6 +59,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--system", "etcd", "--lock", "etcd", "--nemesis", "failover", "--store", store}, "needs --system sentinel"},
 		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--nemesis", "isolate", "--store", store}, "isolate"},
 		{[]string{"test", "--system", "single", "--lock", "etcd-session", "--store", store}, "needs --system etcd"},
+		{[]string{"test", "--system", "cluster", "--nodes", "5", "--store", store}, "at least 6"},
+		{[]string{"test", "--system", "cluster", "--lock", "fenced", "--store", store}, "--lock fenced"},
+		{[]string{"test", "--system", "cluster", "--backend", "docker", "--store", store}, "local backend only"},
+		{[]string{"test", "--system", "cluster", "--sentinels", "3", "--store", store}, "--system sentinel"},
+		{[]string{"test", "--system", "cluster", "--min-replicas-to-write", "2", "--store", store}, "min-replicas-to-write"},
+		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--min-replicas-to-write", "1", "--store", store}, "sentinel or cluster"},
 		// Names the store keeps for itself (store/latest would point at
 		// itself), and durations no one means.
 		{[]string{"test", "--name", "latest", "--store", store}, "reserved"},
