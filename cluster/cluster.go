@@ -7,6 +7,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -357,4 +358,17 @@ func (s Spec) validateMinReplicas(replicas int) error {
 		return fmt.Errorf("min-replicas-max-lag %v must be a whole number of seconds", s.MinReplicasMaxLag)
 	}
 	return nil
+}
+
+// MinReplicasArgs are the redis-server options of the spec's min-replicas
+// settings, for every node of a replicated system on any backend.
+func (s Spec) MinReplicasArgs() []string {
+	if s.MinReplicasToWrite == 0 {
+		return nil
+	}
+	a := []string{"--min-replicas-to-write", strconv.Itoa(s.MinReplicasToWrite)}
+	if s.MinReplicasMaxLag > 0 {
+		a = append(a, "--min-replicas-max-lag", strconv.Itoa(int(s.MinReplicasMaxLag/time.Second)))
+	}
+	return a
 }

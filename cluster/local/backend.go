@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/clusterq"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 )
 
@@ -34,11 +35,10 @@ type Cluster struct {
 	sentinels []*Server   // the sentinel system's redis-sentinel processes
 	heldPorts *portPicker // the sentinel and cluster systems' ports, held from setup to start
 
-	// The Redis Cluster system's bus demuxes, node IDs (ID → name) and
-	// the address, client port and bus port each node is met by.
+	// The Redis Cluster system: its bus demuxes, and the shared queries
+	// (the nodes as the others meet them).
 	demuxes []*demux
-	nodeIDs map[string]string
-	meet    map[string][3]string
+	slots   *clusterq.Deployment
 
 	adminMu sync.Mutex
 	admins  map[string]*redis.Client // the backend's own clients, by process

@@ -3,7 +3,6 @@ package local_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -33,30 +32,6 @@ func startRedisCluster(t *testing.T) (*local.Cluster, *proxy.Mesh) {
 	c := cl.(*local.Cluster)
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c, mesh
-}
-
-// clusterClient is a client of the cluster as an application has one: it
-// learns the slots from the nodes and follows redirections, dialing the
-// nodes' real addresses (the announced ones are the cluster's own links).
-func clusterClient(t *testing.T, c *local.Cluster) *redis.ClusterClient {
-	real := map[string]string{}
-	var seeds []string
-	for _, n := range c.Nodes() {
-		real[n.Announce] = n.Addr
-		seeds = append(seeds, n.Addr)
-	}
-	var d net.Dialer
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: seeds, MaxRedirects: 3, DisableIdentity: true,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if a, ok := real[addr]; ok {
-				addr = a
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-	})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
 }
 
 // The cluster starts with every slot covered, each primary with its
@@ -97,7 +72,7 @@ func TestRedisClusterStarts(t *testing.T) {
 	}
 	// An application's cluster client writes to every primary, and each
 	// write reaches that primary's replica.
-	rdb := clusterClient(t, c)
+	rdb := redistest.ClusterClient(t, c.Nodes())
 	for i := 0; i < 30; i++ {
 		if err := rdb.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(); err != nil {
 			t.Fatalf("SET k%d: %v", i, err)

@@ -8,8 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,7 +94,7 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 			// join; a rejoining node should not.
 			"--repl-diskless-sync-delay", "0",
 		)
-		s.Args = append(s.Args, minReplicasArgs(spec)...)
+		s.Args = append(s.Args, spec.MinReplicasArgs()...)
 		// replicaof lives in the file only: Sentinel rewrites it there
 		// after a failover, and a command-line replicaof would override
 		// the rewrite when the node restarts.
@@ -149,18 +147,6 @@ func (c *Cluster) startSentinel(ctx context.Context, started func() error) error
 		return err
 	}
 	return c.WaitHealthy(ctx)
-}
-
-// minReplicasArgs are the nodes' min-replicas options of the spec.
-func minReplicasArgs(spec cluster.Spec) []string {
-	if spec.MinReplicasToWrite == 0 {
-		return nil
-	}
-	a := []string{"--min-replicas-to-write", strconv.Itoa(spec.MinReplicasToWrite)}
-	if spec.MinReplicasMaxLag > 0 {
-		a = append(a, "--min-replicas-max-lag", strconv.Itoa(int(spec.MinReplicasMaxLag/time.Second)))
-	}
-	return a
 }
 
 func splitAddr(addr string) (host, port string) {
@@ -241,8 +227,8 @@ func (c *Cluster) Primary(ctx context.Context) (string, error) {
 // sentinel sees every replica and every other sentinel as healthy. Without
 // a deadline on ctx it gives up after HealthyTimeout.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	if c.spec.System == cluster.RedisCluster {
-		return sentinelq.Poll(ctx, "a healthy Redis Cluster", c.checkClusterHealthy)
+	if c.slots != nil {
+		return c.slots.WaitHealthy(ctx)
 	}
 	d := c.deployment()
 	if d == nil {

@@ -465,13 +465,19 @@ func ReplicationInfo(ctx context.Context, p Proc) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: info replication: %w", p.Name, err)
 	}
+	return InfoFields(txt), nil
+}
+
+// InfoFields reads the "key:value" lines of an INFO-style reply (INFO,
+// CLUSTER INFO).
+func InfoFields(text string) map[string]string {
 	out := map[string]string{}
-	for _, line := range strings.Split(txt, "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			out[k] = v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // fields parses "a=1,b=2".

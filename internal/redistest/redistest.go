@@ -5,12 +5,14 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 )
 
@@ -53,4 +55,29 @@ func Start(t testing.TB, extraArgs ...string) (*local.Server, *redis.Client) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return s, c
+}
+
+// ClusterClient is a client of a Redis Cluster as an application has one:
+// it learns the slots from the nodes and follows redirections. The nodes
+// announce the cluster's own links (or proxies); the client dials each
+// node's real address instead.
+func ClusterClient(t testing.TB, nodes []cluster.Node) *redis.ClusterClient {
+	real := map[string]string{}
+	var seeds []string
+	for _, n := range nodes {
+		real[n.Announce] = n.Addr
+		seeds = append(seeds, n.Addr)
+	}
+	var d net.Dialer
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: seeds, MaxRedirects: 3, DisableIdentity: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if a, ok := real[addr]; ok {
+				addr = a
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
 }
