@@ -340,6 +340,21 @@ func (c *Config) steps() []nemesis.Step {
 	return c.Script
 }
 
+// usesFault says whether the run's faults, given by --nemesis or by its
+// schedule, include the named one.
+func (c *Config) usesFault(name string) bool {
+	if slices.Contains(c.Nemesis, name) {
+		return true
+	}
+	steps := c.Script
+	if sc, ok := nemesis.Scripts[c.ScriptName]; ok && sc.Build != nil {
+		// Validation may not have reached the script yet: an unknown
+		// one has no steps here and is refused there.
+		steps = sc.Build(c.scriptParams())
+	}
+	return slices.ContainsFunc(steps, func(s nemesis.Step) bool { return s.Action.Fault == name })
+}
+
 // NodeCount is the number of nodes of the system under test.
 func (c *Config) NodeCount() int {
 	if c.Nodes > 0 {

@@ -25,6 +25,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/clusterq"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
@@ -87,6 +88,10 @@ type Cluster struct {
 	dep       *sentinelq.Deployment
 	admins    []*redis.Client
 
+	// The cluster system (rediscluster.go): its shared queries. Its
+	// toxiproxy server is toxi and internal, as above.
+	slots *clusterq.Deployment
+
 	// cancelled is set when Start was cancelled: Close then saves no
 	// logs and waits until nothing labelled with the cluster's ID is left.
 	cancelled bool
@@ -132,7 +137,7 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return nil, err
 	}
 	if spec.System == cluster.Etcd {
-		return nil, fmt.Errorf("the docker backend runs the %q, %q and %q systems; %q runs on the local backend", cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.Etcd)
+		return nil, fmt.Errorf("the docker backend runs the %q, %q, %q and %q systems; %q runs on the local backend", cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.RedisCluster, cluster.Etcd)
 	}
 	spec = spec.WithDefaults()
 	spec.Mesh = nil // see above: never used by this backend
@@ -156,9 +161,9 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return refuse(err)
 	}
 	toxiImage := b.toxiproxyImage()
-	if spec.System == cluster.Sentinel {
+	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
 		if _, err := eng.ensureImage(ctx, toxiImage, DefaultToxiproxyImage, OfficialToxiproxyImage, "docker/build-image.sh --toxiproxy", "$"+ToxiproxyImageEnv); err != nil {
-			return refuse(fmt.Errorf("the sentinel system's internal links need a toxiproxy server: %w", err))
+			return refuse(fmt.Errorf("the %s system's internal links need a toxiproxy server: %w", spec.System, err))
 		}
 	}
 	preload := labels[LabelPreload]
@@ -189,8 +194,10 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return fail(fmt.Errorf("create a docker network: %w", err))
 	}
 	c.net = nw
-	if spec.System == cluster.Sentinel {
-		if err := c.startSentinel(ctx, spec, image, toxiImage, preload); err != nil {
+	if start := map[string]func(context.Context, cluster.Spec, string, string, string) error{
+		cluster.Sentinel: c.startSentinel, cluster.RedisCluster: c.startRedisCluster,
+	}[spec.System]; start != nil {
+		if err := start(ctx, spec, image, toxiImage, preload); err != nil {
 			return fail(err)
 		}
 		if ctx.Err() != nil {

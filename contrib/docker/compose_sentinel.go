@@ -31,9 +31,9 @@ const composeHealthyTimeout = 60 * time.Second
 // Nodes() lists the current primary first, as the harness expects of a
 // sentinel cluster; the roles say which is which.
 func (c *ComposeCluster) startSentinel(ctx context.Context, spec cluster.Spec, topo *Topology) error {
-	proxies := map[string]toxiproxy.Proxy{}
+	proxies := map[string][]toxiproxy.Proxy{}
 	for _, n := range append(append([]TopologyNode{}, c.nodes...), c.sentinels...) {
-		proxies[n.Name] = toxiproxy.Proxy{Name: n.InternalProxy}
+		proxies[n.Name] = []toxiproxy.Proxy{{Name: n.InternalProxy}}
 	}
 	var restart func(context.Context) error
 	if topo.ToxiproxyContainer != "" {

@@ -78,23 +78,22 @@ func (c *Cluster) Kill(name string, loseUnsynced bool) error {
 
 // killNode kills a node's container (both container backends). What the
 // node had sent but the internal network had not delivered (a replication
-// stream delayed by a latency fault) dies with it, as on a crashed machine.
+// stream delayed by a latency fault) dies with it, as on a crashed
+// machine: its internal proxies are disabled first, which drops their
+// connections with what they held, and enabled again once it is dead. In
+// the other order the bytes would be delivered while Docker kills the
+// container (a few hundred ms), more than a latency fault holds them.
 // loseUnsynced is refused before anything is killed.
 func killNode(cli client.APIClient, internal *internalNet, name, containerID string, loseUnsynced bool) error {
 	if loseUnsynced {
 		return fmt.Errorf("kill %s: %w", name, ErrLoseUnsynced)
 	}
-	if err := killContainer(cli, name, containerID); err != nil {
-		return err
+	if internal == nil {
+		return killContainer(cli, name, containerID)
 	}
-	if internal != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		if err := internal.drop(ctx, name); err != nil {
-			return fmt.Errorf("kill %s: killed, but: %w", name, err)
-		}
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	return internal.whileDisabled(ctx, name, func() error { return killContainer(cli, name, containerID) })
 }
 
 // Restart starts a killed node's container again (same port, same data)

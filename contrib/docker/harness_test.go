@@ -16,6 +16,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
 // unsafeTimeLimit is the fault phase of a case that expects a violation.
@@ -193,6 +194,16 @@ func TestHarnessOnDocker(t *testing.T) {
 			c.TimeLimit, c.Recovery = unsafeTimeLimit, 2*time.Second
 			c.StopOnFirstViolation = true
 		}, checker.VerdictUnsafe},
+		// Redis Cluster: the scenarios as `lockjepsen scenario` runs
+		// them, on containers. The kill lands right after a grant, with
+		// replication slowed by 100 ms on the toxiproxy container's
+		// proxies, and the 10 s lease outlives the failover: a violation
+		// by construction. The unsafe limit only leaves a loaded machine
+		// room for a slow failover (the script kills every 20 s).
+		{"cluster baseline is safe", fromScenario("cluster-baseline"), checker.VerdictSafe},
+		{"cluster: the slot's primary killed after a grant is unsafe", then(fromScenario("cluster-kill-after-acquire"), func(c *harness.Config) {
+			c.TimeLimit = unsafeTimeLimit
+		}), checker.VerdictUnsafe},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,6 +261,9 @@ func TestHarnessOnDocker(t *testing.T) {
 					t.Errorf("no log for %s at %s: %v", n.Name, n.LogPath, err)
 				}
 			}
+			if cfg.System == cluster.RedisCluster {
+				requireClusterWitness(t, r)
+			}
 			if cfg.ScriptName == "sentinel-split-brain" {
 				// The isolate went through the toxiproxy server (the
 				// harness's mesh has no internal link on containers).
@@ -260,5 +274,44 @@ func TestHarnessOnDocker(t *testing.T) {
 				requireIsolatesStopped(t, out.Dir)
 			}
 		})
+	}
+}
+
+// fromScenario sets a case's configuration to a scenario's, keeping the
+// case's backend, store and seed.
+func fromScenario(name string) func(*harness.Config) {
+	return func(c *harness.Config) {
+		s, ok := scenario.Get(name)
+		if !ok {
+			panic("no scenario " + name)
+		}
+		sc := s.Config()
+		sc.Backend, sc.Store, sc.Seed = c.Backend, c.Store, c.Seed
+		*c = sc
+	}
+}
+
+func then(fs ...func(*harness.Config)) func(*harness.Config) { return scenario.Then(fs...) }
+
+// requireClusterWitness checks a Redis Cluster run on containers: the
+// baseline's lock keys were served by three primaries, and an unsafe
+// run's witness names the holder's grant by n1, the second grant by the
+// promoted n4, the kill and the failover.
+func requireClusterWitness(t *testing.T, r *harness.Results) {
+	t.Helper()
+	if r.Verdict == checker.VerdictSafe {
+		if fo := r.Failover; fo != nil && fo.Failovers > 0 {
+			t.Errorf("%d failovers without a fault", fo.Failovers)
+		}
+		return
+	}
+	story := r.Exclusion.Violations[0].Story
+	for _, want := range []string{"granted by n1", "granted by n4", "kill on n1", "primary on n4"} {
+		if !strings.Contains(story, want) {
+			t.Errorf("the witness does not say %q:\n%s", want, story)
+		}
+	}
+	if fo := r.Failover; fo == nil || fo.Failovers != 1 || fo.Lost != 1 {
+		t.Errorf("failover result %+v, want one failover and one lease lost in it", fo)
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/moby/moby/client"
@@ -41,15 +41,14 @@ const (
 // that the sentinels learn them on connecting) the sentinels, and waits
 // until the topology is healthy.
 func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, toxiImage, preload string) error {
-	c.toxi = &node{name: "toxiproxy", role: "toxiproxy", logPath: filepath.Join(spec.Dir, "nodes", "toxiproxy", "toxiproxy.log")}
-	proxies := map[string]toxiproxy.Proxy{}
+	proxies := map[string][]toxiproxy.Proxy{}
 	addProxy := func(n *node, port, upstreamPort int) {
-		proxies[n.name] = toxiproxy.Proxy{
+		proxies[n.name] = []toxiproxy.Proxy{{
 			Name:     InternalProxyName(n.name),
 			Listen:   net.JoinHostPort("0.0.0.0", strconv.Itoa(port)),
 			Upstream: net.JoinHostPort(n.name, strconv.Itoa(upstreamPort)),
 			Enabled:  true,
-		}
+		}}
 		n.announce = net.JoinHostPort(InternalHost, strconv.Itoa(port))
 	}
 	for i := 1; i <= spec.Nodes; i++ {
@@ -72,38 +71,20 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 
 	// The toxiproxy server first: every other process is configured with
 	// its address, and the sentinels resolve its name when they start.
-	var in *internalNet
-	toxiReady := func(ctx context.Context, n *node) error {
-		toxiID := n.c.GetContainerID()
-		in = newInternalNet(n.addr(), proxies, true, func(ctx context.Context) error {
-			return restartContainer(ctx, c.eng.cli, "toxiproxy", toxiID)
-		})
-		in.check = checkOf(c.eng.cli, toxiID)
-		return in.waitReady(ctx)
-	}
-	toxiSpec := ctrSpec{image: toxiImage, cmd: []string{"-host=0.0.0.0"}, port: ToxiproxyAPIPort, aliases: []string{InternalHost}}
-	if err := c.startNode(ctx, c.toxi, toxiSpec, toxiReady); err != nil {
+	if err := c.startToxiproxy(ctx, toxiImage, proxies); err != nil {
 		return fmt.Errorf("the sentinel system's internal network: %w", err)
 	}
-	c.internal = in
 
 	primary := c.nodes[0]
 	ph, pp, _ := net.SplitHostPort(primary.announce)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	startAll := func(nodes []*node, specOf func(*node) ctrSpec) {
-		for _, n := range nodes {
-			wg.Go(func() {
-				if err := c.startNode(ctx, n, specOf(n), c.waitPing); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			})
-		}
+	nodes := c.nodes
+	if c.resource != nil {
+		nodes = append(slices.Clip(nodes), c.resource)
 	}
-	startAll(c.nodes, func(n *node) ctrSpec {
+	err := c.startAll(ctx, nodes, func(n *node) ctrSpec {
+		if n == c.resource {
+			return redisContainer(image, []string{"--appendonly", "no"}, nil)
+		}
 		host, port, _ := net.SplitHostPort(n.announce)
 		args := append(persistenceArgs(spec.Persistence),
 			// The primary lists its replicas by these, and sentinels
@@ -114,12 +95,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 			// join; a rejoining node should not.
 			"--repl-diskless-sync-delay", "0",
 		)
-		if spec.MinReplicasToWrite > 0 {
-			args = append(args, "--min-replicas-to-write", strconv.Itoa(spec.MinReplicasToWrite))
-			if spec.MinReplicasMaxLag > 0 {
-				args = append(args, "--min-replicas-max-lag", strconv.Itoa(int(spec.MinReplicasMaxLag/time.Second)))
-			}
-		}
+		args = append(args, spec.MinReplicasArgs()...)
 		// replicaof lives in the file only: Sentinel rewrites it there
 		// after a failover (CONFIG REWRITE), and a command-line replicaof
 		// would override the rewrite when a killed node's container is
@@ -137,13 +113,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 		s.withClockFile()
 		return s
 	})
-	if c.resource != nil {
-		startAll([]*node{c.resource}, func(n *node) ctrSpec {
-			return redisContainer(image, []string{"--appendonly", "no"}, nil)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return err
 	}
 
@@ -160,7 +130,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	// for at once on connecting and then only every 10 s: start the
 	// sentinels once the primary lists every replica.
 	rctx, cancel := context.WithTimeout(ctx, SentinelAgreeTimeout)
-	err := sentinelq.Poll(rctx, "replicas connected to the primary", func(ctx context.Context) error {
+	err = sentinelq.Poll(rctx, "replicas connected to the primary", func(ctx context.Context) error {
 		return c.dep.CheckReplication(ctx, primary.name)
 	})
 	cancel()
@@ -171,7 +141,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 		return fmt.Errorf("start the sentinel system: %w", err)
 	}
 
-	startAll(c.sentinels, func(n *node) ctrSpec {
+	err = c.startAll(ctx, c.sentinels, func(n *node) ctrSpec {
 		host, port, _ := net.SplitHostPort(n.announce)
 		// Every process is known by the toxiproxy server's name; the
 		// announced address is the sentinel's internal proxy.
@@ -186,8 +156,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 			files: []testcontainers.ContainerFile{{Reader: strings.NewReader(conf), ContainerFilePath: sentinelConfigFile, FileMode: 0o666}},
 		}
 	})
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return err
 	}
 	for _, n := range c.sentinels {
@@ -202,6 +171,40 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 		return fmt.Errorf("start the sentinel system: the sentinels do not agree: %w\n%s", err, c.sentinelLogs())
 	}
 	return nil
+}
+
+// startToxiproxy starts the toxiproxy server container, with the given
+// proxies, under the name InternalHost, and makes it the cluster's
+// internal network.
+func (c *Cluster) startToxiproxy(ctx context.Context, image string, proxies map[string][]toxiproxy.Proxy) error {
+	c.toxi = &node{name: "toxiproxy", role: "toxiproxy", logPath: filepath.Join(c.dir, "nodes", "toxiproxy", "toxiproxy.log")}
+	var in *internalNet
+	ready := func(ctx context.Context, n *node) error {
+		id := n.c.GetContainerID()
+		in = newInternalNet(n.addr(), proxies, true, func(ctx context.Context) error {
+			return restartContainer(ctx, c.eng.cli, "toxiproxy", id)
+		})
+		in.check = checkOf(c.eng.cli, id)
+		return in.waitReady(ctx)
+	}
+	s := ctrSpec{image: image, cmd: []string{"-host=0.0.0.0"}, port: ToxiproxyAPIPort, aliases: []string{InternalHost}}
+	if err := c.startNode(ctx, c.toxi, s, ready); err != nil {
+		return err
+	}
+	c.internal = in
+	return nil
+}
+
+// startAll starts nodes at once, each with its spec, and waits until each
+// answers PING.
+func (c *Cluster) startAll(ctx context.Context, nodes []*node, specOf func(*node) ctrSpec) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = c.startNode(ctx, n, specOf(n), c.waitPing) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Files inside the containers of the sentinel system.
@@ -260,8 +263,12 @@ func (c *Cluster) Primary(ctx context.Context) (string, error) {
 	return c.dep.Primary(ctx)
 }
 
-// WaitHealthy polls until replication and the sentinels are healthy.
+// WaitHealthy polls until replication and the sentinels are healthy (the
+// cluster system: until every node sees a healthy cluster).
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	if c.slots != nil {
+		return c.slots.WaitHealthy(ctx)
+	}
 	if c.dep == nil {
 		return fmt.Errorf("wait healthy: %w", errNoSentinels)
 	}
@@ -331,29 +338,42 @@ func (c *Cluster) systemName() string {
 	return "redlock system's nodes"
 }
 
-// dropInternal closes every connection of a node's internal proxy and
-// loses the bytes in flight in it (toxiproxy: disable, enable), as a
-// crashed machine loses what the network had not delivered. A fault on
-// the proxy stays.
-func (in *internalNet) drop(ctx context.Context, node string) error {
-	name, err := in.proxyOf(node)
+// whileDisabled disables a node's internal proxies, which closes their
+// connections and loses the bytes in flight in them (toxiproxy), runs fn,
+// then enables them again, as a crashed machine loses what the network had
+// not delivered. A fault on the proxies stays.
+func (in *internalNet) whileDisabled(ctx context.Context, node string, fn func() error) error {
+	names, err := in.proxiesOf(node)
 	if err != nil {
 		return err
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	err = call(ctx, "disable and enable "+name, func() error {
-		p, err := in.cli.Proxy(name)
-		if err != nil {
-			return err
+	set := func(enabled bool) error {
+		for _, name := range names {
+			err := call(ctx, fmt.Sprintf("enable %s: %t", name, enabled), func() error {
+				p, err := in.cli.Proxy(name)
+				if err != nil {
+					return err
+				}
+				if enabled {
+					return p.Enable()
+				}
+				return p.Disable()
+			})
+			if err != nil {
+				return err
+			}
 		}
-		if err := p.Disable(); err != nil {
-			return err
-		}
-		return p.Enable()
-	})
-	if err != nil {
+		return nil
+	}
+	if err := set(false); err != nil {
+		_ = set(true)
 		return in.recoverAfter(ctx, fmt.Errorf("drop the connections of %s: %w", node, err))
 	}
-	return nil
+	ferr := fn()
+	if err := set(true); err != nil {
+		return errors.Join(ferr, in.recoverAfter(ctx, fmt.Errorf("enable the links of %s again: %w", node, err)))
+	}
+	return ferr
 }

@@ -96,9 +96,12 @@ func toxicsFor(f proxy.Fault) ([]toxicSpec, error) {
 // internalNet drives the toxiproxy server of one sentinel system through
 // its HTTP API.
 type internalNet struct {
-	api     string // host:port of the API, on loopback
-	cli     *toxiproxy.Client
-	proxies map[string]toxiproxy.Proxy // by node name
+	api string // host:port of the API, on loopback
+	cli *toxiproxy.Client
+	// proxies are each node's proxies by node name: one (its client port)
+	// on the sentinel system, two (client port and cluster bus) on Redis
+	// Cluster. A fault on a node is on all of them.
+	proxies map[string][]toxiproxy.Proxy
 	// populate, if set, (re)creates the proxies on the server; nil when the
 	// server's own configuration file does (compose).
 	populate bool
@@ -114,7 +117,7 @@ type internalNet struct {
 	restarts int
 }
 
-func newInternalNet(api string, proxies map[string]toxiproxy.Proxy, populate bool, restart func(context.Context) error) *internalNet {
+func newInternalNet(api string, proxies map[string][]toxiproxy.Proxy, populate bool, restart func(context.Context) error) *internalNet {
 	return &internalNet{
 		api: api, cli: toxiproxy.NewClient(api), proxies: proxies, populate: populate, restart: restart,
 		faults: map[string]proxy.Fault{},
@@ -204,9 +207,9 @@ func (in *internalNet) waitReady(ctx context.Context) error {
 }
 
 func (in *internalNet) specs() []toxiproxy.Proxy {
-	out := make([]toxiproxy.Proxy, 0, len(in.proxies))
-	for _, p := range in.proxies {
-		out = append(out, p)
+	var out []toxiproxy.Proxy
+	for _, ps := range in.proxies {
+		out = append(out, ps...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -222,12 +225,31 @@ func (in *internalNet) nodes() []string {
 	return out
 }
 
-func (in *internalNet) proxyOf(node string) (string, error) {
-	p, ok := in.proxies[node]
+// proxiesOf names node's proxies.
+func (in *internalNet) proxiesOf(node string) ([]string, error) {
+	ps, ok := in.proxies[node]
 	if !ok {
-		return "", fmt.Errorf("%s has no internal link (the internal links are those of %s)", node, strings.Join(in.nodes(), ", "))
+		return nil, fmt.Errorf("%s has no internal link (the internal links are those of %s)", node, strings.Join(in.nodes(), ", "))
 	}
-	return p.Name, nil
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out, nil
+}
+
+// addToxics adds a fault's toxics to one proxy.
+func (in *internalNet) addToxics(ctx context.Context, name string, toxics []toxicSpec) error {
+	for _, t := range toxics {
+		err := call(ctx, fmt.Sprintf("add %s toxic to %s", t.typ, name), func() error {
+			_, err := in.handle(name).AddToxic(t.name, t.typ, t.stream, 1, t.attrs)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // handle is a client-side proxy of the given name; the client's methods
@@ -244,7 +266,7 @@ func (in *internalNet) cut(ctx context.Context, node string, f proxy.Fault) erro
 	if err != nil {
 		return fmt.Errorf("cut %s: %w", node, err)
 	}
-	name, err := in.proxyOf(node)
+	names, err := in.proxiesOf(node)
 	if err != nil {
 		return fmt.Errorf("cut %s: %w", node, err)
 	}
@@ -252,15 +274,11 @@ func (in *internalNet) cut(ctx context.Context, node string, f proxy.Fault) erro
 	defer in.mu.Unlock()
 	// Recorded first: a cut that fails half-way must still be healed.
 	in.faults[node] = f
-	if err := in.removeToxics(ctx, name); err != nil {
-		return in.recoverAfter(ctx, fmt.Errorf("cut %s: %w", node, err))
-	}
-	for _, t := range toxics {
-		err := call(ctx, fmt.Sprintf("add %s toxic to %s", t.typ, name), func() error {
-			_, err := in.handle(name).AddToxic(t.name, t.typ, t.stream, 1, t.attrs)
-			return err
-		})
-		if err != nil {
+	for _, name := range names {
+		if err := in.removeToxics(ctx, name); err != nil {
+			return in.recoverAfter(ctx, fmt.Errorf("cut %s: %w", node, err))
+		}
+		if err := in.addToxics(ctx, name, toxics); err != nil {
 			return in.recoverAfter(ctx, fmt.Errorf("cut %s (%s): %w", node, f, err))
 		}
 	}
@@ -272,15 +290,17 @@ func (in *internalNet) cut(ctx context.Context, node string, f proxy.Fault) erro
 // drops every toxic and every connection of every proxy, and the faults
 // of the other nodes are applied again.
 func (in *internalNet) heal(ctx context.Context, node string) error {
-	name, err := in.proxyOf(node)
+	names, err := in.proxiesOf(node)
 	if err != nil {
 		return fmt.Errorf("heal %s: %w", node, err)
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.faults, node)
-	if err := in.removeToxics(ctx, name); err != nil {
-		return in.recoverAfter(ctx, fmt.Errorf("heal %s: %w", node, err))
+	for _, name := range names {
+		if err := in.removeToxics(ctx, name); err != nil {
+			return in.recoverAfter(ctx, fmt.Errorf("heal %s: %w", node, err))
+		}
 	}
 	return nil
 }
@@ -339,19 +359,13 @@ func (in *internalNet) recoverAfter(ctx context.Context, cause error) error {
 	// The server's own configuration, or ours, has healthy proxies now;
 	// a configuration file can still carry toxics of its own.
 	var errs []error
-	for _, n := range in.nodes() {
-		if err := in.removeToxics(ctx, in.proxies[n].Name); err != nil {
-			errs = append(errs, err)
-		}
+	for _, p := range in.specs() {
+		errs = append(errs, in.removeToxics(ctx, p.Name))
 	}
 	for n, f := range in.faults {
 		toxics, _ := toxicsFor(f)
-		for _, t := range toxics {
-			name := in.proxies[n].Name
-			errs = append(errs, call(ctx, fmt.Sprintf("add %s toxic to %s", t.typ, name), func() error {
-				_, err := in.handle(name).AddToxic(t.name, t.typ, t.stream, 1, t.attrs)
-				return err
-			}))
+		for _, p := range in.proxies[n] {
+			errs = append(errs, in.addToxics(ctx, p.Name, toxics))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -372,8 +386,8 @@ func (in *internalNet) forceRecover(ctx context.Context) error {
 // "proxy/toxic".
 func (in *internalNet) leftovers(ctx context.Context) ([]string, error) {
 	var out []string
-	for _, n := range in.nodes() {
-		name := in.proxies[n].Name
+	for _, p := range in.specs() {
+		name := p.Name
 		var have toxiproxy.Toxics
 		if err := call(ctx, "list the toxics of "+name, func() error {
 			var err error
