@@ -375,3 +375,55 @@ func TestRedislockTokenCaveat(t *testing.T) {
 		t.Fatalf("key holds %q, lease token %q", v, la.Token())
 	}
 }
+
+// TestReleaseNeedsQuorum: a multi-node release succeeded only if a quorum
+// deleted our key. Nodes that lost the key (a restart without persistence)
+// refuse the delete; a paused node leaves its answer unknown.
+func TestReleaseNeedsQuorum(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name         string
+		lost, paused []int
+		want         string // "ok", "not held" or "unknown"
+	}{
+		{name: "all delete", want: "ok"},
+		{name: "2 of 5 lost the key", lost: []int{0, 1}, want: "ok"},
+		{name: "3 of 5 lost the key", lost: []int{0, 1, 2}, want: "not held"},
+		{name: "2 lost 1 paused", lost: []int{0, 1}, paused: []int{2}, want: "unknown"},
+	}
+	for _, lockName := range []string{locks.RedlockName, liblocks.RedsyncName} {
+		t.Run(lockName, func(t *testing.T) {
+			t.Parallel()
+			c := startCluster(t, 5)
+			ctx := context.Background()
+			l := build(t, lockName, c.conns, "me")
+			for _, tc := range cases {
+				key := "rq-" + tc.name
+				lease, err := l.TryAcquire(ctx, key, 10*time.Second)
+				if err != nil {
+					t.Fatalf("%s: acquire: %v", tc.name, err)
+				}
+				for _, i := range tc.lost {
+					c.conns[i].Client.Del(ctx, key)
+				}
+				resume := c.pause(t, tc.paused...)
+				rctx, cancel := context.WithTimeout(ctx, 4*testNodeTimeout)
+				err = lease.Release(rctx)
+				cancel()
+				resume()
+				got := "unknown"
+				switch {
+				case err == nil:
+					got = "ok"
+				case errors.Is(err, locks.ErrNotHeld) && locks.Definite(err):
+					got = "not held"
+				case locks.Definite(err):
+					got = "definite " + err.Error()
+				}
+				if got != tc.want {
+					t.Errorf("%s: release gave %q (%v), want %s", tc.name, got, err, tc.want)
+				}
+			}
+		})
+	}
+}

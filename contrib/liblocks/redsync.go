@@ -217,10 +217,12 @@ func (le *redsyncLease) Extend(ctx context.Context, ttl time.Duration) error {
 	return fmt.Errorf("redsync extend %s: outcome unknown (%v): %w", le.key, oneLine(err), t.firstUnknown)
 }
 
-// Release unlocks on all nodes, bounded only by ctx like Extend. redsync
-// calls an unlock on fewer than a quorum a failure; here, as for Redlock,
-// it is nil if any node deleted our key (the release took effect), and
-// locks.ErrNotHeld when none did and the answers settle it.
+// Release unlocks on all nodes, bounded only by ctx like Extend. As for
+// the redlock lock, and as redsync itself counts it, the release succeeded
+// only if a quorum deleted our key: a node that never answered the grant
+// may have set its key late, so a minority's delete says nothing about the
+// lock. It is locks.ErrNotHeld when the answers settle that no quorum did,
+// else its outcome is unknown.
 func (le *redsyncLease) Release(ctx context.Context) error {
 	ok, err := le.m.UnlockContext(ctx)
 	if ok {
@@ -230,10 +232,7 @@ func (le *redsyncLease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: redsync release %s", locks.ErrNotHeld, le.key)
 	}
 	t := tallyRedsync(err)
-	if _, taken := err.(*redsync.ErrTaken); !taken && le.lock.nodes-t.no-t.unknown > 0 {
-		return nil
-	}
-	if t.unknown == 0 || t.no >= le.lock.quorum() {
+	if deleted := le.lock.nodes - t.no - t.unknown; deleted+t.unknown < le.lock.quorum() {
 		return fmt.Errorf("%w: redsync release %s: %v", locks.ErrNotHeld, le.key, oneLine(err))
 	}
 	return fmt.Errorf("redsync release %s: outcome unknown (%v): %w", le.key, oneLine(err), t.firstUnknown)
