@@ -229,17 +229,15 @@ func TestHarnessOnDocker(t *testing.T) {
 			if len(r.Errors) > 0 || (tc.verdict != "" && r.Verdict != tc.verdict) {
 				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
 			}
-			// Two clients with holds of 100 ms or more record some 10
-			// operations a second when the machine is loaded (66 in the
-			// clock-jump script's 6 s, measured); a run that stops at its
-			// first violation may have little more than the two grants
-			// (9 operations, measured).
-			minOps := 100
-			switch {
-			case cfg.StopOnFirstViolation:
+			// The run did something; how much depends on the machine's
+			// load, which this test must not: a CI run with both cores
+			// busy recorded 86 operations in the redlock kill case's 4 s
+			// (some 10 a second at holds of 100 ms or more, measured),
+			// and a run that stops at its first violation may have little
+			// more than the two grants (9 operations, measured).
+			minOps := 10
+			if cfg.StopOnFirstViolation {
 				minOps = 2
-			case cfg.Clients <= 2:
-				minOps = 10
 			}
 			if r.Ops < minOps {
 				t.Errorf("only %d operations", r.Ops)
