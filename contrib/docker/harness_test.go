@@ -292,24 +292,28 @@ func fromScenario(name string) func(*harness.Config) {
 func then(fs ...func(*harness.Config)) func(*harness.Config) { return scenario.Then(fs...) }
 
 // requireClusterWitness checks a Redis Cluster run on containers: the
-// baseline's lock keys were served by three primaries, and an unsafe
-// run's witness names the holder's grant by n1, the second grant by the
-// promoted n4, the kill and the failover.
+// baseline saw no failover, and an unsafe run's witness is a lease lost in
+// a failover that a kill caused. Which kill does it is the machine's: on a
+// loaded one the first kill's replica can still receive the grant before
+// the killed node's proxies are disabled (a CI run with both cores busy
+// lost the lease of the second kill, n4's, to n1), so the witness is
+// checked for its mechanism, not for n1 and n4.
 func requireClusterWitness(t *testing.T, r *harness.Results) {
 	t.Helper()
+	fo := r.Failover
 	if r.Verdict == checker.VerdictSafe {
-		if fo := r.Failover; fo != nil && fo.Failovers > 0 {
+		if fo != nil && fo.Failovers > 0 {
 			t.Errorf("%d failovers without a fault", fo.Failovers)
 		}
 		return
 	}
 	story := r.Exclusion.Violations[0].Story
-	for _, want := range []string{"granted by n1", "granted by n4", "kill on n1", "primary on n4"} {
+	for _, want := range []string{"granted by n", "kill on n", "primary on n"} {
 		if !strings.Contains(story, want) {
 			t.Errorf("the witness does not say %q:\n%s", want, story)
 		}
 	}
-	if fo := r.Failover; fo == nil || fo.Failovers != 1 || fo.Lost != 1 {
-		t.Errorf("failover result %+v, want one failover and one lease lost in it", fo)
+	if fo == nil || fo.Failovers < 1 || fo.Lost < 1 {
+		t.Errorf("failover result %+v, want a lease lost in a failover", fo)
 	}
 }
