@@ -48,8 +48,12 @@ type Options struct {
 
 // Step is one action of a script, started At after the fault phase began.
 type Step struct {
-	At     time.Duration
-	Action Action
+	At time.Duration
+	// AfterPrevious holds the step back, past At, until the previous
+	// step's fault is in place: a fault that must precede another (a cut
+	// before a kill that waits for a grant) does not race it.
+	AfterPrevious bool
+	Action        Action
 }
 
 // Schedule runs faults during the fault phase: drawn at random, one at a
@@ -155,7 +159,7 @@ func (s *Schedule) runRandom(ctx context.Context) {
 				a.For = s.Opts.RestartDelay
 			}
 		}
-		s.play(ctx, &a)
+		s.play(ctx, &a, nil)
 	}
 }
 
@@ -163,24 +167,45 @@ func (s *Schedule) runRandom(ctx context.Context) {
 func (s *Schedule) runScript(ctx context.Context) {
 	start := time.Now()
 	var wg sync.WaitGroup
+	placed := make([]chan struct{}, len(s.Script))
 	for i := range s.Script {
 		st := s.Script[i]
+		placed[i] = make(chan struct{})
 		ctxsleep.Sleep(ctx, time.Until(start.Add(st.At)))
 		if ctx.Err() != nil {
 			break
 		}
+		var previous chan struct{}
+		if st.AfterPrevious && i > 0 {
+			previous = placed[i-1]
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.play(ctx, &st.Action)
+			if previous != nil {
+				select {
+				case <-previous:
+				case <-ctx.Done():
+					close(placed[i])
+					return
+				}
+			}
+			s.play(ctx, &st.Action, func() { close(placed[i]) })
 		}()
 	}
 	wg.Wait()
 }
 
 // play starts one action, waits its duration and stops it. If the fault
-// phase ends first, the action is stopped at once.
-func (s *Schedule) play(ctx context.Context, a *Action) {
+// phase ends first, the action is stopped at once. placed, if not nil, is
+// called once the fault is in place or will not be.
+func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
+	var once sync.Once
+	if placed != nil {
+		defer once.Do(placed)
+	} else {
+		placed = func() {}
+	}
 	f := s.Faults[a.Fault]
 	if a.AfterGrant && s.Env.Granted != nil {
 		// Drop a grant seen earlier: the fault must follow a fresh one.
@@ -210,6 +235,7 @@ func (s *Schedule) play(ctx context.Context, a *Action) {
 		s.Env.OnEvent(a.Fault, PhaseStarting, a.Nodes)
 	}
 	err := f.Start(ctx, s.Env, a)
+	once.Do(placed)
 	if !quiet || err != nil {
 		phase := "start"
 		if err != nil {

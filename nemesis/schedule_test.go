@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -188,5 +189,79 @@ func TestPickNodes(t *testing.T) {
 		if err != nil || len(got) != want {
 			t.Errorf("%s: %v %v", policy, got, err)
 		}
+	}
+}
+
+// gatedFault holds its fault's start until gate is closed.
+type gatedFault struct {
+	Fault
+	gate chan struct{}
+}
+
+func (g gatedFault) Start(ctx context.Context, env *Env, a *Action) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Fault.Start(ctx, env, a)
+}
+
+// TestAfterPreviousOrdersSteps: a step marked AfterPrevious starts only once
+// the previous step's fault is in place, however long that takes; a step
+// without it does not wait (which shows the test can tell them apart).
+func TestAfterPreviousOrdersSteps(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		t.Run(fmt.Sprint("AfterPrevious=", after), func(t *testing.T) {
+			ctl := newFakeControl()
+			env := newEnv(t, ctl)
+			script := []Step{
+				{Action: Action{Fault: Pause, Nodes: []string{"n1"}, For: time.Millisecond}},
+				{AfterPrevious: after, Action: Action{Fault: Kill, Nodes: []string{"n2"}, For: time.Millisecond}},
+			}
+			s, err := NewSchedule(env, nil, Options{}, rand.New(rand.NewSource(1)), script, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := make(chan struct{})
+			s.Faults[Pause] = gatedFault{Fault: s.Faults[Pause], gate: gate}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			calls := func() []string {
+				ctl.mu.Lock()
+				defer ctl.mu.Unlock()
+				return append([]string(nil), ctl.calls...)
+			}
+			waitFor := func(what string, want ...string) {
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					have := calls()
+					missing := slices.DeleteFunc(slices.Clone(want), func(c string) bool { return slices.Contains(have, c) })
+					if len(missing) == 0 {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: still no %v after 30 s; calls: %v", what, missing, have)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			if !after {
+				waitFor("the kill while the pause is held back", "kill n2")
+			}
+			close(gate)
+			waitFor("both faults", "pause n1", "kill n2")
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			got := calls()
+			pause, kill := slices.Index(got, "pause n1"), slices.Index(got, "kill n2")
+			if pause < 0 || kill < 0 || (pause < kill) != after {
+				t.Errorf("calls %v: pause at %d, kill at %d", got, pause, kill)
+			}
+		})
 	}
 }

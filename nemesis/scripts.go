@@ -138,23 +138,41 @@ func needsRedisCluster(p ScriptParams) error {
 	return nil
 }
 
-// clusterReplicationLag slows the cluster's own links, as
-// sentinel-kill-after-acquire does, so that a grant has not reached the
-// primary's replica when the fault right after it lands.
-func clusterReplicationLag(p ScriptParams) Step {
-	return Step{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
-		Link: proxy.Fault{Latency: 100 * time.Millisecond}}}
-}
-
 func init() {
 	Scripts["cluster-kill-after-acquire"] = Script{
 		Name: "cluster-kill-after-acquire",
-		Description: "Redis Cluster: replication is slowed by 100ms on the cluster's own links; the primary of the lock's slot " +
-			"is killed right after a client acquires and stays down past the failover, so its replica is promoted " +
-			"without the lock",
+		Description: "Redis Cluster: the replication into the replica of the lock's slot is cut (a replica that has fallen " +
+			"behind), then its primary is killed right after a client acquires and stays down past the failover, so the " +
+			"replica is promoted without the lock",
 		Check: needsRedisCluster,
 		Build: func(p ScriptParams) []Step {
-			steps := []Step{clusterReplicationLag(p)}
+			// A cut in place before the grant, not a latency the kill
+			// must outrun: a docker kill on a loaded machine has taken
+			// longer than 100 ms to drop the links. The cut lasts while
+			// the kill waits for a grant (a lease held from before) and
+			// the node is down.
+			primary := []string{PrimaryPlaceholder}
+			var steps []Step
+			for t := time.Duration(0); t+8*time.Second <= p.TimeLimit; t += 20 * time.Second {
+				steps = append(steps,
+					Step{At: t, Action: Action{Fault: Partition, Nodes: primary, Internal: true, For: 16 * time.Second}},
+					Step{At: t, AfterPrevious: true, Action: Action{Fault: Kill, Nodes: primary, AfterGrant: true, For: 8 * time.Second}})
+			}
+			return steps
+		},
+	}
+	Scripts["cluster-kill-lagging-replica"] = Script{
+		Name: "cluster-kill-lagging-replica",
+		Description: "Redis Cluster: replication is slowed by 100ms on the cluster's own links, so replicas stay connected " +
+			"(as min-replicas-to-write needs) but behind; the primary of the lock's slot is killed right after a client " +
+			"acquires and stays down past the failover",
+		Check: needsRedisCluster,
+		Build: func(p ScriptParams) []Step {
+			// As sentinel-kill-after-acquire: a grant has not reached
+			// the replica when the kill right after it lands, which on
+			// the local backend (a SIGKILL) it does within the 100 ms.
+			steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
+				Link: proxy.Fault{Latency: 100 * time.Millisecond}}}}
 			for t := time.Duration(0); t+8*time.Second <= p.TimeLimit; t += 20 * time.Second {
 				steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
 					AfterGrant: true, For: 8 * time.Second}})
@@ -175,7 +193,7 @@ func init() {
 				half = append(half, c)
 			}
 			// Replication is cut, not slowed as in
-			// cluster-kill-after-acquire: the isolation replaces a
+			// cluster-kill-lagging-replica: the isolation replaces a
 			// link's latency with its cut, and toxiproxy delivers what
 			// the latency held back when it does.
 			primary := []string{PrimaryPlaceholder}

@@ -24,12 +24,13 @@ import (
 // addresses too; the harness maps them back to the nodes' published
 // loopback ports (cluster.Node.Announce).
 //
-// A fault on a node's internal links cuts only what flows into it: the
-// node's own connections to its peers' buses go out through their
-// proxies. That is enough to hold its replica back and to kill it, but
-// not to isolate it, which on Redis Cluster needs both directions cut
-// (a node that still reaches its peers hears at once that its replica
-// took its slots): Isolate runs on the local backend only.
+// A fault on a node's internal links is on its net-<node> proxy only:
+// replication into its replica, as on the local backend, where the bus
+// has links of its own. A kill drops both proxies' connections. Neither
+// isolates a node, which on Redis Cluster needs its bus cut both ways (a
+// node that still reaches its peers hears at once that its replica took
+// its slots), and a proxy carries only what flows into its node: Isolate
+// runs on the local backend only.
 
 const (
 	// busPort is every node's cluster bus port inside its container.

@@ -3,8 +3,11 @@ package docker_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
@@ -72,19 +75,55 @@ func TestRedisClusterOnDocker(t *testing.T) {
 	if err := primaryIs("n4")(); err != nil {
 		t.Error(err)
 	}
-	// A fault on n1's internal links reaches both of its proxies.
-	if err := c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Partition}); err != nil {
+	// A fault on n4's internal links cuts the replication into n1, its
+	// replica now, and nothing else: the cluster stays ok, a write on n4
+	// does not reach n1 until the cut heals. (WAIT 1 1000 returns 0 if
+	// no replica acknowledged the write within a second: a broken cut
+	// fails this at once, a slow machine cannot.)
+	if err := c.CutInternal(ctx, "n4", proxy.Fault{Mode: proxy.Partition}); err != nil {
 		t.Fatal(err)
 	}
 	left, err := c.InternalToxics(ctx)
-	if err != nil || len(left) != 4 {
-		t.Errorf("toxics after cutting n1: %v %v, want two on each of its proxies", left, err)
+	if err != nil || len(left) != 2 || !strings.HasPrefix(left[0], "net-n4/") || !strings.HasPrefix(left[1], "net-n4/") {
+		t.Errorf("toxics after cutting n4: %v %v, want two on net-n4 and none on its bus", left, err)
 	}
-	if err := c.HealInternal(ctx, "n1"); err != nil {
+	var n4Addr string
+	for _, n := range c.Nodes() {
+		if n.Name == "n4" {
+			n4Addr = n.Addr
+		}
+	}
+	n4 := redis.NewClient(&redis.Options{Addr: n4Addr})
+	defer n4.Close()
+	acked := func() (int64, error) {
+		var wait *redis.Cmd
+		_, err := n4.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, "lock-0", "while-cut", 0)
+			wait = p.Do(ctx, "WAIT", 1, 1000)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		return wait.Int64()
+	}
+	if got, err := acked(); err != nil || got != 0 {
+		t.Errorf("a write on n4 while its replication is cut: WAIT says %d replicas (%v), want 0", got, err)
+	}
+	if err := primaryIs("n4")(); err != nil {
+		t.Errorf("a replication cut alone moved the slot: %v", err)
+	}
+	if err := c.HealInternal(ctx, "n4"); err != nil {
 		t.Fatal(err)
 	}
+	until(t, failoverTimeout, "n1 acknowledges n4's writes again", func() error {
+		if got, err := acked(); err != nil || got != 1 {
+			return fmt.Errorf("WAIT says %d replicas (%v)", got, err)
+		}
+		return nil
+	})
 	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatalf("not healthy after healing n1: %v", err)
+		t.Fatalf("not healthy after healing n4: %v", err)
 	}
 }
 

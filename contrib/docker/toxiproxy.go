@@ -100,7 +100,10 @@ type internalNet struct {
 	cli *toxiproxy.Client
 	// proxies are each node's proxies by node name: one (its client port)
 	// on the sentinel system, two (client port and cluster bus) on Redis
-	// Cluster. A fault on a node is on all of them.
+	// Cluster. A fault on a node's internal links is on the first, which
+	// carries replication (and the sentinels); the others are only
+	// dropped with the node, as on the local backend, where the cluster
+	// bus has links of its own that only an isolation cuts.
 	proxies map[string][]toxiproxy.Proxy
 	// populate, if set, (re)creates the proxies on the server; nil when the
 	// server's own configuration file does (compose).
@@ -238,6 +241,15 @@ func (in *internalNet) proxiesOf(node string) ([]string, error) {
 	return out, nil
 }
 
+// faultProxy names the proxy that carries node's faults.
+func (in *internalNet) faultProxy(node string) (string, error) {
+	names, err := in.proxiesOf(node)
+	if err != nil {
+		return "", err
+	}
+	return names[0], nil
+}
+
 // addToxics adds a fault's toxics to one proxy.
 func (in *internalNet) addToxics(ctx context.Context, name string, toxics []toxicSpec) error {
 	for _, t := range toxics {
@@ -266,7 +278,7 @@ func (in *internalNet) cut(ctx context.Context, node string, f proxy.Fault) erro
 	if err != nil {
 		return fmt.Errorf("cut %s: %w", node, err)
 	}
-	names, err := in.proxiesOf(node)
+	name, err := in.faultProxy(node)
 	if err != nil {
 		return fmt.Errorf("cut %s: %w", node, err)
 	}
@@ -274,13 +286,11 @@ func (in *internalNet) cut(ctx context.Context, node string, f proxy.Fault) erro
 	defer in.mu.Unlock()
 	// Recorded first: a cut that fails half-way must still be healed.
 	in.faults[node] = f
-	for _, name := range names {
-		if err := in.removeToxics(ctx, name); err != nil {
-			return in.recoverAfter(ctx, fmt.Errorf("cut %s: %w", node, err))
-		}
-		if err := in.addToxics(ctx, name, toxics); err != nil {
-			return in.recoverAfter(ctx, fmt.Errorf("cut %s (%s): %w", node, f, err))
-		}
+	if err := in.removeToxics(ctx, name); err != nil {
+		return in.recoverAfter(ctx, fmt.Errorf("cut %s: %w", node, err))
+	}
+	if err := in.addToxics(ctx, name, toxics); err != nil {
+		return in.recoverAfter(ctx, fmt.Errorf("cut %s (%s): %w", node, f, err))
 	}
 	return nil
 }
@@ -290,17 +300,15 @@ func (in *internalNet) cut(ctx context.Context, node string, f proxy.Fault) erro
 // drops every toxic and every connection of every proxy, and the faults
 // of the other nodes are applied again.
 func (in *internalNet) heal(ctx context.Context, node string) error {
-	names, err := in.proxiesOf(node)
+	name, err := in.faultProxy(node)
 	if err != nil {
 		return fmt.Errorf("heal %s: %w", node, err)
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.faults, node)
-	for _, name := range names {
-		if err := in.removeToxics(ctx, name); err != nil {
-			return in.recoverAfter(ctx, fmt.Errorf("heal %s: %w", node, err))
-		}
+	if err := in.removeToxics(ctx, name); err != nil {
+		return in.recoverAfter(ctx, fmt.Errorf("heal %s: %w", node, err))
 	}
 	return nil
 }
@@ -364,9 +372,8 @@ func (in *internalNet) recoverAfter(ctx context.Context, cause error) error {
 	}
 	for n, f := range in.faults {
 		toxics, _ := toxicsFor(f)
-		for _, p := range in.proxies[n] {
-			errs = append(errs, in.addToxics(ctx, p.Name, toxics))
-		}
+		name, _ := in.faultProxy(n)
+		errs = append(errs, in.addToxics(ctx, name, toxics))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w; after restarting the toxiproxy server: %v", cause, err)
