@@ -48,87 +48,82 @@ func TestQuorum(t *testing.T) {
 		{name: "2 held elsewhere 1 paused", heldElsewhere: []int{0, 1}, paused: []int{2}, want: unknown,
 			wantEmptyAfterwds: []int{3, 4}},
 	}
-	for _, lockName := range []string{locks.RedlockName, liblocks.RedsyncName} {
-		t.Run(lockName, func(t *testing.T) {
-			t.Parallel()
-			c := startCluster(t, 5)
-			ctx := context.Background()
-			l := build(t, lockName, c.conns, "me")
-			// Sequential: a pause stops a node for every row.
-			for _, tc := range cases {
-				key := "q-" + tc.name
+	onBothQuorumLocks(t, func(t *testing.T, lockName string, c *nodeSet, l locks.Locker) {
+		ctx := context.Background()
+		// Sequential: a pause stops a node for every row.
+		for _, tc := range cases {
+			key := "q-" + tc.name
+			for _, i := range tc.heldElsewhere {
+				c.conns[i].Client.Set(ctx, key, "other.1", time.Minute)
+			}
+			for _, i := range tc.readonly {
+				if err := c.conns[i].Client.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resume := c.pause(t, tc.paused...)
+
+			start := time.Now()
+			lease, err := l.TryAcquire(ctx, key, ttl)
+			took := time.Since(start)
+			t.Logf("%s: %v after %v", tc.name, err, took.Round(time.Millisecond))
+
+			switch tc.want {
+			case granted:
+				if err != nil {
+					t.Errorf("%s: got %v, want a lease", tc.name, err)
+					break
+				}
+				nr, reports := lease.(locks.NodeReporter)
+				if lockName == liblocks.RedsyncName && reports {
+					t.Errorf("%s: redsync cannot tell which nodes granted, yet its lease reports %v", tc.name, nr.GrantedBy())
+				}
+				if lockName == locks.RedlockName {
+					if !reports || !slices.Equal(nr.GrantedBy(), tc.wantGrantedBy) {
+						t.Errorf("%s: granted by %v, want %v", tc.name, grantedBy(lease), tc.wantGrantedBy)
+					}
+				}
+				// redsync's Unlock waits for every node: a paused one
+				// costs the whole context.
+				rctx, cancel := context.WithTimeout(ctx, 4*testNodeTimeout)
+				if err := lease.Release(rctx); err != nil {
+					t.Errorf("%s: release: %v", tc.name, err)
+				}
+				cancel()
+			case refused:
+				if !errors.Is(err, locks.ErrNotAcquired) || !locks.Definite(err) {
+					t.Errorf("%s: got %v, want a definite ErrNotAcquired", tc.name, err)
+				}
+			case unknown:
+				if err == nil || locks.Definite(err) {
+					t.Errorf("%s: got %v, want an unknown outcome", tc.name, err)
+				}
+			}
+			// The per-node timeout bounds a failed acquisition (and its
+			// release), not the TTL.
+			if took > ttl/4 {
+				t.Errorf("%s: acquisition took %v with a %v TTL", tc.name, took, ttl)
+			}
+			if tc.want != granted {
+				for _, i := range tc.wantEmptyAfterwds {
+					if v := c.values(t, key, i)[0]; v != "" {
+						t.Errorf("%s: after the failed quorum %s still has %q", tc.name, c.conns[i].Name, v)
+					}
+				}
 				for _, i := range tc.heldElsewhere {
-					c.conns[i].Client.Set(ctx, key, "other.1", time.Minute)
-				}
-				for _, i := range tc.readonly {
-					if err := c.conns[i].Client.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				resume := c.pause(t, tc.paused...)
-
-				start := time.Now()
-				lease, err := l.TryAcquire(ctx, key, ttl)
-				took := time.Since(start)
-				t.Logf("%s: %v after %v", tc.name, err, took.Round(time.Millisecond))
-
-				switch tc.want {
-				case granted:
-					if err != nil {
-						t.Errorf("%s: got %v, want a lease", tc.name, err)
-						break
-					}
-					nr, reports := lease.(locks.NodeReporter)
-					if lockName == liblocks.RedsyncName && reports {
-						t.Errorf("%s: redsync cannot tell which nodes granted, yet its lease reports %v", tc.name, nr.GrantedBy())
-					}
-					if lockName == locks.RedlockName {
-						if !reports || !slices.Equal(nr.GrantedBy(), tc.wantGrantedBy) {
-							t.Errorf("%s: granted by %v, want %v", tc.name, grantedBy(lease), tc.wantGrantedBy)
-						}
-					}
-					// redsync's Unlock waits for every node: a paused one
-					// costs the whole context.
-					rctx, cancel := context.WithTimeout(ctx, 4*testNodeTimeout)
-					if err := lease.Release(rctx); err != nil {
-						t.Errorf("%s: release: %v", tc.name, err)
-					}
-					cancel()
-				case refused:
-					if !errors.Is(err, locks.ErrNotAcquired) || !locks.Definite(err) {
-						t.Errorf("%s: got %v, want a definite ErrNotAcquired", tc.name, err)
-					}
-				case unknown:
-					if err == nil || locks.Definite(err) {
-						t.Errorf("%s: got %v, want an unknown outcome", tc.name, err)
-					}
-				}
-				// The per-node timeout bounds a failed acquisition (and its
-				// release), not the TTL.
-				if took > ttl/4 {
-					t.Errorf("%s: acquisition took %v with a %v TTL", tc.name, took, ttl)
-				}
-				if tc.want != granted {
-					for _, i := range tc.wantEmptyAfterwds {
-						if v := c.values(t, key, i)[0]; v != "" {
-							t.Errorf("%s: after the failed quorum %s still has %q", tc.name, c.conns[i].Name, v)
-						}
-					}
-					for _, i := range tc.heldElsewhere {
-						if v := c.values(t, key, i)[0]; v != "other.1" {
-							t.Errorf("%s: the other holder's key on %s became %q", tc.name, c.conns[i].Name, v)
-						}
-					}
-				}
-				resume()
-				for _, i := range tc.readonly {
-					if err := c.conns[i].Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-						t.Fatal(err)
+					if v := c.values(t, key, i)[0]; v != "other.1" {
+						t.Errorf("%s: the other holder's key on %s became %q", tc.name, c.conns[i].Name, v)
 					}
 				}
 			}
-		})
-	}
+			resume()
+			for _, i := range tc.readonly {
+				if err := c.conns[i].Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
 }
 
 func grantedBy(l locks.Lease) []string {
@@ -391,39 +386,46 @@ func TestReleaseNeedsQuorum(t *testing.T) {
 		{name: "3 of 5 lost the key", lost: []int{0, 1, 2}, want: "not held"},
 		{name: "2 lost 1 paused", lost: []int{0, 1}, paused: []int{2}, want: "unknown"},
 	}
+	onBothQuorumLocks(t, func(t *testing.T, lockName string, c *nodeSet, l locks.Locker) {
+		ctx := context.Background()
+		for _, tc := range cases {
+			key := "rq-" + tc.name
+			lease, err := l.TryAcquire(ctx, key, 10*time.Second)
+			if err != nil {
+				t.Fatalf("%s: acquire: %v", tc.name, err)
+			}
+			for _, i := range tc.lost {
+				c.conns[i].Client.Del(ctx, key)
+			}
+			resume := c.pause(t, tc.paused...)
+			rctx, cancel := context.WithTimeout(ctx, 4*testNodeTimeout)
+			err = lease.Release(rctx)
+			cancel()
+			resume()
+			got := "unknown"
+			switch {
+			case err == nil:
+				got = "ok"
+			case errors.Is(err, locks.ErrNotHeld) && locks.Definite(err):
+				got = "not held"
+			case locks.Definite(err):
+				got = "definite " + err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("%s: release gave %q (%v), want %s", tc.name, got, err, tc.want)
+			}
+		}
+	})
+}
+
+// onBothQuorumLocks runs fn, in parallel, on each quorum lock (this
+// project's redlock and the redsync adapter) over a fresh 5-node cluster.
+func onBothQuorumLocks(t *testing.T, fn func(t *testing.T, lockName string, c *nodeSet, l locks.Locker)) {
 	for _, lockName := range []string{locks.RedlockName, liblocks.RedsyncName} {
 		t.Run(lockName, func(t *testing.T) {
 			t.Parallel()
 			c := startCluster(t, 5)
-			ctx := context.Background()
-			l := build(t, lockName, c.conns, "me")
-			for _, tc := range cases {
-				key := "rq-" + tc.name
-				lease, err := l.TryAcquire(ctx, key, 10*time.Second)
-				if err != nil {
-					t.Fatalf("%s: acquire: %v", tc.name, err)
-				}
-				for _, i := range tc.lost {
-					c.conns[i].Client.Del(ctx, key)
-				}
-				resume := c.pause(t, tc.paused...)
-				rctx, cancel := context.WithTimeout(ctx, 4*testNodeTimeout)
-				err = lease.Release(rctx)
-				cancel()
-				resume()
-				got := "unknown"
-				switch {
-				case err == nil:
-					got = "ok"
-				case errors.Is(err, locks.ErrNotHeld) && locks.Definite(err):
-					got = "not held"
-				case locks.Definite(err):
-					got = "definite " + err.Error()
-				}
-				if got != tc.want {
-					t.Errorf("%s: release gave %q (%v), want %s", tc.name, got, err, tc.want)
-				}
-			}
+			fn(t, lockName, c, build(t, lockName, c.conns, "me"))
 		})
 	}
 }
