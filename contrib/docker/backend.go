@@ -27,7 +27,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/clusterq"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
-	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
 // Backend starts clusters as containers with testcontainers-go.
@@ -50,42 +49,37 @@ var _ cluster.OrphanReaper = Backend{}
 func (Backend) Name() string { return "docker" }
 
 // image is the image the backend runs.
-func (b Backend) image() string {
-	if b.Image != "" {
-		return b.Image
-	}
-	if v := os.Getenv(ImageEnv); v != "" {
-		return v
-	}
-	return DefaultImage
-}
+func (b Backend) image() string { return imageOf(b.Image, ImageEnv, DefaultImage) }
 
 func (b Backend) toxiproxyImage() string {
-	if b.ToxiproxyImage != "" {
-		return b.ToxiproxyImage
+	return imageOf(b.ToxiproxyImage, ToxiproxyImageEnv, DefaultToxiproxyImage)
+}
+
+// imageOf is the image asked for, else the one the environment variable
+// env names, else def.
+func imageOf(asked, env, def string) string {
+	if asked != "" {
+		return asked
 	}
-	if v := os.Getenv(ToxiproxyImageEnv); v != "" {
+	if v := os.Getenv(env); v != "" {
 		return v
 	}
-	return DefaultToxiproxyImage
+	return def
 }
 
 // Cluster is a running set of containers.
 type Cluster struct {
-	eng *engine
+	containerCluster[*node]
 	// id is the cluster's LabelRun, dir its run directory (LabelRunDir).
-	id, dir   string
-	net       *testcontainers.DockerNetwork
-	nodes     []*node
-	resource  *node
-	fakeClock bool
+	id, dir  string
+	net      *testcontainers.DockerNetwork
+	resource *node
 
-	// The sentinel system (sentinel.go): the sentinels, the toxiproxy
-	// server that carries the internal links, and the shared queries.
+	// The sentinel system (sentinel.go): the sentinels, the container of
+	// the toxiproxy server that carries the internal links, and clients
+	// for configuring the nodes.
 	sentinels []*node
 	toxi      *node
-	internal  *internalNet
-	dep       *sentinelq.Deployment
 	admins    []*redis.Client
 
 	// The cluster system (rediscluster.go): its shared queries. Its
@@ -111,6 +105,8 @@ type node struct {
 }
 
 func (n *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.hostPort)) }
+
+func (n *node) containerID() string { return n.c.GetContainerID() }
 
 // Start checks the engine and the image, then starts the spec's containers
 // on a new private network and waits until each answers PING (the sentinel
@@ -171,7 +167,14 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return refuse(fmt.Errorf("clock faults on the docker backend: %w: image %s has no %s label (clock faults need libfaketime and lockjepsen's allocator shim in the image; build one with docker/build-image.sh, or run clock faults on the local backend)", ErrNoFakeClock, image, LabelPreload))
 	}
 
-	c := &Cluster{eng: eng, fakeClock: spec.FakeClock, id: randomID(), dir: spec.Dir}
+	c := &Cluster{id: randomID(), dir: spec.Dir, containerCluster: containerCluster[*node]{
+		eng: eng, fakeClock: spec.FakeClock,
+		noClock: "the cluster was started without a fake clock",
+		noLinks: fmt.Sprintf("the %s system's nodes have none (only the sentinel system has internal traffic)", spec.System),
+	}}
+	c.notReady = func(n *node, err error) error {
+		return fmt.Errorf("restart node %s on %s: %w\n--- log of %s:\n%s", n.name, n.addr(), err, n.name, c.logTail(n, 15))
+	}
 	fail := func(err error) (cluster.Cluster, error) {
 		if ctx.Err() != nil {
 			// Ctrl-C: remove everything, including what was being
@@ -480,42 +483,75 @@ const readyCheckEvery = time.Second
 // With check, it fails at once when the container stops running, and the
 // error says what state it is in.
 func waitReady(ctx context.Context, addr string, check containerCheck) error {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
-	defer cancel()
 	rc := redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, PoolSize: 1, DisableIdentity: true,
 	})
 	defer rc.Close()
+	return pollReady(ctx, readyPoll{
+		every: 20 * time.Millisecond,
+		try:   func(ctx context.Context) error { return rc.Ping(ctx).Err() },
+		check: check,
+		dead: func(desc string, last error) error {
+			return fmt.Errorf("no answer to PING on %s: the container is not running (%s); PING: %v", addr, desc, last)
+		},
+		late: func(waited time.Duration, desc string, last error) error {
+			if check == nil {
+				desc = "container not checked"
+			}
+			return fmt.Errorf("no answer to PING on %s after %s (container %s): %v", addr, waited, desc, last)
+		},
+	})
+}
+
+// readyPoll is a wait for a container's service: try, every so often,
+// until it succeeds. With check, the container's state is looked at every
+// readyCheckEvery too, as one that stopped running will never answer.
+type readyPoll struct {
+	every time.Duration
+	try   func(ctx context.Context) error
+	check containerCheck
+	// dead is the error once check finds the container not running, late
+	// once ReadyTimeout has passed (desc: its state, "" if check is nil);
+	// last is try's last error.
+	dead func(desc string, last error) error
+	late func(waited time.Duration, desc string, last error) error
+}
+
+// pollReady runs p for at most ReadyTimeout. When ctx itself ends, it
+// returns ctx's error, not p's.
+func pollReady(ctx context.Context, p readyPoll) error {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
 	start := time.Now()
 	nextCheck := start.Add(readyCheckEvery)
 	var last error
 	for {
-		if last = rc.Ping(ctx).Err(); last == nil {
+		if last = p.try(ctx); last == nil {
 			return nil
 		}
 		if parent.Err() != nil {
 			return parent.Err()
 		}
-		if check != nil && time.Now().After(nextCheck) {
+		if p.check != nil && time.Now().After(nextCheck) {
 			nextCheck = time.Now().Add(readyCheckEvery)
-			if alive, desc := check(ctx); !alive {
-				return fmt.Errorf("no answer to PING on %s: the container is not running (%s); PING: %v", addr, desc, last)
+			if alive, desc := p.check(ctx); !alive {
+				return p.dead(desc, last)
 			}
 		}
-		t := time.NewTimer(20 * time.Millisecond)
+		t := time.NewTimer(p.every)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			if parent.Err() != nil {
 				return parent.Err()
 			}
-			desc := "container not checked"
-			if check != nil {
-				_, desc = check(parent)
+			desc := ""
+			if p.check != nil {
+				_, desc = p.check(parent)
 			}
-			return fmt.Errorf("no answer to PING on %s after %s (container %s): %v", addr, time.Since(start).Round(time.Millisecond), desc, last)
+			return p.late(time.Since(start).Round(time.Millisecond), desc, last)
 		case <-t.C:
 		}
 	}
@@ -536,15 +572,6 @@ func (c *Cluster) all() []*node {
 
 func (n *node) info() cluster.Node {
 	return cluster.Node{Name: n.name, Role: n.role, Addr: n.addr(), Announce: n.announce, LogPath: n.logPath}
-}
-
-// Nodes are the nodes under test.
-func (c *Cluster) Nodes() []cluster.Node {
-	out := make([]cluster.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.info()
-	}
-	return out
 }
 
 // Resource is the protected resource store, or nil.

@@ -3,55 +3,14 @@ package docker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
 )
-
-// dockerClient is a plain Engine API client for the tests' own queries.
-func dockerClient(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
-// labelled lists the containers (with their state) and networks that
-// carry a label, as "container NAME (STATE)" and "network NAME".
-func labelled(ctx context.Context, cli client.APIClient, label string) ([]string, error) {
-	f := make(client.Filters).Add("label", label)
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, c := range cs.Items {
-		out = append(out, fmt.Sprintf("container %s (%s)", strings.TrimPrefix(c.Names[0], "/"), c.State))
-	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range ns.Items {
-		out = append(out, "network "+n.Name)
-	}
-	return out, nil
-}
-
-func ownerLabel(pid int) string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s=%s/%d", docker.LabelOwner, host, pid)
-}
 
 // Ctrl-C while a sentinel cluster starts: Start removes everything it had
 // created (containers in any state, the network, the toxiproxy server)
@@ -97,10 +56,7 @@ func TestStartCancelledRemovesEverything(t *testing.T) {
 				cl, err := docker.Backend{}.Start(ctx, cluster.Spec{System: cluster.Sentinel, Nodes: 3, Dir: dir, Persistence: cluster.PersistNone})
 				done <- result{cl, err}
 			}()
-			run := docker.LabelRunDir + "=" + dir
-			deadline := time.Now().Add(startDeadline)
-			var seen []string
-			for {
+			seen, ok := waitLabelled(t, cli, docker.LabelRunDir+"="+dir, 20*time.Millisecond, func(seen []string) {
 				select {
 				case r := <-done:
 					if r.cl != nil {
@@ -109,28 +65,19 @@ func TestStartCancelledRemovesEverything(t *testing.T) {
 					t.Fatalf("Start returned before the point to cancel at (containers %v): %v", seen, r.err)
 				default:
 				}
-				lctx, lcancel := context.WithTimeout(context.Background(), 10*time.Second)
-				var err error
-				seen, err = labelled(lctx, cli, run)
-				lcancel()
-				if err != nil {
-					t.Fatal(err)
-				}
+			}, func(seen []string) bool {
 				var cs []string
 				for _, s := range seen {
 					if strings.HasPrefix(s, "container ") {
 						cs = append(cs, s)
 					}
 				}
-				if tc.ready(cs) {
-					break
-				}
-				if time.Now().After(deadline) {
-					cancel()
-					<-done
-					t.Fatalf("the point to cancel at not reached after %v: the run has %v", startDeadline, seen)
-				}
-				time.Sleep(20 * time.Millisecond)
+				return tc.ready(cs)
+			})
+			if !ok {
+				cancel()
+				<-done
+				t.Fatalf("the point to cancel at not reached after %v: the run has %v", startDeadline, seen)
 			}
 			cancel()
 			cancelled := time.Now()
@@ -152,18 +99,7 @@ func TestStartCancelledRemovesEverything(t *testing.T) {
 			if strings.Contains(r.err.Error(), "--- log of") {
 				t.Errorf("a cancelled start dumped logs: %v", r.err)
 			}
-			until(t, 30*time.Second, "nothing left with this process's owner label", func() error {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				left, err := labelled(ctx, cli, ownerLabel(os.Getpid()))
-				if err != nil {
-					return err
-				}
-				if len(left) > 0 {
-					return fmt.Errorf("still there: %v", left)
-				}
-				return nil
-			})
+			requireNoneLabelled(t, cli, 30*time.Second, "nothing left with this process's owner label", ownerLabel(os.Getpid()))
 		})
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
 // DefaultTopologyFile is the topology of the top-level docker-compose.yml.
@@ -122,15 +121,12 @@ func (ComposeBackend) Name() string { return "compose" }
 // cluster.Pauser, Killer and ClockSetter; with the sentinel system also a
 // cluster.SentinelCluster and a nemesis.InternalNet.
 type ComposeCluster struct {
-	eng       *engine
-	nodes     []TopologyNode
-	resource  *TopologyNode
-	fakeClock bool
+	containerCluster[TopologyNode]
+	resource *TopologyNode
 
-	// The sentinel system.
+	// The sentinel system's sentinels, and its clients for configuring
+	// the deployment.
 	sentinels []TopologyNode
-	internal  *internalNet
-	dep       *sentinelq.Deployment
 	admins    []*redis.Client
 
 	closeOnce sync.Once
@@ -178,7 +174,11 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 		}
 		return nil, err
 	}
-	c := &ComposeCluster{eng: eng, nodes: append([]TopologyNode(nil), sys.Nodes...), fakeClock: topo.FakeClock}
+	c := &ComposeCluster{containerCluster: containerCluster[TopologyNode]{
+		eng: eng, nodes: append([]TopologyNode(nil), sys.Nodes...), fakeClock: topo.FakeClock,
+		noClock: "the compose deployment does not run libfaketime",
+		noLinks: "only the sentinel system has internal traffic",
+	}}
 	// The deployment is not ours to remove: a failed or cancelled start
 	// heals it (Close) and leaves it running.
 	fail := func(err error) (cluster.Cluster, error) {
@@ -277,14 +277,7 @@ func (n TopologyNode) info() cluster.Node {
 	return cluster.Node{Name: n.Name, Role: role, Addr: n.Addr, Announce: n.Announce}
 }
 
-// Nodes are the nodes under test.
-func (c *ComposeCluster) Nodes() []cluster.Node {
-	out := make([]cluster.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.info()
-	}
-	return out
-}
+func (n TopologyNode) containerID() string { return n.Container }
 
 // Resource is the resource node, or nil.
 func (c *ComposeCluster) Resource() *cluster.Node {
@@ -333,65 +326,4 @@ func (c *ComposeCluster) Close(ctx context.Context) error {
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
-}
-
-func (c *ComposeCluster) node(name string) (TopologyNode, error) {
-	for _, n := range c.nodes {
-		if n.Name == name {
-			return n, nil
-		}
-	}
-	return TopologyNode{}, fmt.Errorf("no node %q", name)
-}
-
-// Pause pauses the node's container.
-func (c *ComposeCluster) Pause(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return pauseContainer(c.eng.cli, name, n.Container)
-}
-
-// Resume unpauses the node's container.
-func (c *ComposeCluster) Resume(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return unpauseContainer(c.eng.cli, name, n.Container)
-}
-
-// Kill kills the node's container; loseUnsynced is refused.
-func (c *ComposeCluster) Kill(name string, loseUnsynced bool) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return killNode(c.eng.cli, c.internal, name, n.Container, loseUnsynced)
-}
-
-// Restart starts the node's container again and waits for PING.
-func (c *ComposeCluster) Restart(ctx context.Context, name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	if err := startContainer(ctx, c.eng.cli, name, n.Container); err != nil {
-		return err
-	}
-	return waitReady(ctx, n.Addr, checkOf(c.eng.cli, n.Container))
-}
-
-// SetClock rewrites the node's offset file, if the deployment runs
-// libfaketime.
-func (c *ComposeCluster) SetClock(name string, offset time.Duration) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	if !c.fakeClock {
-		return fmt.Errorf("set clock of %s: the compose deployment does not run libfaketime", name)
-	}
-	return setClock(c.eng.cli, name, n.Container, offset)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
@@ -169,69 +168,4 @@ func (c *ComposeCluster) configure(ctx context.Context, spec cluster.Spec) error
 func (c *ComposeCluster) MasterName() string { return cluster.MasterName }
 
 // Sentinels are the deployment's sentinels (none for other systems).
-func (c *ComposeCluster) Sentinels() []cluster.Node {
-	out := make([]cluster.Node, len(c.sentinels))
-	for i, n := range c.sentinels {
-		out[i] = n.info()
-	}
-	return out
-}
-
-// Primary asks the sentinels which node is the primary now (majority).
-func (c *ComposeCluster) Primary(ctx context.Context) (string, error) {
-	if c.dep == nil {
-		return "", fmt.Errorf("primary: %w", errNoSentinels)
-	}
-	return c.dep.Primary(ctx)
-}
-
-// WaitHealthy polls until replication and the sentinels are healthy.
-func (c *ComposeCluster) WaitHealthy(ctx context.Context) error {
-	if c.dep == nil {
-		return fmt.Errorf("wait healthy: %w", errNoSentinels)
-	}
-	return c.dep.WaitHealthy(ctx)
-}
-
-// Failover asks the sentinels for a manual failover.
-func (c *ComposeCluster) Failover(ctx context.Context) (string, error) {
-	if c.dep == nil {
-		return "", fmt.Errorf("failover: %w", errNoSentinels)
-	}
-	return c.dep.Failover(ctx)
-}
-
-// CutInternal applies a link fault to a process's internal proxy on the
-// toxiproxy server, through its HTTP API.
-func (c *ComposeCluster) CutInternal(ctx context.Context, node string, f proxy.Fault) error {
-	if c.internal == nil {
-		return fmt.Errorf("cut the internal links of %s: only the sentinel system has internal traffic", node)
-	}
-	return c.internal.cut(ctx, node, f)
-}
-
-// HealInternal removes every toxic CutInternal added to a process's
-// internal proxy.
-func (c *ComposeCluster) HealInternal(ctx context.Context, node string) error {
-	if c.internal == nil {
-		return fmt.Errorf("heal the internal links of %s: only the sentinel system has internal traffic", node)
-	}
-	return c.internal.heal(ctx, node)
-}
-
-// InternalNodes are the processes with an internal proxy.
-func (c *ComposeCluster) InternalNodes() []string {
-	if c.internal == nil {
-		return nil
-	}
-	return c.internal.nodes()
-}
-
-// InternalToxics lists the toxics on the internal proxies, as
-// "proxy/toxic".
-func (c *ComposeCluster) InternalToxics(ctx context.Context) ([]string, error) {
-	if c.internal == nil {
-		return nil, nil
-	}
-	return c.internal.leftovers(ctx)
-}
+func (c *ComposeCluster) Sentinels() []cluster.Node { return infos(c.sentinels) }

@@ -15,66 +15,16 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
-)
-
-// The docker cluster pauses, kills and moves the clocks of its containers.
-var (
-	_ cluster.Pauser      = (*Cluster)(nil)
-	_ cluster.Killer      = (*Cluster)(nil)
-	_ cluster.ClockSetter = (*Cluster)(nil)
-	_ cluster.Pauser      = (*ComposeCluster)(nil)
-	_ cluster.Killer      = (*ComposeCluster)(nil)
-	_ cluster.ClockSetter = (*ComposeCluster)(nil)
 )
 
 // opTimeout bounds one Docker API call of the nemesis.
 const opTimeout = 15 * time.Second
 
-func (c *Cluster) node(name string) (*node, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("no node %q", name)
-}
-
-// Pause freezes a node's container (docker pause: the cgroup freezer).
-// Connections still open, reads time out.
-func (c *Cluster) Pause(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return pauseContainer(c.eng.cli, name, n.c.GetContainerID())
-}
-
-// Resume unpauses a node's container.
-func (c *Cluster) Resume(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return unpauseContainer(c.eng.cli, name, n.c.GetContainerID())
-}
-
 // ErrLoseUnsynced is returned by Kill with loseUnsynced: the container's
 // append-only file lives in its writable layer, and cutting its tail from
 // outside is not supported.
 var ErrLoseUnsynced = errors.New("the docker backend cannot drop unsynced append-only-file writes on kill (lose-unsynced); use the local backend for that fault")
-
-// Kill sends SIGKILL to a node's container and waits until it has stopped.
-// The container, its published port and its data stay for Restart.
-// loseUnsynced is refused (ErrLoseUnsynced) before anything is killed.
-func (c *Cluster) Kill(name string, loseUnsynced bool) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return killNode(c.eng.cli, c.internal, name, n.c.GetContainerID(), loseUnsynced)
-}
 
 // killNode kills a node's container (both container backends). What the
 // node had sent but the internal network had not delivered (a replication
@@ -96,51 +46,29 @@ func killNode(cli client.APIClient, internal *internalNet, name, containerID str
 	return internal.whileDisabled(ctx, name, func() error { return killContainer(cli, name, containerID) })
 }
 
-// Restart starts a killed node's container again (same port, same data)
-// and waits until it answers PING.
-func (c *Cluster) Restart(ctx context.Context, name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	if err := startContainer(ctx, c.eng.cli, name, n.c.GetContainerID()); err != nil {
-		return err
-	}
-	if err := waitReady(ctx, n.addr(), checkOf(c.eng.cli, n.c.GetContainerID())); err != nil {
-		return fmt.Errorf("restart node %s on %s: %w\n--- log of %s:\n%s", name, n.addr(), err, name, c.logTail(n, 15))
+// apiCall makes one Docker API call of the nemesis, bounded by opTimeout
+// within ctx; its error says what was done (what) to which node.
+func apiCall(ctx context.Context, what, name string, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := call(ctx); err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
 	}
 	return nil
-}
-
-// SetClock rewrites the node's libfaketime offset file inside its container
-// (through the Docker API, so it works on a stopped container too).
-func (c *Cluster) SetClock(name string, offset time.Duration) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	if !c.fakeClock {
-		return fmt.Errorf("set clock of %s: the cluster was started without a fake clock", name)
-	}
-	return setClock(c.eng.cli, name, n.c.GetContainerID(), offset)
 }
 
 func pauseContainer(cli client.APIClient, name, id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	if _, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
-		return fmt.Errorf("pause %s: %w", name, err)
-	}
-	return nil
+	return apiCall(context.Background(), "pause", name, func(ctx context.Context) error {
+		_, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		return err
+	})
 }
 
 func unpauseContainer(cli client.APIClient, name, id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	if _, err := cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
-		return fmt.Errorf("resume %s: %w", name, err)
-	}
-	return nil
+	return apiCall(context.Background(), "resume", name, func(ctx context.Context) error {
+		_, err := cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		return err
+	})
 }
 
 func killContainer(cli client.APIClient, name, id string) error {
@@ -170,20 +98,16 @@ func killContainer(cli client.APIClient, name, id string) error {
 }
 
 func startContainer(ctx context.Context, cli client.APIClient, name, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	if _, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return fmt.Errorf("restart %s: %w", name, err)
-	}
-	return nil
+	return apiCall(ctx, "restart", name, func(ctx context.Context) error {
+		_, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
+		return err
+	})
 }
 
 func setClock(cli client.APIClient, name, id string, offset time.Duration) error {
 	if err := fakeclock.Validate(offset, 1); err != nil {
 		return fmt.Errorf("set clock of %s: %w", name, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	// The daemon replaces the file (unlink, create, one small write): a
 	// clock read in between sees no file, which libfaketime takes as real
 	// time for that read, never a partial line.
@@ -192,10 +116,10 @@ func setClock(cli client.APIClient, name, id string, offset time.Duration) error
 	if err != nil {
 		return err
 	}
-	if _, err := cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: tarball}); err != nil {
-		return fmt.Errorf("set clock of %s: %w", name, err)
-	}
-	return nil
+	return apiCall(context.Background(), "set clock of", name, func(ctx context.Context) error {
+		_, err := cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: tarball})
+		return err
+	})
 }
 
 // ReapOrphans removes the containers and networks that runs of this

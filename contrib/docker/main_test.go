@@ -42,7 +42,7 @@ func leftovers() error {
 		return nil
 	}
 	host, _ := os.Hostname()
-	f := make(client.Filters).Add("label", fmt.Sprintf("%s=%s/%d", docker.LabelOwner, host, os.Getpid()))
+	f := make(client.Filters).Add("label", ownerLabel(os.Getpid()))
 	var left []string
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
@@ -91,4 +91,88 @@ func staleEndpoint(ctx context.Context, cli client.APIClient, id string, removeE
 	}
 	n, err := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
 	return err == nil && len(n.Network.Containers) == 0
+}
+
+// dockerClient is a plain Engine API client for the tests' own queries.
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// labelled lists the containers (with their state) and networks that
+// carry a label, as "container NAME (STATE)" and "network NAME".
+func labelled(ctx context.Context, cli client.APIClient, label string) ([]string, error) {
+	f := make(client.Filters).Add("label", label)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range cs.Items {
+		out = append(out, fmt.Sprintf("container %s (%s)", strings.TrimPrefix(c.Names[0], "/"), c.State))
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns.Items {
+		out = append(out, "network "+n.Name)
+	}
+	return out, nil
+}
+
+func ownerLabel(pid int) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s=%s/%d", docker.LabelOwner, host, pid)
+}
+
+// waitLabelled lists what carries label every `every` until ready accepts
+// the list, and returns it with true; once startDeadline has passed, it
+// returns the last list with false. Before each listing, stop is called
+// with the last one: it fails the test if the run being watched ended
+// before it got there.
+func waitLabelled(t *testing.T, cli client.APIClient, label string, every time.Duration, stop func(have []string), ready func(have []string) bool) ([]string, bool) {
+	t.Helper()
+	deadline := time.Now().Add(startDeadline)
+	var have []string
+	for {
+		stop(have)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		have, err = labelled(ctx, cli, label)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ready(have) {
+			return have, true
+		}
+		if time.Now().After(deadline) {
+			return have, false
+		}
+		time.Sleep(every)
+	}
+}
+
+// requireNoneLabelled waits up to d until nothing carries label; what
+// names that state in the failure.
+func requireNoneLabelled(t *testing.T, cli client.APIClient, d time.Duration, what, label string) {
+	t.Helper()
+	until(t, d, what, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		left, err := labelled(ctx, cli, label)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("still there: %v", left)
+		}
+		return nil
+	})
 }

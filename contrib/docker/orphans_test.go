@@ -2,7 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,22 +55,14 @@ func TestReapOrphansOfKilledRun(t *testing.T) {
 	// Wait until the child's node runs (its containers carry the child's
 	// pid in their owner label) and its network exists.
 	owner := ownerLabel(pid)
-	deadline := time.Now().Add(startDeadline)
-	var have []string
-	for {
+	have, ok := waitLabelled(t, cli, owner, 50*time.Millisecond, func(have []string) {
 		select {
 		case err := <-exited:
 			killed = true
 			t.Fatalf("the child run ended (%v) before its containers were seen (%v):\n%s", err, have, out.String())
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var err error
-		have, err = labelled(ctx, cli, owner)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+	}, func(have []string) bool {
 		running, nets := 0, 0
 		for _, h := range have {
 			if strings.HasPrefix(h, "container ") && strings.HasSuffix(h, "(running)") {
@@ -81,13 +72,10 @@ func TestReapOrphansOfKilledRun(t *testing.T) {
 				nets++
 			}
 		}
-		if running > 0 && nets > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child run's container and network are not there %v after it started: it has %v (want a running container and a network); its output:\n%s", startDeadline, have, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return running > 0 && nets > 0
+	})
+	if !ok {
+		t.Fatalf("the child run's container and network are not there %v after it started: it has %v (want a running container and a network); its output:\n%s", startDeadline, have, out.String())
 	}
 	t.Logf("the child run (pid %d) has %v", pid, have)
 
@@ -120,18 +108,7 @@ func TestReapOrphansOfKilledRun(t *testing.T) {
 			t.Errorf("no line says %s %s of pid %d was removed", kind, name, pid)
 		}
 	}
-	until(t, time.Minute, "nothing of the killed run left", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		left, err := labelled(ctx, cli, owner)
-		if err != nil {
-			return err
-		}
-		if len(left) > 0 {
-			return fmt.Errorf("still there: %v", left)
-		}
-		return nil
-	})
+	requireNoneLabelled(t, cli, time.Minute, "nothing of the killed run left", owner)
 
 	// What this live process owns is untouched.
 	if err := rdb(t, mine.Nodes()[0].Addr).Ping(context.Background()).Err(); err != nil {

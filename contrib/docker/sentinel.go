@@ -17,7 +17,6 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
@@ -232,36 +231,20 @@ func (c *Cluster) sentinelLogs() string {
 }
 
 func restartContainer(ctx context.Context, cli client.APIClient, name, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
 	zero := 0
-	if _, err := cli.ContainerRestart(ctx, id, client.ContainerRestartOptions{Timeout: &zero}); err != nil {
-		return fmt.Errorf("restart %s: %w", name, err)
-	}
-	return nil
+	return apiCall(ctx, "restart", name, func(ctx context.Context) error {
+		_, err := cli.ContainerRestart(ctx, id, client.ContainerRestartOptions{Timeout: &zero})
+		return err
+	})
 }
 
 // MasterName is the name the sentinels monitor the primary under.
 func (c *Cluster) MasterName() string { return cluster.MasterName }
 
 // Sentinels are the sentinel containers (none for other systems).
-func (c *Cluster) Sentinels() []cluster.Node {
-	out := make([]cluster.Node, len(c.sentinels))
-	for i, n := range c.sentinels {
-		out[i] = n.info()
-	}
-	return out
-}
+func (c *Cluster) Sentinels() []cluster.Node { return infos(c.sentinels) }
 
 var errNoSentinels = errors.New("the cluster has no sentinels (only the sentinel system has)")
-
-// Primary asks the sentinels which node is the primary now (majority).
-func (c *Cluster) Primary(ctx context.Context) (string, error) {
-	if c.dep == nil {
-		return "", fmt.Errorf("primary: %w", errNoSentinels)
-	}
-	return c.dep.Primary(ctx)
-}
 
 // WaitHealthy polls until replication and the sentinels are healthy (the
 // cluster system: until every node sees a healthy cluster).
@@ -269,55 +252,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	if c.slots != nil {
 		return c.slots.WaitHealthy(ctx)
 	}
-	if c.dep == nil {
-		return fmt.Errorf("wait healthy: %w", errNoSentinels)
-	}
-	return c.dep.WaitHealthy(ctx)
-}
-
-// Failover asks the sentinels for a manual failover.
-func (c *Cluster) Failover(ctx context.Context) (string, error) {
-	if c.dep == nil {
-		return "", fmt.Errorf("failover: %w", errNoSentinels)
-	}
-	return c.dep.Failover(ctx)
-}
-
-// CutInternal applies a link fault to the internal proxy of a node or
-// sentinel (every connection of the cluster into it), replacing any fault
-// it had. Clients are not affected: they reach it on its published port.
-func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) error {
-	if c.internal == nil {
-		return fmt.Errorf("cut the internal links of %s: the %s have none (only the sentinel system has internal traffic)", node, c.systemName())
-	}
-	return c.internal.cut(ctx, node, f)
-}
-
-// HealInternal removes every toxic that CutInternal put on the node's
-// internal proxy.
-func (c *Cluster) HealInternal(ctx context.Context, node string) error {
-	if c.internal == nil {
-		return fmt.Errorf("heal the internal links of %s: the %s have none", node, c.systemName())
-	}
-	return c.internal.heal(ctx, node)
-}
-
-// InternalNodes are the nodes and sentinels with an internal proxy (none
-// outside the sentinel system).
-func (c *Cluster) InternalNodes() []string {
-	if c.internal == nil {
-		return nil
-	}
-	return c.internal.nodes()
-}
-
-// InternalToxics lists the toxics on the internal proxies, as
-// "proxy/toxic": none once every fault is healed.
-func (c *Cluster) InternalToxics(ctx context.Context) ([]string, error) {
-	if c.internal == nil {
-		return nil, nil
-	}
-	return c.internal.leftovers(ctx)
+	return c.containerCluster.WaitHealthy(ctx)
 }
 
 // InternalRestarts counts the times the toxiproxy server did not answer in
@@ -329,13 +264,6 @@ func (c *Cluster) InternalRestarts() int {
 	c.internal.mu.Lock()
 	defer c.internal.mu.Unlock()
 	return c.internal.restarts
-}
-
-func (c *Cluster) systemName() string {
-	if len(c.nodes) == 1 {
-		return "single system's nodes"
-	}
-	return "redlock system's nodes"
 }
 
 // whileDisabled disables a node's internal proxies, which closes their

@@ -151,62 +151,46 @@ func call(ctx context.Context, what string, fn func() error) error {
 // ReadyTimeout. The error says what was still missing (no answer, or the
 // proxies the server lacks) and, if known, the container's state.
 func (in *internalNet) waitReady(ctx context.Context) error {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
-	defer cancel()
-	start := time.Now()
-	nextCheck := start.Add(readyCheckEvery)
-	var last error
-	for {
-		last = call(ctx, "list proxies", func() error {
-			if in.populate {
-				if _, err := in.cli.Populate(in.specs()); err != nil {
-					return err
-				}
+	return pollReady(ctx, readyPoll{
+		every: 50 * time.Millisecond,
+		try:   in.listProxies,
+		check: in.check,
+		dead: func(desc string, last error) error {
+			return fmt.Errorf("toxiproxy API at %s: the container is not running (%s); last answer: %w", in.api, desc, last)
+		},
+		late: func(waited time.Duration, desc string, last error) error {
+			if in.check != nil {
+				desc = " (container " + desc + ")"
 			}
-			have, err := in.cli.Proxies()
-			if err != nil {
+			return fmt.Errorf("toxiproxy API at %s not ready after %s%s: %w", in.api, waited, desc, last)
+		},
+	})
+}
+
+// listProxies checks that the server has every proxy of the cluster,
+// creating them first where this package owns them.
+func (in *internalNet) listProxies(ctx context.Context) error {
+	return call(ctx, "list proxies", func() error {
+		if in.populate {
+			if _, err := in.cli.Populate(in.specs()); err != nil {
 				return err
 			}
-			var missing []string
-			for _, p := range in.specs() {
-				if _, ok := have[p.Name]; !ok {
-					missing = append(missing, p.Name)
-				}
-			}
-			if len(missing) > 0 {
-				return fmt.Errorf("the server has no proxy %s", strings.Join(missing, ", "))
-			}
-			return nil
-		})
-		if last == nil {
-			return nil
 		}
-		if parent.Err() != nil {
-			return parent.Err()
+		have, err := in.cli.Proxies()
+		if err != nil {
+			return err
 		}
-		if in.check != nil && time.Now().After(nextCheck) {
-			nextCheck = time.Now().Add(readyCheckEvery)
-			if alive, desc := in.check(ctx); !alive {
-				return fmt.Errorf("toxiproxy API at %s: the container is not running (%s); last answer: %w", in.api, desc, last)
+		var missing []string
+		for _, p := range in.specs() {
+			if _, ok := have[p.Name]; !ok {
+				missing = append(missing, p.Name)
 			}
 		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if parent.Err() != nil {
-				return parent.Err()
-			}
-			desc := ""
-			if in.check != nil {
-				_, d := in.check(parent)
-				desc = " (container " + d + ")"
-			}
-			return fmt.Errorf("toxiproxy API at %s not ready after %s%s: %w", in.api, time.Since(start).Round(time.Millisecond), desc, last)
-		case <-t.C:
+		if len(missing) > 0 {
+			return fmt.Errorf("the server has no proxy %s", strings.Join(missing, ", "))
 		}
-	}
+		return nil
+	})
 }
 
 func (in *internalNet) specs() []toxiproxy.Proxy {
