@@ -67,12 +67,18 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 	}
 	c, err := startRedis(ctx, spec)
 	if err != nil {
-		if cerr := cancelled(ctx); cerr != nil {
-			return nil, cerr
-		}
-		return nil, err
+		return nil, startFailed(ctx, err)
 	}
 	return c, nil
+}
+
+// startFailed is the error of a start that failed with err: the
+// cancellation instead if ctx was cancelled, whatever step noticed it.
+func startFailed(ctx context.Context, err error) error {
+	if cerr := cancelled(ctx); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // cancelled returns the error Start returns when ctx was cancelled (not
@@ -236,23 +242,30 @@ func nodeOf(s *Server) cluster.Node {
 	return cluster.Node{Name: s.Name, Role: s.Role, Addr: s.Addr(), Announce: s.AnnounceAddr(), PID: s.PID(), LogPath: s.LogPath}
 }
 
-// Nodes are the nodes under test.
-func (c *Cluster) Nodes() []cluster.Node {
-	out := make([]cluster.Node, len(c.servers))
-	for i, s := range c.servers {
-		out[i] = nodeOf(s)
+// nodesOf describes processes of either local system as clients and
+// reports see them.
+func nodesOf[P any](procs []P, of func(P) cluster.Node) []cluster.Node {
+	out := make([]cluster.Node, len(procs))
+	for i, p := range procs {
+		out[i] = of(p)
 	}
 	return out
 }
 
-// Resource is the protected resource store, or nil.
-func (c *Cluster) Resource() *cluster.Node {
-	if c.resource == nil {
+// resourceNode is Resource of either local system: nil without one.
+func resourceNode(resource *Server) *cluster.Node {
+	if resource == nil {
 		return nil
 	}
-	n := nodeOf(c.resource)
+	n := nodeOf(resource)
 	return &n
 }
+
+// Nodes are the nodes under test.
+func (c *Cluster) Nodes() []cluster.Node { return nodesOf(c.servers, nodeOf) }
+
+// Resource is the protected resource store, or nil.
+func (c *Cluster) Resource() *cluster.Node { return resourceNode(c.resource) }
 
 // Close stops every process. It waits for each to exit.
 func (c *Cluster) Close(ctx context.Context) error {
@@ -291,9 +304,5 @@ func (c *Cluster) writeProcesses() error {
 	if c.spec.Processes == nil {
 		return nil
 	}
-	var nodes []cluster.Node
-	for _, s := range c.all() {
-		nodes = append(nodes, nodeOf(s))
-	}
-	return c.spec.Processes(nodes)
+	return c.spec.Processes(nodesOf(c.all(), nodeOf))
 }

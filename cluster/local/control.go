@@ -24,36 +24,32 @@ var (
 
 // server finds a node or a sentinel by name.
 func (c *Cluster) server(node string) (*Server, error) {
-	for _, s := range c.servers {
-		if s.Name == node {
-			return s, nil
-		}
-	}
-	for _, s := range c.sentinels {
-		if s.Name == node {
-			return s, nil
+	for _, list := range [][]*Server{c.servers, c.sentinels} {
+		for _, s := range list {
+			if s.Name == node {
+				return s, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("no node %q", node)
 }
 
-// Pause sends SIGSTOP to a node.
-func (c *Cluster) Pause(node string) error {
-	s, err := c.server(node)
+// onNode finds a process by name (with a cluster's lookup, whose error
+// names the missing node) and acts on it: the nemesis operations of both
+// local systems.
+func onNode[P any](find func(string) (P, error), node string, act func(P) error) error {
+	p, err := find(node)
 	if err != nil {
 		return err
 	}
-	return s.Pause()
+	return act(p)
 }
 
+// Pause sends SIGSTOP to a node.
+func (c *Cluster) Pause(node string) error { return onNode(c.server, node, (*Server).Pause) }
+
 // Resume sends SIGCONT to a node.
-func (c *Cluster) Resume(node string) error {
-	s, err := c.server(node)
-	if err != nil {
-		return err
-	}
-	return s.Resume()
-}
+func (c *Cluster) Resume(node string) error { return onNode(c.server, node, (*Server).Resume) }
 
 // Kill sends SIGKILL to a node and, with loseUnsynced, cuts the last
 // second of its append-only file.

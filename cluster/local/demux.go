@@ -1,11 +1,12 @@
 package local
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster/internal/accept"
 )
 
 // demux is the address a Redis Cluster node announces to its peers. A
@@ -44,22 +45,14 @@ func (d *demux) addr() string { return d.ln.Addr().String() }
 
 func (d *demux) serve() {
 	defer d.wg.Done()
-	for {
-		c, err := d.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: do not spin
-			continue
-		}
+	accept.Each(d.ln, func(c net.Conn) bool {
 		if !d.track(c) {
-			c.Close()
-			return
+			return false
 		}
 		d.wg.Add(1)
 		go d.forward(c)
-	}
+		return true
+	})
 }
 
 // track remembers a connection so that close can end it; false once the

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
 // The etcd system: N etcd members (Debian's etcd-server, the real binary,
@@ -72,17 +73,8 @@ const (
 
 // FindEtcd locates the etcd server binary: $LOCKJEPSEN_ETCD, else the PATH.
 func FindEtcd() (string, error) {
-	if p := os.Getenv("LOCKJEPSEN_ETCD"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%w: LOCKJEPSEN_ETCD=%s: %v", ErrMissingEtcd, p, err)
-		}
-		return p, nil
-	}
-	p, err := exec.LookPath("etcd")
-	if err != nil {
-		return "", fmt.Errorf("%w on PATH: the etcd system needs it (Debian/Ubuntu: apt-get install etcd-server) or set LOCKJEPSEN_ETCD to its path", ErrMissingEtcd)
-	}
-	return p, nil
+	return findBinary("etcd", "LOCKJEPSEN_ETCD", ErrMissingEtcd,
+		"the etcd system needs it (Debian/Ubuntu: apt-get install etcd-server)")
 }
 
 // EtcdNode is one etcd member process.
@@ -223,10 +215,7 @@ var (
 func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 	c, err := startEtcd(ctx, spec)
 	if err != nil {
-		if cerr := cancelled(ctx); cerr != nil {
-			return nil, cerr
-		}
-		return nil, err
+		return nil, startFailed(ctx, err)
 	}
 	return c, nil
 }
@@ -382,22 +371,10 @@ func (c *EtcdCluster) nodeOf(n *EtcdNode) cluster.Node {
 
 // Nodes are the members; Addr is the client URL's host:port and Announce
 // the peer address the other members use.
-func (c *EtcdCluster) Nodes() []cluster.Node {
-	out := make([]cluster.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = c.nodeOf(n)
-	}
-	return out
-}
+func (c *EtcdCluster) Nodes() []cluster.Node { return nodesOf(c.nodes, c.nodeOf) }
 
 // Resource is the protected resource store, or nil.
-func (c *EtcdCluster) Resource() *cluster.Node {
-	if c.resource == nil {
-		return nil
-	}
-	n := nodeOf(c.resource)
-	return &n
-}
+func (c *EtcdCluster) Resource() *cluster.Node { return resourceNode(c.resource) }
 
 // Close stops every process and waits for each to exit. Then it frees
 // the disk space the members preallocated for their write-ahead logs and
@@ -550,25 +527,7 @@ func (c *EtcdCluster) statuses(ctx context.Context) ([]MemberStatus, []error) {
 // read (which needs it to reach the leader and the leader a quorum).
 // Without a deadline on ctx it gives up after HealthyTimeout.
 func (c *EtcdCluster) WaitHealthy(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, HealthyTimeout)
-		defer cancel()
-	}
-	start := time.Now()
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	for {
-		err := c.checkHealthy(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for a healthy etcd cluster: not reached after %v: %w", time.Since(start).Round(time.Millisecond), err)
-		case <-t.C:
-		}
-	}
+	return sentinelq.Poll(ctx, "a healthy etcd cluster", c.checkHealthy)
 }
 
 func (c *EtcdCluster) checkHealthy(ctx context.Context) error {
@@ -613,35 +572,21 @@ func (c *EtcdCluster) linearizableRead(ctx context.Context, n *EtcdNode) error {
 }
 
 // Pause sends SIGSTOP to a member.
-func (c *EtcdCluster) Pause(node string) error {
-	n, err := c.member(node)
-	if err != nil {
-		return err
-	}
-	return n.Pause()
-}
+func (c *EtcdCluster) Pause(node string) error { return onNode(c.member, node, (*EtcdNode).Pause) }
 
 // Resume sends SIGCONT to a member.
-func (c *EtcdCluster) Resume(node string) error {
-	n, err := c.member(node)
-	if err != nil {
-		return err
-	}
-	return n.Resume()
-}
+func (c *EtcdCluster) Resume(node string) error { return onNode(c.member, node, (*EtcdNode).Resume) }
 
 // Kill sends SIGKILL to a member. etcd fsyncs its write-ahead log before it
 // acknowledges a write, so there is no unsynced tail to lose: loseUnsynced
 // is refused.
 func (c *EtcdCluster) Kill(node string, loseUnsynced bool) error {
-	n, err := c.member(node)
-	if err != nil {
-		return err
-	}
-	if loseUnsynced {
-		return fmt.Errorf("kill %s: etcd fsyncs its write-ahead log before it acknowledges a write: there are no unsynced writes to lose", node)
-	}
-	return n.Kill()
+	return onNode(c.member, node, func(n *EtcdNode) error {
+		if loseUnsynced {
+			return fmt.Errorf("kill %s: etcd fsyncs its write-ahead log before it acknowledges a write: there are no unsynced writes to lose", node)
+		}
+		return n.Kill()
+	})
 }
 
 // Restart starts a killed member again on the same ports and data

@@ -169,12 +169,7 @@ func put(c *gateway, key, val string) error {
 // until they answer.
 func leaderNow(t *testing.T, cl *local.EtcdCluster) string {
 	t.Helper()
-	var l string
-	eventually(t, waitDeadline, "a majority of the members naming a leader", func() (err error) {
-		l, err = cl.Leader(context.Background())
-		return err
-	})
-	return l
+	return answer(t, "a majority of the members naming a leader", cl.Leader)
 }
 
 func TestEtcdSpecValidation(t *testing.T) {

@@ -70,31 +70,30 @@ type Server struct {
 // FindRedisServer locates the redis-server binary: $LOCKJEPSEN_REDIS_SERVER,
 // else the PATH.
 func FindRedisServer() (string, error) {
-	if p := os.Getenv("LOCKJEPSEN_REDIS_SERVER"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%w: LOCKJEPSEN_REDIS_SERVER=%s: %v", ErrMissingBinary, p, err)
-		}
-		return p, nil
-	}
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", fmt.Errorf("%w on PATH: install it (Debian/Ubuntu: apt-get install redis-server) or set LOCKJEPSEN_REDIS_SERVER to its path", ErrMissingBinary)
-	}
-	return p, nil
+	return findBinary("redis-server", "LOCKJEPSEN_REDIS_SERVER", ErrMissingBinary,
+		"install it (Debian/Ubuntu: apt-get install redis-server)")
 }
 
 // FindRedisSentinel locates the redis-sentinel binary:
 // $LOCKJEPSEN_REDIS_SENTINEL, else the PATH.
 func FindRedisSentinel() (string, error) {
-	if p := os.Getenv("LOCKJEPSEN_REDIS_SENTINEL"); p != "" {
+	return findBinary("redis-sentinel", "LOCKJEPSEN_REDIS_SENTINEL", ErrMissingSentinel,
+		"the sentinel system needs it (Debian/Ubuntu: apt-get install redis-sentinel)")
+}
+
+// findBinary locates a server binary: the path in $envVar, which must
+// exist, else name on the PATH. Both errors wrap missing; the PATH one
+// says how to install it (hint) or point envVar at it.
+func findBinary(name, envVar string, missing error, hint string) (string, error) {
+	if p := os.Getenv(envVar); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%w: LOCKJEPSEN_REDIS_SENTINEL=%s: %v", ErrMissingSentinel, p, err)
+			return "", fmt.Errorf("%w: %s=%s: %v", missing, envVar, p, err)
 		}
 		return p, nil
 	}
-	p, err := exec.LookPath("redis-sentinel")
+	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w on PATH: the sentinel system needs it (Debian/Ubuntu: apt-get install redis-sentinel) or set LOCKJEPSEN_REDIS_SENTINEL to its path", ErrMissingSentinel)
+		return "", fmt.Errorf("%w on PATH: %s or set %s to its path", missing, hint, envVar)
 	}
 	return p, nil
 }
@@ -102,12 +101,9 @@ func FindRedisSentinel() (string, error) {
 // freePort asks the kernel for a free port on host. Another process could
 // take it before redis binds it; Start retries in that case.
 func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	p := &portPicker{host: host}
+	defer p.release()
+	return p.pick()
 }
 
 // portPicker draws distinct free ports on host: each listener stays open

@@ -158,13 +158,7 @@ func splitAddr(addr string) (host, port string) {
 func (c *Cluster) MasterName() string { return cluster.MasterName }
 
 // Sentinels are the sentinel processes (none for other systems).
-func (c *Cluster) Sentinels() []cluster.Node {
-	out := make([]cluster.Node, len(c.sentinels))
-	for i, s := range c.sentinels {
-		out[i] = nodeOf(s)
-	}
-	return out
-}
+func (c *Cluster) Sentinels() []cluster.Node { return nodesOf(c.sentinels, nodeOf) }
 
 // admin returns the backend's own client for a process, on its real
 // address: the backend's checks must see the processes, not the faults

@@ -208,12 +208,19 @@ func waitHealthy(t *testing.T, cl *local.Cluster) {
 // polled until they answer.
 func primaryNow(t *testing.T, cl *local.Cluster) string {
 	t.Helper()
-	var p string
-	eventually(t, waitDeadline, "a majority of the sentinels naming a primary", func() (err error) {
-		p, err = cl.Primary(context.Background())
+	return answer(t, "a majority of the sentinels naming a primary", cl.Primary)
+}
+
+// answer asks until ask answers without an error (the cluster may be
+// between two states) and returns that answer.
+func answer[T any](t *testing.T, what string, ask func(context.Context) (T, error)) T {
+	t.Helper()
+	var v T
+	eventually(t, waitDeadline, what, func() (err error) {
+		v, err = ask(context.Background())
 		return err
 	})
-	return p
+	return v
 }
 
 // A note on "the primary" in these tests. Sentinel may fail over again
@@ -240,13 +247,14 @@ func primaryNow(t *testing.T, cl *local.Cluster) string {
 
 // sentinelWatch asks the sentinels whether they are in TILT mode.
 type sentinelWatch struct {
+	cl      *local.Cluster
 	clients map[string]*redis.Client
 	tilted  map[string]bool // seen in TILT since the last steady
 }
 
 func watchSentinels(t *testing.T, cl *local.Cluster) *sentinelWatch {
 	t.Helper()
-	w := &sentinelWatch{clients: map[string]*redis.Client{}, tilted: map[string]bool{}}
+	w := &sentinelWatch{cl: cl, clients: map[string]*redis.Client{}, tilted: map[string]bool{}}
 	for _, s := range cl.Sentinels() {
 		w.clients[s.Name] = client(t, s.Addr)
 	}
@@ -304,7 +312,9 @@ func (v *voidRound) Error() string {
 
 // await is eventually while watching for TILT: if cond does not hold in
 // time and a sentinel was in TILT since the last steady, it returns a
-// voidRound instead of failing the test.
+// voidRound instead of failing the test. It closes a void round's system
+// at once: the next round starts a fresh one, and this one's processes
+// would only load the machine.
 func (w *sentinelWatch) await(t *testing.T, what string, cond func() error) (time.Duration, error) {
 	t.Helper()
 	took, err := poll(waitDeadline, func() error {
@@ -321,10 +331,61 @@ func (w *sentinelWatch) await(t *testing.T, what string, cond func() error) (tim
 			names = append(names, n)
 		}
 		slices.Sort(names)
+		w.cl.Close(context.Background())
 		return took, &voidRound{tilted: names, err: err}
 	}
 	t.Fatal(err)
 	return took, nil
+}
+
+// newPrimary awaits a primary named by the sentinels other than n1, which
+// the round lost (how says how: "killed"), that also passes check; it
+// returns that primary, or the void round.
+func (w *sentinelWatch) newPrimary(t *testing.T, what, how string, check func(got string) error) (string, error) {
+	t.Helper()
+	var p string
+	_, err := w.await(t, what, func() error {
+		got, err := w.cl.Primary(context.Background())
+		if err != nil {
+			return err
+		}
+		if got == "n1" {
+			return fmt.Errorf("the sentinels still name the %s n1", how)
+		}
+		if err := check(got); err != nil {
+			return err
+		}
+		p = got
+		return nil
+	})
+	return p, err
+}
+
+// n1Rejoins awaits n1 (reached through c) back as a replica of the
+// primary the sentinels name, and logs how long that took after event
+// (at since), and whether that primary is still the p first named. It
+// returns the void round, if it was one.
+func (w *sentinelWatch) n1Rejoins(t *testing.T, c *redis.Client, what, p, event string, since time.Time) error {
+	t.Helper()
+	var q string
+	if _, err := w.await(t, what, func() (err error) {
+		q, err = replicatesFromNamedPrimary(context.Background(), w.cl, c, "n1")
+		return err
+	}); err != nil {
+		return err
+	}
+	t.Logf("n1 is a replica of %s %v after %s", q, time.Since(since).Round(time.Millisecond), event)
+	failedOverAgain(t, p, q)
+	return nil
+}
+
+// failedOverAgain notes a primary q other than the p a failover first
+// gave: no failure (see the note on "the primary"), but worth knowing.
+func failedOverAgain(t *testing.T, p, q string) {
+	t.Helper()
+	if q != p {
+		t.Logf("the sentinels failed over again, from %s to %s (see the note on \"the primary\")", p, q)
+	}
 }
 
 // replayed plays a scenario, each round on a fresh system, until a round
@@ -481,9 +542,7 @@ func TestSentinelManualFailover(t *testing.T) {
 		}
 		return nil
 	})
-	if q != p {
-		t.Logf("the sentinels failed over again, from %s to %s (see the note on \"the primary\")", p, q)
-	}
+	failedOverAgain(t, p, q)
 
 	// A request repeated after it came to nothing goes only to a sentinel
 	// that still names the old primary: asked about n1 now, none does, and
@@ -503,9 +562,22 @@ func TestSentinelManualFailover(t *testing.T) {
 	})
 }
 
-func TestSentinelKillPrimary(t *testing.T) {
+// TestSentinelFailoverRounds plays the faults the sentinels must fail over
+// from, each replayed while its rounds are void (see the note on TILT).
+func TestSentinelFailoverRounds(t *testing.T) {
 	t.Parallel()
-	replayed(t, func() error { return killPrimary(t) })
+	for _, tc := range []struct {
+		name  string
+		round func(*testing.T) error
+	}{
+		{"KillPrimary", killPrimary},
+		{"IsolatedPrimarySplitBrain", isolatedPrimarySplitBrain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			replayed(t, func() error { return tc.round(t) })
+		})
+	}
 }
 
 func killPrimary(t *testing.T) error {
@@ -521,15 +593,7 @@ func killPrimary(t *testing.T) error {
 	if err := cl.Kill("n1", false); err != nil {
 		t.Fatal(err)
 	}
-	var p string
-	if _, err := watch.await(t, "a new primary, named by a majority of the sentinels and serving as one", func() error {
-		got, err := cl.Primary(ctx)
-		if err != nil {
-			return err
-		}
-		if got == "n1" {
-			return errors.New("the sentinels still name the killed n1")
-		}
+	p, err := watch.newPrimary(t, "a new primary, named by a majority of the sentinels and serving as one", "killed", func(got string) error {
 		r, err := role(ctx, nodes[got])
 		if err != nil {
 			return fmt.Errorf("the sentinels name %s, which does not answer ROLE: %w", got, err)
@@ -537,10 +601,9 @@ func killPrimary(t *testing.T) error {
 		if r != "master" {
 			return fmt.Errorf("the sentinels name %s, which says %s", got, r)
 		}
-		p = got
 		return nil
-	}); err != nil {
-		cl.Close(ctx)
+	})
+	if err != nil {
 		return err
 	}
 	took := time.Since(killed)
@@ -557,17 +620,8 @@ func killPrimary(t *testing.T) error {
 	// n1 restarts as the primary it was, empty; the sentinels make it a
 	// replica of the primary they name (a sentinel asks it for INFO, and
 	// finds it a primary, only every 10 s).
-	var q string
-	if _, err := watch.await(t, "the restarted n1 rejoining as a replica of the named primary", func() (err error) {
-		q, err = replicatesFromNamedPrimary(ctx, cl, nodes["n1"], "n1")
+	if err := watch.n1Rejoins(t, nodes["n1"], "the restarted n1 rejoining as a replica of the named primary", p, "its restart", restart); err != nil {
 		return err
-	}); err != nil {
-		cl.Close(ctx)
-		return err
-	}
-	t.Logf("restarted n1 is a replica of %s %v after its restart", q, time.Since(restart).Round(time.Millisecond))
-	if q != p {
-		t.Logf("the sentinels failed over again, from %s to %s (see the note on \"the primary\")", p, q)
 	}
 	waitHealthy(t, cl)
 	return nil
@@ -577,11 +631,6 @@ func killPrimary(t *testing.T) error {
 // the sentinels, which promote another node, while a client still reaches
 // the old primary and writes to it; on healing, the old primary is demoted
 // and its writes are gone.
-func TestSentinelIsolatedPrimarySplitBrain(t *testing.T) {
-	t.Parallel()
-	replayed(t, func() error { return isolatedPrimarySplitBrain(t) })
-}
-
 func isolatedPrimarySplitBrain(t *testing.T) error {
 	cl, mesh := startSentinel(t, true, nil)
 	ctx := context.Background()
@@ -600,15 +649,7 @@ func isolatedPrimarySplitBrain(t *testing.T) error {
 		t.Fatal(err)
 	}
 	cut := time.Now()
-	var p string
-	if _, err := watch.await(t, "a new primary, named by a majority of the sentinels and taking a write that reached another node", func() error {
-		got, err := cl.Primary(ctx)
-		if err != nil {
-			return err
-		}
-		if got == "n1" {
-			return errors.New("the sentinels still name the isolated n1")
-		}
+	p, err := watch.newPrimary(t, "a new primary, named by a majority of the sentinels and taking a write that reached another node", "isolated", func(got string) error {
 		c := nodes[got]
 		if err := c.Set(ctx, "new", "1", 0).Err(); err != nil {
 			return fmt.Errorf("the sentinels name %s, which refuses a write: %w", got, err)
@@ -622,10 +663,9 @@ func isolatedPrimarySplitBrain(t *testing.T) error {
 		if n < 1 {
 			return fmt.Errorf("the write on %s reached no replica yet", got)
 		}
-		p = got
 		return nil
-	}); err != nil {
-		cl.Close(ctx)
+	})
+	if err != nil {
 		return err
 	}
 	t.Logf("n1 isolated: the sentinels name %s, which took a write, %v after the cut", p, time.Since(cut).Round(time.Millisecond))
@@ -652,17 +692,8 @@ func isolatedPrimarySplitBrain(t *testing.T) error {
 		t.Fatal(err)
 	}
 	healed := time.Now()
-	var q string
-	if _, err := watch.await(t, "n1 demoted to a replica of the named primary after healing", func() (err error) {
-		q, err = replicatesFromNamedPrimary(ctx, cl, old, "n1")
+	if err := watch.n1Rejoins(t, old, "n1 demoted to a replica of the named primary after healing", p, "the heal", healed); err != nil {
 		return err
-	}); err != nil {
-		cl.Close(ctx)
-		return err
-	}
-	t.Logf("healed: n1 demoted to a replica of %s %v after the heal", q, time.Since(healed).Round(time.Millisecond))
-	if q != p {
-		t.Logf("the sentinels failed over again, from %s to %s (see the note on \"the primary\")", p, q)
 	}
 	waitHealthy(t, cl)
 	var split, fresh int64

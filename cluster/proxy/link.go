@@ -13,6 +13,8 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+
+	"github.com/lockjepsen/lockjepsen/cluster/internal/accept"
 )
 
 const (
@@ -126,15 +128,11 @@ func (l *Link) Apply(f Fault) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*applyStepTimeout)
 	defer cancel()
-	if err := l.acquire(ctx); err != nil {
-		return fmt.Errorf("apply %s to link %s: waiting for another operation: %w", f, l, err)
+	px, cur, err := l.begin(ctx, fmt.Sprintf("apply %s to", f))
+	if err != nil {
+		return err
 	}
 	defer l.release()
-
-	px, cur, err := l.current()
-	if err != nil {
-		return fmt.Errorf("apply %s to link %s: %w", f, l, err)
-	}
 	if cur != nil {
 		// Each call gets its own copy of px: a call abandoned by within
 		// still runs while reset replaces px (a race a loaded CI run hit).
@@ -180,15 +178,11 @@ func (l *Link) Heal(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, defaultHealTimeout)
 		defer cancel()
 	}
-	if err := l.acquire(ctx); err != nil {
-		return fmt.Errorf("heal link %s: waiting for another operation: %w", l, err)
+	px, cur, err := l.begin(ctx, "heal")
+	if err != nil {
+		return err
 	}
 	defer l.release()
-
-	px, cur, err := l.current()
-	if err != nil {
-		return fmt.Errorf("heal link %s: %w", l, err)
-	}
 	if cur == nil {
 		return nil
 	}
@@ -214,14 +208,11 @@ func (l *Link) Heal(ctx context.Context) error {
 func (l *Link) Drop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), defaultHealTimeout)
 	defer cancel()
-	if err := l.acquire(ctx); err != nil {
-		return fmt.Errorf("drop link %s: waiting for another operation: %w", l, err)
+	_, cur, err := l.begin(ctx, "drop")
+	if err != nil {
+		return err
 	}
 	defer l.release()
-	_, cur, err := l.current()
-	if err != nil {
-		return fmt.Errorf("drop link %s: %w", l, err)
-	}
 	px, err := l.reset()
 	if err != nil {
 		return fmt.Errorf("drop link %s: %w", l, err)
@@ -253,6 +244,22 @@ func (l *Link) acquire(ctx context.Context) error {
 }
 
 func (l *Link) release() { <-l.ops }
+
+// begin is the start of every operation that changes the link's fault:
+// it takes the operation lock (the caller releases it) and reads the
+// current proxy and fault. op is how errors name the operation ("heal"
+// gives "heal link <l>: ...").
+func (l *Link) begin(ctx context.Context, op string) (*toxiproxy.Proxy, *Fault, error) {
+	if err := l.acquire(ctx); err != nil {
+		return nil, nil, fmt.Errorf("%s link %s: waiting for another operation: %w", op, l, err)
+	}
+	px, cur, err := l.current()
+	if err != nil {
+		l.release()
+		return nil, nil, fmt.Errorf("%s link %s: %w", op, l, err)
+	}
+	return px, cur, nil
+}
 
 func (l *Link) current() (*toxiproxy.Proxy, *Fault, error) {
 	l.mu.Lock()
@@ -412,26 +419,16 @@ wait:
 // serve is the front layer's accept loop.
 func (l *Link) serve() {
 	defer l.wg.Done()
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// E.g. EMFILE: retrying at once would spin.
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
+	accept.Each(l.ln, func(c net.Conn) bool {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		if l.closed {
-			l.mu.Unlock()
-			c.Close()
-			return
+			return false
 		}
 		l.wg.Add(1)
-		l.mu.Unlock()
 		go l.handle(c)
-	}
+		return true
+	})
 }
 
 // handle connects one client to the current toxiproxy proxy and copies

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Shopify/toxiproxy/v2/stream"
 	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -42,10 +43,18 @@ const (
 // newMesh starts a redis-server and a mesh whose links all lead to it.
 func newMesh(t *testing.T) (*Mesh, string) {
 	t.Helper()
-	srv, _ := redistest.Start(t)
+	m, up, _ := newMeshDirect(t)
+	return m, up
+}
+
+// newMeshDirect is newMesh with a client that reaches the server
+// directly, past every link and its faults.
+func newMeshDirect(t *testing.T) (*Mesh, string, *redis.Client) {
+	t.Helper()
+	srv, direct := redistest.Start(t)
 	m := NewMesh()
 	t.Cleanup(func() { m.Close() })
-	return m, srv.Addr()
+	return m, srv.Addr(), direct
 }
 
 func addLink(t *testing.T, m *Mesh, from, to, upstream string) *Link {
@@ -144,14 +153,10 @@ func TestPartitionCutsOnlyThatLink(t *testing.T) {
 	m, up := newMesh(t)
 	cut := addLink(t, m, "c1", "n1", up)
 	other := addLink(t, m, "c2", "n1", up)
-	cc := client(t, cut.Addr(), waitLong)
+	// A pooled connection and a fresh one must both be cut.
+	cc, fresh := pooledAndFresh(t, cut.Addr(), waitLong)
 	oc := client(t, other.Addr(), waitLong)
 	ctx := context.Background()
-	// A pooled connection and a fresh one must both be cut.
-	if err := cc.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	fresh := client(t, cut.Addr(), waitLong)
 
 	if err := cut.Apply(Fault{Mode: Partition}); err != nil {
 		t.Fatal(err)
@@ -189,12 +194,8 @@ func TestRejectFailsPromptly(t *testing.T) {
 	// A long timeout: "prompt" means failing well before it, which a loaded
 	// machine cannot turn into a timeout.
 	const timeout = waitLong
-	pooled := client(t, l.Addr(), timeout)
+	pooled, fresh := pooledAndFresh(t, l.Addr(), timeout)
 	ctx := context.Background()
-	if err := pooled.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	fresh := client(t, l.Addr(), timeout)
 
 	if err := l.Apply(Fault{Mode: Reject}); err != nil {
 		t.Fatal(err)
@@ -214,6 +215,18 @@ func TestRejectFailsPromptly(t *testing.T) {
 	}
 	healWithin(t, l, time.Second)
 	eventually(t, "PING through the healed link", func() error { return pooled.Ping(ctx).Err() })
+}
+
+// pooledAndFresh returns two clients of addr: pooled already holds a
+// connection (it answered PING), fresh has not dialled yet. A fault must
+// reach connections made before it and after it alike.
+func pooledAndFresh(t *testing.T, addr string, timeout time.Duration) (pooled, fresh *redis.Client) {
+	t.Helper()
+	pooled = client(t, addr, timeout)
+	if err := pooled.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pooled, client(t, addr, timeout)
 }
 
 func TestLatencyAndHeal(t *testing.T) {
@@ -258,10 +271,8 @@ func TestLatencyAndHeal(t *testing.T) {
 
 func TestSlowLimitsBandwidth(t *testing.T) {
 	t.Parallel()
-	srv, direct := redistest.Start(t)
-	m := NewMesh()
-	t.Cleanup(func() { m.Close() })
-	l := addLink(t, m, "c1", "n1", srv.Addr())
+	m, up, direct := newMeshDirect(t)
+	l := addLink(t, m, "c1", "n1", up)
 	ctx := context.Background()
 	value := strings.Repeat("x", 100_000)
 	if err := direct.Set(ctx, "big", value, 0).Err(); err != nil {
@@ -417,20 +428,12 @@ func (t *holdToxic) Pipe(stub *toxics.ToxicStub) {
 		return
 	}
 	g := v.(*holdGate)
-	for {
-		select {
-		case <-stub.Interrupt:
-			return
-		case c := <-stub.Input:
-			if c == nil {
-				stub.Close()
-				return
-			}
-			g.once.Do(func() { close(g.held) })
-			<-g.release // deaf to Interrupt, as the latency toxic in #558
-			stub.Output <- c
-		}
-	}
+	pipeChunks(stub, func(c *stream.StreamChunk) bool {
+		g.once.Do(func() { close(g.held) })
+		<-g.release // deaf to Interrupt, as the latency toxic in #558
+		stub.Output <- c
+		return true
+	})
 }
 
 // TestHealFallsBackWhenRemoveToxicHangs wedges toxiproxy's RemoveToxic on
@@ -733,10 +736,8 @@ func TestSilent(t *testing.T) {
 // link's fault stays for new connections.
 func TestDropLosesInFlightBytesAndKeepsTheFault(t *testing.T) {
 	t.Parallel()
-	srv, direct := redistest.Start(t)
-	m := NewMesh()
-	t.Cleanup(func() { m.Close() })
-	l := addLink(t, m, "net", "n1", srv.Addr())
+	m, up, direct := newMeshDirect(t)
+	l := addLink(t, m, "net", "n1", up)
 	ctx := context.Background()
 	const latency = 2 * time.Second
 	if err := l.Apply(Fault{Mode: Latency, Latency: latency}); err != nil {

@@ -40,37 +40,50 @@ func (t *slowToxic) Pipe(stub *toxics.ToxicStub) {
 	// flow smooth for large chunks.
 	maxSlice := int(t.Rate * 100)
 	var debt time.Duration
+	pipeChunks(stub, func(p *stream.StreamChunk) bool {
+		for off := 0; off < len(p.Data); {
+			n := min(len(p.Data)-off, maxSlice)
+			debt += time.Duration(n) * time.Millisecond / time.Duration(t.Rate)
+			start := time.Now()
+			timer := time.NewTimer(debt)
+			select {
+			case <-timer.C:
+				// Oversleeping is paid back on the next slice.
+				debt -= time.Since(start)
+			case <-stub.Interrupt:
+				timer.Stop()
+				_ = stub.WriteOutput(&stream.StreamChunk{Data: p.Data[off:], Timestamp: p.Timestamp}, flushTimeout)
+				return false
+			}
+			out := &stream.StreamChunk{Data: p.Data[off : off+n], Timestamp: p.Timestamp}
+			select {
+			case stub.Output <- out:
+			case <-stub.Interrupt:
+				_ = stub.WriteOutput(&stream.StreamChunk{Data: p.Data[off:], Timestamp: p.Timestamp}, flushTimeout)
+				return false
+			}
+			off += n
+		}
+		return true
+	})
+}
+
+// pipeChunks is the loop of a toxic: it hands each chunk to handle until
+// the link closes (the input ends: the stub is closed), toxiproxy
+// interrupts the toxic, or handle returns false (it was interrupted while
+// it held a chunk).
+func pipeChunks(stub *toxics.ToxicStub, handle func(*stream.StreamChunk) bool) {
 	for {
 		select {
 		case <-stub.Interrupt:
 			return
-		case p := <-stub.Input:
-			if p == nil {
+		case c := <-stub.Input:
+			if c == nil {
 				stub.Close()
 				return
 			}
-			for off := 0; off < len(p.Data); {
-				n := min(len(p.Data)-off, maxSlice)
-				debt += time.Duration(n) * time.Millisecond / time.Duration(t.Rate)
-				start := time.Now()
-				timer := time.NewTimer(debt)
-				select {
-				case <-timer.C:
-					// Oversleeping is paid back on the next slice.
-					debt -= time.Since(start)
-				case <-stub.Interrupt:
-					timer.Stop()
-					_ = stub.WriteOutput(&stream.StreamChunk{Data: p.Data[off:], Timestamp: p.Timestamp}, flushTimeout)
-					return
-				}
-				out := &stream.StreamChunk{Data: p.Data[off : off+n], Timestamp: p.Timestamp}
-				select {
-				case stub.Output <- out:
-				case <-stub.Interrupt:
-					_ = stub.WriteOutput(&stream.StreamChunk{Data: p.Data[off:], Timestamp: p.Timestamp}, flushTimeout)
-					return
-				}
-				off += n
+			if !handle(c) {
+				return
 			}
 		}
 	}

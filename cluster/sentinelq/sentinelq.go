@@ -276,8 +276,7 @@ func (d *Deployment) CheckReplication(ctx context.Context, primaryName string) e
 // primary, every other node as a healthy replica of it, and every other
 // sentinel.
 func (d *Deployment) checkSentinel(ctx context.Context, s Proc, primary string) error {
-	m := d.MasterName
-	v, err := do(ctx, s, "SENTINEL", "MASTER", m).Result()
+	v, err := do(ctx, s, "SENTINEL", "MASTER", d.MasterName).Result()
 	if err != nil {
 		return fmt.Errorf("sentinel %s: master: %w", s.Name, err)
 	}
@@ -285,50 +284,39 @@ func (d *Deployment) checkSentinel(ctx context.Context, s Proc, primary string) 
 	if master["flags"] != "master" {
 		return fmt.Errorf("sentinel %s: primary %s has flags %s", s.Name, primary, master["flags"])
 	}
-	v, err = do(ctx, s, "SENTINEL", "REPLICAS", m).Result()
+	// Not checked: the sentinel's master-host for a replica. A sentinel
+	// asks a replica for INFO only every 10 s, so for a demoted primary it
+	// says "?" for up to 10 s after the node itself follows the new
+	// primary; CheckReplication asked the node.
+	if err := d.checkKnown(ctx, s, "REPLICAS", "replica", "slave", d.Nodes, primary); err != nil {
+		return err
+	}
+	return d.checkKnown(ctx, s, "SENTINELS", "sentinel", "sentinel", d.Sentinels, s.Name)
+}
+
+// checkKnown checks that sentinel s lists every process of want but the
+// one named skip (itself, or the primary) under SENTINEL <sub> with the
+// flags it should have. what names such a process in errors.
+func (d *Deployment) checkKnown(ctx context.Context, s Proc, sub, what, flags string, want []Proc, skip string) error {
+	v, err := do(ctx, s, "SENTINEL", sub, d.MasterName).Result()
 	if err != nil {
-		return fmt.Errorf("sentinel %s: replicas: %w", s.Name, err)
+		return fmt.Errorf("sentinel %s: %s: %w", s.Name, strings.ToLower(sub), err)
 	}
-	replicas := map[string]map[string]string{}
-	for _, r := range list(v) {
-		p := pairs(r)
-		replicas[net.JoinHostPort(p["ip"], p["port"])] = p
-	}
-	for _, r := range d.Nodes {
-		if r.Name == primary {
-			continue
-		}
-		p, ok := replicas[r.Announce]
-		switch {
-		case !ok:
-			return fmt.Errorf("sentinel %s does not know replica %s (%s)", s.Name, r.Name, r.Announce)
-		case p["flags"] != "slave":
-			return fmt.Errorf("sentinel %s: replica %s has flags %s", s.Name, r.Name, p["flags"])
-		}
-		// Not checked: the sentinel's master-host for the replica. A
-		// sentinel asks a replica for INFO only every 10 s, so for a
-		// demoted primary it says "?" for up to 10 s after the node itself
-		// follows the new primary; CheckReplication asked the node.
-	}
-	v, err = do(ctx, s, "SENTINEL", "SENTINELS", m).Result()
-	if err != nil {
-		return fmt.Errorf("sentinel %s: sentinels: %w", s.Name, err)
-	}
-	peers := map[string]map[string]string{}
+	known := map[string]map[string]string{}
 	for _, o := range list(v) {
 		p := pairs(o)
-		peers[net.JoinHostPort(p["ip"], p["port"])] = p
+		known[net.JoinHostPort(p["ip"], p["port"])] = p
 	}
-	for _, o := range d.Sentinels {
-		if o.Name == s.Name {
+	for _, o := range want {
+		if o.Name == skip {
 			continue
 		}
-		p, ok := peers[o.Announce]
+		p, ok := known[o.Announce]
 		switch {
 		case !ok:
-			return fmt.Errorf("sentinel %s does not know sentinel %s (%s)", s.Name, o.Name, o.Announce)
-		case p["flags"] != "sentinel":
-			return fmt.Errorf("sentinel %s: sentinel %s has flags %s", s.Name, o.Name, p["flags"])
+			return fmt.Errorf("sentinel %s does not know %s %s (%s)", s.Name, what, o.Name, o.Announce)
+		case p["flags"] != flags:
+			return fmt.Errorf("sentinel %s: %s %s has flags %s", s.Name, what, o.Name, p["flags"])
 		}
 	}
 	return nil

@@ -13,26 +13,27 @@ import (
 func TestPrepareReusesTheCachedShim(t *testing.T) {
 	kit(t) // skips without libfaketime or a compiler
 	dir := t.TempDir()
-	first, err := Prepare(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := os.Stat(first.Shim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := Prepare(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := os.Stat(second.Shim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.Shim != second.Shim || !os.SameFile(before, after) || !before.ModTime().Equal(after.ModTime()) {
-		t.Errorf("second Prepare rebuilt the shim: %s then %s", first.Shim, second.Shim)
+	first, before := prepareShim(t, dir)
+	second, after := prepareShim(t, dir)
+	if first != second || !os.SameFile(before, after) || !before.ModTime().Equal(after.ModTime()) {
+		t.Errorf("second Prepare rebuilt the shim: %s then %s", first, second)
 	}
 	assertOnlyShim(t, dir)
+}
+
+// prepareShim runs Prepare with the cache dir and returns the shim's path
+// and what the file system says of it.
+func prepareShim(t *testing.T, dir string) (string, os.FileInfo) {
+	t.Helper()
+	k, err := Prepare(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(k.Shim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Shim, fi
 }
 
 // Parallel tests and several harness processes share one cache.
