@@ -11,24 +11,15 @@ import (
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
-// Files of a run directory.
-const (
-	historyFile           = runfile.HistoryFile
-	compressedHistoryFile = runfile.CompressedHistoryFile
-	resultsFile           = runfile.ResultsFile
-	configFile            = runfile.ConfigFile
-	runInfoFile           = runfile.RunInfoFile
-	nodesFile             = runfile.NodesFile
-	// ReportFile is the page WriteRun writes in a run directory.
-	ReportFile = "report.html"
-)
+// ReportFile is the page WriteRun writes in a run directory.
+const ReportFile = "report.html"
 
 var (
 	// runMarkers are the files of which one makes a directory a run's.
-	runMarkers = []string{compressedHistoryFile, historyFile, configFile}
+	runMarkers = []string{runfile.CompressedHistoryFile, runfile.HistoryFile, runfile.ConfigFile}
 	// runInputs are the files a report is drawn from: a report older
 	// than any of them is stale.
-	runInputs = []string{compressedHistoryFile, historyFile, configFile, runInfoFile, resultsFile}
+	runInputs = []string{runfile.CompressedHistoryFile, runfile.HistoryFile, runfile.ConfigFile, runfile.RunInfoFile, runfile.ResultsFile}
 )
 
 // runConfig is config.json as the harness wrote it: the settings, and
@@ -84,24 +75,24 @@ type runFiles struct {
 func loadMeta(dir string) *runFiles {
 	rf := &runFiles{dir: dir}
 	var cfg runConfig
-	if err := readJSON(filepath.Join(dir, configFile), &cfg); err == nil {
+	if err := readJSON(filepath.Join(dir, runfile.ConfigFile), &cfg); err == nil {
 		rf.cfg = &cfg
 	} else {
 		rf.cfgErr = err
 	}
 	var info runInfo
-	if err := readJSON(filepath.Join(dir, runInfoFile), &info); err == nil {
+	if err := readJSON(filepath.Join(dir, runfile.RunInfoFile), &info); err == nil {
 		rf.info = &info
 	} else {
 		rf.infoErr = err
 	}
 	var res runResults
-	if err := readJSON(filepath.Join(dir, resultsFile), &res); err == nil && res.Results != nil {
+	if err := readJSON(filepath.Join(dir, runfile.ResultsFile), &res); err == nil && res.Results != nil {
 		rf.res = &res
 	} else if err != nil {
 		rf.resErr = err
 	} else {
-		rf.resErr = fmt.Errorf("%s has no checker results", resultsFile)
+		rf.resErr = fmt.Errorf("%s has no checker results", runfile.ResultsFile)
 	}
 	for _, f := range runInputs {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.ModTime().After(rf.modTime) {
@@ -133,6 +124,18 @@ func (rf *runFiles) verdict() string {
 		return "not checked"
 	}
 	return rf.res.Verdict
+}
+
+// troubles are the harness's errors and the lock's panics: results.json's
+// once the run was checked, else what run.json recorded.
+func (rf *runFiles) troubles() (errs, panics []string) {
+	switch {
+	case rf.res != nil:
+		return rf.res.Errors, rf.res.ClientPanics
+	case rf.info != nil:
+		return rf.info.Errors, rf.info.ClientPanics
+	}
+	return nil, nil
 }
 
 // started is when the run began: run.json, else the directory's name,

@@ -66,7 +66,7 @@ func RenderRun(w io.Writer, dir string) (err error) {
 		if _, err := os.Stat(filepath.Join(dir, "latest")); err == nil {
 			hint = fmt.Sprintf(" (it looks like a store: try %s)", filepath.Join(dir, "latest"))
 		}
-		return fmt.Errorf("%s is not a lockjepsen run directory: it has no history (%s or %s) and no %s%s", dir, compressedHistoryFile, historyFile, configFile, hint)
+		return fmt.Errorf("%s is not a lockjepsen run directory: it has no history (%s or %s) and no %s%s", dir, runfile.CompressedHistoryFile, runfile.HistoryFile, runfile.ConfigFile, hint)
 	}
 	defer func() {
 		// A report must never take the harness down with it.
@@ -397,20 +397,9 @@ func oddities(rf *runFiles, m *model) []banner {
 	if rf.info != nil && rf.info.StoppedEarly != "" {
 		out = append(out, banner{Class: "info", Title: "Stopped early", Text: capitalize(rf.info.StoppedEarly) + ". The run's time limit was not used up."})
 	}
-	var errs []string
-	if res != nil {
-		errs = res.Errors
-	} else if rf.info != nil {
-		errs = rf.info.Errors
-	}
+	errs, panics := rf.troubles()
 	if len(errs) > 0 {
 		out = append(out, banner{Class: "error", Title: "Harness errors", Text: "The harness itself failed (exit code 3): the results below cannot be fully trusted.", Items: errs})
-	}
-	panics := []string(nil)
-	if res != nil {
-		panics = res.ClientPanics
-	} else if rf.info != nil {
-		panics = rf.info.ClientPanics
 	}
 	if len(panics) > 0 {
 		out = append(out, banner{Class: "warn", Title: "The lock under test panicked", Text: "Each panic was recorded as an operation with an unknown outcome.", Items: panics})
@@ -494,12 +483,12 @@ func fileLinks(rf *runFiles, m *model) []fileLink {
 			out = append(out, fileLink{Href: rel, Name: rel, What: what})
 		}
 	}
-	add(compressedHistoryFile, "every event of the run, JSON Lines compressed with zstd (lockjepsen history cat RUN_DIR prints it; serve shows it as history.jsonl)")
-	add(historyFile, "every event of the run, one JSON object per line")
-	add(resultsFile, "the verdict and every checker's findings")
-	add(configFile, "the configuration, with the command line")
-	add(runInfoFile, "start, end, server version, nodes, harness errors")
-	add(nodesFile, "the node processes")
+	add(runfile.CompressedHistoryFile, "every event of the run, JSON Lines compressed with zstd (lockjepsen history cat RUN_DIR prints it; serve shows it as history.jsonl)")
+	add(runfile.HistoryFile, "every event of the run, one JSON object per line")
+	add(runfile.ResultsFile, "the verdict and every checker's findings")
+	add(runfile.ConfigFile, "the configuration, with the command line")
+	add(runfile.RunInfoFile, "start, end, server version, nodes, harness errors")
+	add(runfile.NodesFile, "the node processes")
 	names := map[string]bool{}
 	for _, n := range m.nodes {
 		names[n.Name] = true

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // Handler serves a store directory for `lockjepsen serve`:
@@ -208,13 +209,7 @@ func (h *server) index(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pg.Systems, pg.Locks, pg.Faults, pg.Verdicts = set(sys), set(locks), set(faults), set(verdicts)
-	var buf bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&buf, "index.html.tmpl", pg); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(buf.Bytes())
+	servePage(w, func(b io.Writer) error { return tmpl.ExecuteTemplate(b, "index.html.tmpl", pg) })
 }
 
 func (h *server) matrix(w http.ResponseWriter, r *http.Request) {
@@ -235,13 +230,7 @@ func (h *server) matrix(w http.ResponseWriter, r *http.Request) {
 	}
 	mp := buildMatrix(sel, title)
 	mp.Back = "/?" + r.URL.RawQuery
-	var buf bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&buf, "matrix.html.tmpl", mp); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(buf.Bytes())
+	servePage(w, func(b io.Writer) error { return tmpl.ExecuteTemplate(b, "matrix.html.tmpl", mp) })
 }
 
 // file serves /runs/REL: a run directory redirects to its report, a
@@ -319,8 +308,14 @@ func (h *server) report(w http.ResponseWriter, r *http.Request, root *os.Root, r
 		http.ServeFileFS(w, r, root.FS(), path.Join(rel, ReportFile))
 		return
 	}
+	servePage(w, func(b io.Writer) error { return RenderRun(b, dir) })
+}
+
+// servePage renders a whole page before the first byte goes out, so that
+// a failed rendering answers 500 rather than half a page with 200.
+func servePage(w http.ResponseWriter, render func(io.Writer) error) {
 	var buf bytes.Buffer
-	if err := RenderRun(&buf, dir); err != nil {
+	if err := render(&buf); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -332,13 +327,13 @@ func (h *server) report(w http.ResponseWriter, r *http.Request, root *os.Root, r
 // run wrote compressed with the JSON Lines themselves, so that a browser
 // shows them; it reports whether it answered.
 func (h *server) servePlainHistory(w http.ResponseWriter, root *os.Root, rel string) bool {
-	if path.Base(rel) != historyFile {
+	if path.Base(rel) != runfile.HistoryFile {
 		return false
 	}
 	if _, err := root.Stat(rel); err == nil {
 		return false // a plain history of its own
 	}
-	zrel := path.Join(path.Dir(rel), compressedHistoryFile)
+	zrel := path.Join(path.Dir(rel), runfile.CompressedHistoryFile)
 	if st, err := root.Stat(zrel); err != nil || !st.Mode().IsRegular() {
 		return false
 	}

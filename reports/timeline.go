@@ -9,6 +9,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // Geometry shared by the timeline and the plots, so that their time axes
@@ -87,7 +88,7 @@ func (m *model) keysAndNodes() {
 	}
 	if len(m.nodes) == 0 {
 		var ns []cluster.Node
-		if readJSON(rf.dir+"/"+nodesFile, &ns) == nil {
+		if readJSON(rf.dir+"/"+runfile.NodesFile, &ns) == nil {
 			m.nodes = ns
 		}
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -264,35 +262,18 @@ func TestInterruptedMatrixKeepsFinishedRuns(t *testing.T) {
 	out := filepath.Join(store, "m")
 	junitPath := filepath.Join(store, "junit.xml")
 	// Each run takes 4.5s: the interrupt lands early in the second.
-	cmd := exec.Command(os.Args[0], "matrix", "--scenarios", "baseline,token-client-pause",
+	cmd, buf := startCLI(t, nil, "matrix", "--scenarios", "baseline,token-client-pause",
 		"--store", store, "--out", out, "--junit", junitPath, "--config", writeFile(t, store, "m.yaml", "title: interrupted\n"))
-	cmd.Env = append(os.Environ(), "LOCKJEPSEN_BE_CLI=1")
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, "the matrix at its second run", func() string {
 		first, _ := filepath.Glob(filepath.Join(store, "baseline", "*", "results.json"))
 		second, _ := filepath.Glob(filepath.Join(store, "token-client-pause", "*", runfile.CompressedHistoryFile))
-		if len(first) == 1 && len(second) == 1 {
-			break
+		if len(first) != 1 || len(second) != 1 {
+			return "the first run's results and the second run's history; output:\n" + buf.String()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the matrix did not get to its second run:\n%s", buf.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the matrix did not stop after SIGINT:\n%s", buf.String())
-	}
+	waitExit(t, cmd, buf)
 	if code := cmd.ProcessState.ExitCode(); code != exitNotMet {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitNotMet, buf.String())
 	}
@@ -328,12 +309,8 @@ func writeFile(t *testing.T, dir, name, text string) string {
 
 func readMatrixResults(t *testing.T, path string) matrixResults {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res matrixResults
-	if err := json.Unmarshal(b, &res); err != nil {
+	if err := runfile.ReadJSON(path, &res); err != nil {
 		t.Fatal(err)
 	}
 	return res

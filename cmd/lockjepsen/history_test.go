@@ -16,9 +16,7 @@ import (
 func TestHistoryCatAndCompress(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := t.TempDir()
-	if code, out, errOut := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--store", store); code != exitMet {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
-	}
+	shortRun(t, store)
 	run := filepath.Join(store, "latest")
 	zst := filepath.Join(run, runfile.CompressedHistoryFile)
 	_, firstCheck, _ := runCLI(t, "check", run)

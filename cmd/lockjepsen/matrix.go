@@ -277,15 +277,21 @@ func scenarioRun(s scenario.Scenario) matrixRun {
 }
 
 func newMatrixRun(name string, cfg harness.Config) matrixRun {
-	faults := "none"
+	return matrixRun{Scenario: name, System: cfg.System, Lock: cfg.Lock, Workload: cfg.Workload, Faults: faultsLabel(cfg, "+"),
+		Expected: cfg.Expect, cfg: cfg}
+}
+
+// faultsLabel names a run's faults: its named script, else its faults
+// joined by sep, else "none". The matrix joins with "+" as --faults
+// spells a set, the scenario list with ",".
+func faultsLabel(cfg harness.Config, sep string) string {
 	switch {
 	case cfg.ScriptName != "":
-		faults = "script " + cfg.ScriptName
+		return "script " + cfg.ScriptName
 	case len(cfg.Nemesis) > 0:
-		faults = strings.Join(cfg.Nemesis, "+")
+		return strings.Join(cfg.Nemesis, sep)
 	}
-	return matrixRun{Scenario: name, System: cfg.System, Lock: cfg.Lock, Workload: cfg.Workload, Faults: faults,
-		Expected: cfg.Expect, cfg: cfg}
+	return "none"
 }
 
 // gridRuns is systems × locks × faults, each system with the locks that

@@ -114,15 +114,9 @@ func printScenarioList(w io.Writer) {
 	fmt.Fprintln(tw, "SCENARIO\tEXPECT\tSYSTEM/LOCK/WORKLOAD\tFAULTS\tTIME\tSHOWS")
 	for _, s := range scenario.All() {
 		c := s.Config()
-		faults := "none"
-		switch {
-		case c.ScriptName != "":
-			faults = "script " + c.ScriptName
-		case len(c.Nemesis) > 0:
-			faults = strings.Join(c.Nemesis, ",")
-			if c.Targets != harness.DefaultConfig().Targets {
-				faults += " @" + c.Targets
-			}
+		faults := faultsLabel(c, ",")
+		if c.ScriptName == "" && len(c.Nemesis) > 0 && c.Targets != harness.DefaultConfig().Targets {
+			faults += " @" + c.Targets
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s/%s/%s\t%s\t%s\t%s\n", s.Name, s.Expect, c.System, c.Lock, c.Workload, faults,
 			c.TimeLimit+c.Recovery, s.Shows)

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -50,6 +50,16 @@ func runDir(t *testing.T, store string) string {
 		return ""
 	}
 	return filepath.Dir(dirs[0])
+}
+
+// shortRun runs a quiet one-second test into store, the run that tests of
+// stored runs start from, and fails the test unless it met its
+// expectation.
+func shortRun(t *testing.T, store string) {
+	t.Helper()
+	if code, stdout, stderr := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--quiet", "--store", store); code != exitMet {
+		t.Fatalf("a one-second run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }
 
 // The first SIGINT stops what is running in every phase, keeps what was
@@ -117,7 +127,7 @@ func TestSignalInEveryPhase(t *testing.T) {
 				t.Fatalf("exit %d after SIGINT, want %d:\n%s", code, exitNotMet, out)
 			}
 			var info harness.RunInfo
-			if err := readJSONFile(filepath.Join(dir, harness.RunInfoFile), &info); err != nil {
+			if err := runfile.ReadJSON(filepath.Join(dir, harness.RunInfoFile), &info); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			if !info.Interrupted || info.InterruptedIn != c.phase {
@@ -130,11 +140,7 @@ func TestSignalInEveryPhase(t *testing.T) {
 			if !res.Interrupted || res.MetExpectation {
 				t.Fatalf("a check of the interrupted run: interrupted %v, met %v", res.Interrupted, res.MetExpectation)
 			}
-			for _, pid := range nodes {
-				if syscall.Kill(pid, 0) == nil {
-					t.Fatalf("server pid %d still running after the run exited", pid)
-				}
-			}
+			requireServersGone(t, nodes)
 		})
 	}
 }
@@ -143,9 +149,7 @@ func TestSignalInEveryPhase(t *testing.T) {
 func TestSignalDuringCheck(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := t.TempDir()
-	if code, _, stderr := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--quiet", "--store", store); code != exitMet {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	shortRun(t, store)
 	dir := runDir(t, store)
 	results := filepath.Join(dir, harness.ResultsFile)
 	before, err := os.ReadFile(results)
@@ -189,8 +193,8 @@ func waitExit(t *testing.T, cmd *exec.Cmd, out *testutil.SyncBuffer) {
 
 func nodePIDs(t *testing.T, dir string) []int {
 	t.Helper()
-	var nodes []struct{ PID int }
-	if err := readJSONFile(filepath.Join(dir, "nodes.json"), &nodes); err != nil {
+	nodes, err := runfile.ReadNodes(dir)
+	if err != nil {
 		t.Fatalf("the run lists no servers: %v", err)
 	}
 	var pids []int
@@ -205,12 +209,15 @@ func nodePIDs(t *testing.T, dir string) []int {
 	return pids
 }
 
-func readJSONFile(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
+// requireServersGone fails the test if a server of an exited run still
+// runs.
+func requireServersGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Fatalf("server pid %d still running after the run exited", pid)
+		}
 	}
-	return json.Unmarshal(b, v)
 }
 
 // readHistory is a running harness's history so far: what it has flushed.
@@ -221,4 +228,47 @@ func readHistory(dir string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+// processesWith lists the processes whose command line contains marker.
+func processesWith(marker string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var found []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), marker) {
+			found = append(found, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return found
+}
+
+// A harness killed with SIGKILL, which gives it no chance to clean up,
+// leaves no client process running: each is started with a parent-death
+// signal.
+func TestKilledHarnessLeavesNoClient(t *testing.T) {
+	redistest.RequireBinary(t)
+	if _, err := exec.Command("/usr/bin/python3", "-c", "import redis").CombinedOutput(); err != nil {
+		t.Skip("python3-redis is missing: run bash scripts/deps")
+	}
+	// The test binary is the CLI (startCLI): no build of its own, which a
+	// cold cache on a loaded machine stretched past five minutes.
+	root := testutil.ModuleRoot(t)
+	marker := fmt.Sprintf("lockjepsen-test-client-%d", os.Getpid())
+	cmd, out := startCLI(t, nil, "test", "--client", "/usr/bin/python3 "+filepath.Join(root, "examples/python/token_lock.py"),
+		"--client-arg", marker, "--time-limit", "5m", "--store", t.TempDir())
+	testutil.WaitFor(t, "the clients running", 120*time.Second, func() string {
+		if n := len(processesWith(marker)); n < 10 || !strings.Contains(out.String(), "running 10 clients") {
+			return fmt.Sprintf("%d of 10 client processes, output:\n%s", n, out.String())
+		}
+		return ""
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	testutil.WaitFor(t, "the client processes gone after the harness was killed", 30*time.Second, func() string {
+		if left := processesWith(marker); len(left) > 0 {
+			return strings.Join(left, "\n")
+		}
+		return ""
+	})
 }

@@ -31,7 +31,7 @@ func TestKilledSoakLeavesCheckpointAndCheckableHistory(t *testing.T) {
 		if dir = runDir(t, store); dir == "" {
 			return "the run directory; output:\n" + out.String()
 		}
-		if err := readJSONFile(filepath.Join(dir, runfile.CheckpointFile), &cp); err != nil {
+		if err := runfile.ReadJSON(filepath.Join(dir, runfile.CheckpointFile), &cp); err != nil {
 			return "checkpoint.json: " + err.Error()
 		}
 		if cp.Violations == 0 || cp.FirstViolation == nil {
@@ -60,7 +60,7 @@ func TestKilledSoakLeavesCheckpointAndCheckableHistory(t *testing.T) {
 		t.Fatalf("check of the killed soak: exit %d, want %d and UNSAFE:\n%s\n%s", code, exitNotMet, stdout, stderr)
 	}
 	var res harness.Results
-	if err := readJSONFile(filepath.Join(dir, harness.ResultsFile), &res); err != nil {
+	if err := runfile.ReadJSON(filepath.Join(dir, harness.ResultsFile), &res); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(res.Incomplete, "never finished") || res.Violations == 0 {

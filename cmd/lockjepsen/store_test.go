@@ -5,12 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
@@ -108,13 +106,9 @@ func TestFullDiskFailsTheRunFast(t *testing.T) {
 	if dir == "" {
 		t.Fatalf("no run directory with a history in %s", store)
 	}
-	for _, pid := range nodePIDs(t, dir) {
-		if syscall.Kill(pid, 0) == nil {
-			t.Fatalf("server pid %d still running", pid)
-		}
-	}
+	requireServersGone(t, nodePIDs(t, dir))
 	copyDir := filepath.Join(t.TempDir(), "run")
-	if err := exec.Command("cp", "-a", dir, copyDir).Run(); err != nil {
+	if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := harness.Check(copyDir)
@@ -132,9 +126,7 @@ func TestCheckAReadOnlyRun(t *testing.T) {
 	redistest.RequireBinary(t)
 	var runPath string
 	ro := smallFS(t, "64m", func(mnt string) {
-		if code, _, stderr := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--quiet", "--store", mnt); code != exitMet {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
+		shortRun(t, mnt)
 		runPath = runDir(t, mnt)
 	}, true)
 	if runPath == "" || !strings.HasPrefix(runPath, ro) {
@@ -170,11 +162,8 @@ func TestLatestPointsAtAFinishedRun(t *testing.T) {
 	}
 	cmd.Process.Signal(os.Interrupt)
 	waitExit(t, cmd, out)
-	if code, _, stderr := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--quiet", "--store", store); code != exitMet {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	shortRun(t, store)
 	if code, stdout, stderr := runCLI(t, "check", filepath.Join(store, "latest")); code != exitMet {
 		t.Fatalf("check store/latest: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	_ = time.Second
 }
