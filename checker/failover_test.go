@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"context"
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/history"
@@ -59,14 +58,7 @@ func TestFailover(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ops := tc.b.build(t)
-			streamed := NewStream(Options{})
-			for _, op := range ops {
-				streamed.Add(op)
-			}
-			sr, err := streamed.Finish(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, sr := streamAll(t, ops, Options{})
 			for path, r := range map[string]*FailoverResult{"in memory": Failovers(ops), "streamed": sr.Failover} {
 				if r.Failovers != tc.failovers || r.Stranded != tc.stranded || r.Lost != tc.lost ||
 					r.FenceRegressions != tc.regressions || r.Deposed != tc.deposed {

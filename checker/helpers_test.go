@@ -2,7 +2,9 @@ package checker
 
 import (
 	"bytes"
+	"context"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/history"
@@ -85,6 +87,36 @@ func (b *hb) read(p int, key string, inv, comp int64, typ history.Type, n int64)
 		v = &history.Value{N: history.I64(n)}
 	}
 	return b.ev(comp, p, typ, history.Read, key, v)
+}
+
+// streamAll feeds ops to a new Stream and finishes it, failing tb on an
+// error; the Stream is returned for a test of what follows Finish.
+func streamAll(tb testing.TB, ops []history.Op, opts Options) (*Stream, *Results) {
+	tb.Helper()
+	s := NewStream(opts)
+	for _, op := range ops {
+		s.Add(op)
+	}
+	r, err := s.Finish(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, r
+}
+
+// checkStory fails t unless story says each of has and none of lacks.
+func checkStory(t *testing.T, story string, has, lacks []string) {
+	t.Helper()
+	for _, want := range has {
+		if !strings.Contains(story, want) {
+			t.Errorf("story lacks %q:\n%s", want, story)
+		}
+	}
+	for _, bad := range lacks {
+		if strings.Contains(story, bad) {
+			t.Errorf("story has %q:\n%s", bad, story)
+		}
+	}
 }
 
 func (b *hb) build(tb testing.TB) []history.Op {

@@ -92,12 +92,41 @@ type analysis struct {
 }
 
 type procState struct {
-	pending   int // index of the pending invoke, -1 if none
-	call      int // index into analysis.calls of the pending call
-	hold      int // index of the latest hold, -1 if none
+	pending int // index of the pending invoke, -1 if none
+	call    int // index into analysis.calls of the pending call
+	hold    int // index of the latest hold, -1 if none
+	crashState
+}
+
+// crashedClients are the clients nemesis event op crashed. Only a crash
+// that happened ends beliefs: "error" and "skipped" mark one that was
+// never applied.
+func crashedClients(op *history.Op) []int {
+	if op.F != "client-crash" || op.Value == nil || (op.Value.Phase != "start" && op.Value.Phase != "") {
+		return nil
+	}
+	return op.Value.Clients
+}
+
+// crashState is what every checker keeps of a process's latest crash.
+type crashState struct {
 	crashed   bool
 	crashedAt int64
 }
+
+func (c *crashState) crash(t int64) { c.crashed, c.crashedAt = true, t }
+
+// invoked notes an invoke at t: a crashed process that acts again is a new
+// client.
+func (c *crashState) invoked(t int64) {
+	if c.crashed && t > c.crashedAt {
+		c.crashed = false
+	}
+}
+
+// crashedSince reports whether the process crashed at or after t: an ok to
+// what it invoked at t then reached a dead client.
+func (c *crashState) crashedSince(t int64) bool { return c.crashed && c.crashedAt >= t }
 
 // procTable maps process numbers to their state; a slice covers the usual
 // small process numbers without hashing.
@@ -162,10 +191,7 @@ func scan(ops []history.Op) *analysis {
 			ps.pending = i
 			ps.call = len(a.calls)
 			a.calls = append(a.calls, call{inv: i, comp: -1})
-			if ps.crashed && op.Time > ps.crashedAt {
-				// A crashed process that acts again is a new client.
-				ps.crashed = false
-			}
+			ps.invoked(op.Time)
 			a.invoke(i, ps)
 			continue
 		}
@@ -214,14 +240,29 @@ func (a *analysis) current(op *history.Op, ps *procState) *Hold {
 	if ps.hold < 0 {
 		return nil
 	}
-	h := &a.holds[ps.hold]
-	if op.Key != "" && h.Key != "" && op.Key != h.Key {
-		return nil
+	if h := &a.holds[ps.hold]; refersTo(op, h.Key, h.Token) {
+		return h
 	}
-	if op.Value != nil && op.Value.Token != "" && h.Token != "" && op.Value.Token != h.Token {
-		return nil
+	return nil
+}
+
+// refersTo reports whether op (a release or extend) can refer to the hold
+// of key and token: every checker matches an operation to a process's hold
+// alike. A key or token either side leaves out matches any.
+func refersTo(op *history.Op, key, token string) bool {
+	if op.Key != "" && key != "" && op.Key != key {
+		return false
 	}
-	return h
+	return op.Value == nil || op.Value.Token == "" || token == "" || op.Value.Token == token
+}
+
+// grantedKey is the key an ok acquire granted: its invoke's, or the
+// completion's when the invoke named none.
+func grantedKey(inv, op *history.Op) string {
+	if inv.Key == "" {
+		return op.Key
+	}
+	return inv.Key
 }
 
 func (a *analysis) invoke(i int, ps *procState) {
@@ -245,13 +286,9 @@ func (a *analysis) complete(inv, i int, ps *procState) {
 		if op.Type != history.OK {
 			return // a failed or unknown acquire confers no belief
 		}
-		key := iop.Key
-		if key == "" {
-			key = op.Key
-		}
-		h := Hold{Key: key, Process: op.Process, Invoke: iop.Time, Start: op.Time,
+		h := Hold{Key: grantedKey(iop, op), Process: op.Process, Invoke: iop.Time, Start: op.Time,
 			AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}
-		h.granted(op.Value, ps.crashed && ps.crashedAt >= iop.Time)
+		h.granted(op.Value, ps.crashedSince(iop.Time))
 		ps.hold = len(a.holds)
 		a.holds = append(a.holds, h)
 	case history.Extend:
@@ -305,15 +342,11 @@ func (a *analysis) nemesis(i int, open map[string]int, procs *procTable) {
 			delete(open, id)
 		}
 	}
-	// Only a crash that happened ends beliefs: "error" and "skipped" mark
-	// one that was never applied.
-	if op.F == "client-crash" && (v.Phase == "start" || v.Phase == "") {
-		for _, p := range v.Clients {
-			ps := procs.get(p)
-			ps.crashed, ps.crashedAt = true, op.Time
-			if ps.hold >= 0 {
-				finish(&a.holds[ps.hold], op.Time, EndCrash, op.Index)
-			}
+	for _, p := range crashedClients(op) {
+		ps := procs.get(p)
+		ps.crash(op.Time)
+		if ps.hold >= 0 {
+			finish(&a.holds[ps.hold], op.Time, EndCrash, op.Index)
 		}
 	}
 }

@@ -31,17 +31,26 @@ func LeaseTolerance(ttl time.Duration) time.Duration {
 	return max(time.Millisecond, ttl/100)
 }
 
-// OverClaim is a grant or extend whose validity outlasts anything the
-// server could have kept.
-type OverClaim struct {
+// LeaseOp is the operation a finding of the lease model is about.
+type LeaseOp struct {
 	Key     string `json:"key"`
 	Process int    `json:"process"`
-	F       string `json:"f"` // acquire or extend
+	F       string `json:"f"` // acquire or extend (OverClaim), release or extend (Dishonest)
 	Token   string `json:"token,omitempty"`
 	Index   int64  `json:"index"` // the ok completion
 	Invoke  int64  `json:"invoke"`
-	At      int64  `json:"at"` // the ok completion's time
-	TTL     int64  `json:"ttl_ns"`
+}
+
+func leaseOp(inv, comp *history.Op, key, token string) LeaseOp {
+	return LeaseOp{Key: key, Process: inv.Process, F: inv.F, Token: token, Index: comp.Index, Invoke: inv.Time}
+}
+
+// OverClaim is a grant or extend whose validity outlasts anything the
+// server could have kept.
+type OverClaim struct {
+	LeaseOp
+	At  int64 `json:"at"` // the ok completion's time
+	TTL int64 `json:"ttl_ns"`
 	// ValidUntil is what the lock claimed; Limit is invoke + TTL, the
 	// latest any server could keep the key; Margin is by how much the
 	// claim passed the limit.
@@ -54,12 +63,7 @@ type OverClaim struct {
 // Dishonest is a release or extend that reported success on a lease whose
 // key had certainly expired before it was invoked.
 type Dishonest struct {
-	Key     string `json:"key"`
-	Process int    `json:"process"`
-	F       string `json:"f"` // release or extend
-	Token   string `json:"token,omitempty"`
-	Index   int64  `json:"index"` // the ok completion
-	Invoke  int64  `json:"invoke"`
+	LeaseOp
 	// Expiry is the latest the lease's key could have lived: the last
 	// successful grant or extend's completion plus its TTL; Late is how
 	// long after it (beyond the tolerance) the operation was invoked.
@@ -223,8 +227,7 @@ func overClaim(inv, comp *history.Op, ttl int64) OverClaim {
 	if inv.Value != nil && inv.Value.Token != "" {
 		token = inv.Value.Token
 	}
-	o := OverClaim{Key: inv.Key, Process: inv.Process, F: inv.F, Token: token, Index: comp.Index,
-		Invoke: inv.Time, At: comp.Time, TTL: ttl, ValidUntil: vu, Limit: limit, Margin: vu - limit}
+	o := OverClaim{LeaseOp: leaseOp(inv, comp, inv.Key, token), At: comp.Time, TTL: ttl, ValidUntil: vu, Limit: limit, Margin: vu - limit}
 	o.Story = fmt.Sprintf("process %d's %s of %s was started at %s with a TTL of %s, so no server could keep the key past %s; "+
 		"the lock told its client the lease was valid until %s, %s too long (over-claimed validity: the lock counts its lease from after it was sent, or forgets the time spent acquiring)",
 		o.Process, o.F, o.Key, fmtT(from), fmtD(ttl), fmtT(limit), fmtT(vu), fmtD(o.Margin))
@@ -252,10 +255,15 @@ func (a *analysis) judgeHonesty(r *LeaseResult, c call, lk leaseKey, e expiry, o
 	if len(r.Dishonesty) >= MaxViolations {
 		return
 	}
-	d := Dishonest{Key: lk.key, Process: inv.Process, F: inv.F, Token: lk.token, Index: comp.Index,
-		Invoke: inv.Time, Expiry: e.at, Late: inv.Time - e.at}
+	r.Dishonesty = append(r.Dishonesty, dishonest(inv, comp, lk, e))
+}
+
+// dishonest is the witness of an ok release or extend of lease lk invoked
+// after its key's expiry e.
+func dishonest(inv, comp *history.Op, lk leaseKey, e expiry) Dishonest {
+	d := Dishonest{LeaseOp: leaseOp(inv, comp, lk.key, lk.token), Expiry: e.at, Late: inv.Time - e.at}
 	d.Story = dishonestStory(&d)
-	r.Dishonesty = append(r.Dishonesty, d)
+	return d
 }
 
 func dishonestStory(d *Dishonest) string {

@@ -68,10 +68,9 @@ func (h *hrec) empty() bool { return h.resolved() && h.Empty() }
 
 // sproc is a client process's state.
 type sproc struct {
-	call      *scall // the pending invoke, nil if none
-	hold      *hrec  // the latest hold
-	crashed   bool
-	crashedAt int64
+	call *scall // the pending invoke, nil if none
+	hold *hrec  // the latest hold
+	crashState
 }
 
 // scall is a client call: its invoke and, once done, its completion.
@@ -139,22 +138,18 @@ func (s *Stream) Add(op history.Op) {
 	}
 }
 
-func (s *Stream) proc(p int) *sproc {
-	ps := s.procs[p]
-	if ps == nil {
-		ps = &sproc{}
-		s.procs[p] = ps
-	}
-	return ps
-}
+func (s *Stream) proc(p int) *sproc { return entry(s.procs, p, func(int) *sproc { return &sproc{} }) }
 
-func (s *Stream) key(k string) *skey {
-	ks := s.keys[k]
-	if ks == nil {
-		ks = newSkey(k)
-		s.keys[k] = ks
+func (s *Stream) key(k string) *skey { return entry(s.keys, k, newSkey) }
+
+// entry is m's state for k, made by mk and kept the first time k is seen.
+func entry[K comparable, V any](m map[K]*V, k K, mk func(K) *V) *V {
+	v := m[k]
+	if v == nil {
+		v = mk(k)
+		m[k] = v
 	}
-	return ks
+	return v
 }
 
 func (s *Stream) invoke(op history.Op) {
@@ -162,10 +157,7 @@ func (s *Stream) invoke(op history.Op) {
 	c := &scall{inv: op, seq: s.calls}
 	s.calls++
 	ps.call = c
-	if ps.crashed && op.Time > ps.crashedAt {
-		// A crashed process that acts again is a new client.
-		ps.crashed = false
-	}
+	ps.invoked(op.Time)
 	switch op.F {
 	case history.Acquire:
 		if ps.hold != nil {
@@ -207,17 +199,13 @@ func (s *Stream) complete(op history.Op) {
 // grant records the hold an ok acquire confers.
 func (s *Stream) grant(c *scall, ps *sproc) {
 	iop, op := &c.inv, &c.comp
-	key := iop.Key
-	if key == "" {
-		key = op.Key
-	}
-	h := &hrec{Hold: Hold{Key: key, Process: op.Process, Invoke: iop.Time, Start: op.Time,
+	h := &hrec{Hold: Hold{Key: grantedKey(iop, op), Process: op.Process, Invoke: iop.Time, Start: op.Time,
 		AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}, seq: s.holds}
 	s.holds++
 	if iop.Value != nil {
 		h.ttl = iop.Value.TTL
 	}
-	h.granted(op.Value, ps.crashed && ps.crashedAt >= iop.Time)
+	h.granted(op.Value, ps.crashedSince(iop.Time))
 	ps.hold = h
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)
@@ -253,17 +241,10 @@ func (s *Stream) extended(c *scall, ps *sproc) {
 // currentHold returns the process's hold that op (a release or extend) refers
 // to, or nil when it refers to none.
 func currentHold(op *history.Op, ps *sproc) *hrec {
-	h := ps.hold
-	if h == nil {
-		return nil
+	if h := ps.hold; h != nil && refersTo(op, h.Key, h.Token) {
+		return h
 	}
-	if op.Key != "" && h.Key != "" && op.Key != h.Key {
-		return nil
-	}
-	if op.Value != nil && op.Value.Token != "" && h.Token != "" && op.Value.Token != h.Token {
-		return nil
-	}
-	return h
+	return nil
 }
 
 // finish ends hold h's belief at t (event idx) unless its lease ran out

@@ -239,10 +239,7 @@ func (l *leaseState) judgeHonesty(c *scall, lk leaseKey, e expiry, s *Stream) {
 	if !keep {
 		return
 	}
-	d := Dishonest{Key: lk.key, Process: inv.Process, F: inv.F, Token: lk.token, Index: comp.Index,
-		Invoke: inv.Time, Expiry: e.at, Late: inv.Time - e.at}
-	d.Story = dishonestStory(&d)
-	r.Dishonesty = slices.Insert(r.Dishonesty, i, d)[:len(l.disSeq)]
+	r.Dishonesty = slices.Insert(r.Dishonesty, i, dishonest(inv, comp, lk, e))[:len(l.disSeq)]
 }
 
 func (l *leaseState) result() *LeaseResult {
@@ -296,12 +293,9 @@ func (rs *resState) retained() int {
 }
 
 func (rs *resState) get(k string) *resKey {
-	ks := rs.keys[k]
-	if ks == nil {
-		ks = &resKey{ResourceKey: ResourceKey{Key: k}, lastRead: -1, first: map[int64]firstWrite{}}
-		rs.keys[k] = ks
-	}
-	return ks
+	return entry(rs.keys, k, func(k string) *resKey {
+		return &resKey{ResourceKey: ResourceKey{Key: k}, lastRead: -1, first: map[int64]firstWrite{}}
+	})
 }
 
 // called runs (*analysis).resource's step for one call.

@@ -503,15 +503,11 @@ func (s *Stream) nemesis(op *history.Op) {
 			delete(s.faults.open, id)
 		}
 	}
-	// Only a crash that happened ends beliefs: "error" and "skipped" mark
-	// one that was never applied.
-	if op.F == "client-crash" && (v.Phase == "start" || v.Phase == "") {
-		for _, p := range v.Clients {
-			ps := s.proc(p)
-			ps.crashed, ps.crashedAt = true, op.Time
-			if ps.hold != nil {
-				s.finish(ps.hold, op.Time, EndCrash, op.Index)
-			}
+	for _, p := range crashedClients(op) {
+		ps := s.proc(p)
+		ps.crash(op.Time)
+		if ps.hold != nil {
+			s.finish(ps.hold, op.Time, EndCrash, op.Index)
 		}
 	}
 }

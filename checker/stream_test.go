@@ -203,14 +203,7 @@ func TestStreamMatchesInMemoryOnGeneratedHistories(t *testing.T) {
 // Finish is idempotent, and Add after it is ignored.
 func TestStreamFinishTwice(t *testing.T) {
 	ops := genHistory(1000, 10)
-	s := NewStream(Options{})
-	for _, op := range ops {
-		s.Add(op)
-	}
-	r1, err := s.Finish(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r1 := streamAll(t, ops, Options{})
 	s.Add(ops[0])
 	if r2, _ := s.Finish(context.Background()); r2 != r1 || r1.Verdict != VerdictUnsafe {
 		t.Fatalf("second Finish: %p %p %s", r1, r2, r1.Verdict)

@@ -51,10 +51,9 @@ type watchHold struct {
 func (h *watchHold) believedAfter(t int64) bool { return min(h.validUntil, h.end) > t }
 
 type watchProc struct {
-	pending   *history.Op // the invoke awaiting its completion
-	hold      *watchHold  // the latest hold, nil once its belief ended
-	crashed   bool
-	crashedAt int64
+	pending *history.Op // the invoke awaiting its completion
+	hold    *watchHold  // the latest hold, nil once its belief ended
+	crashState
 }
 
 // EarlierHoldEnded reports whether an event has ended the belief of v's
@@ -92,11 +91,7 @@ func (w *Watcher) observe(op history.Op) {
 	if op.Type == history.Summary {
 		return // failed acquires: no hold, and no completion of a call
 	}
-	ps := w.procs[op.Process]
-	if ps == nil {
-		ps = &watchProc{}
-		w.procs[op.Process] = ps
-	}
+	ps := w.proc(op.Process)
 	if op.Type == history.Invoke {
 		w.invoke(op, ps)
 		return
@@ -150,27 +145,22 @@ func (w *Watcher) end(h *watchHold, t int64) {
 	}
 }
 
+func (w *Watcher) proc(p int) *watchProc {
+	return entry(w.procs, p, func(int) *watchProc { return &watchProc{} })
+}
+
 // current is the process's hold that op (a release or extend) refers to.
 func current(op *history.Op, ps *watchProc) *watchHold {
-	h := ps.hold
-	if h == nil {
-		return nil
+	if h := ps.hold; h != nil && refersTo(op, h.key, h.token) {
+		return h
 	}
-	if op.Key != "" && h.key != "" && op.Key != h.key {
-		return nil
-	}
-	if op.Value != nil && op.Value.Token != "" && h.token != "" && op.Value.Token != h.token {
-		return nil
-	}
-	return h
+	return nil
 }
 
 func (w *Watcher) invoke(op history.Op, ps *watchProc) {
 	inv := op
 	ps.pending = &inv
-	if ps.crashed && op.Time > ps.crashedAt {
-		ps.crashed = false // a crashed process that acts again is a new client
-	}
+	ps.invoked(op.Time)
 	switch op.F {
 	case history.Acquire:
 		if ps.hold != nil {
@@ -208,10 +198,7 @@ func (w *Watcher) complete(inv *history.Op, op history.Op, ps *watchProc) {
 }
 
 func (w *Watcher) granted(inv *history.Op, op history.Op, ps *watchProc) {
-	key := inv.Key
-	if key == "" {
-		key = op.Key
-	}
+	key := grantedKey(inv, &op)
 	h := &watchHold{key: key, process: op.Process, start: op.Time, validUntil: math.MaxInt64, end: math.MaxInt64}
 	if v := op.Value; v != nil {
 		h.token = v.Token
@@ -220,7 +207,7 @@ func (w *Watcher) granted(inv *history.Op, op history.Op, ps *watchProc) {
 		}
 	}
 	ps.hold = nil
-	if (ps.crashed && ps.crashedAt >= inv.Time) || h.validUntil <= h.start {
+	if ps.crashedSince(inv.Time) || h.validUntil <= h.start {
 		return // the ok reached a dead client, or a lease already run out: no belief
 	}
 	live := w.open[key][:0]
@@ -240,16 +227,9 @@ func (w *Watcher) granted(inv *history.Op, op history.Op, ps *watchProc) {
 }
 
 func (w *Watcher) nemesis(op history.Op) {
-	if op.F != "client-crash" || op.Value == nil || (op.Value.Phase != "start" && op.Value.Phase != "") {
-		return // only a crash that happened ends beliefs
-	}
-	for _, p := range op.Value.Clients {
-		ps := w.procs[p]
-		if ps == nil {
-			ps = &watchProc{}
-			w.procs[p] = ps
-		}
-		ps.crashed, ps.crashedAt = true, op.Time
+	for _, p := range crashedClients(&op) {
+		ps := w.proc(p)
+		ps.crash(op.Time)
 		if ps.hold != nil {
 			w.end(ps.hold, op.Time)
 			ps.hold = nil

@@ -8,6 +8,18 @@ import (
 	"time"
 )
 
+// tempRecorder is a Recorder writing the file name in a directory of the
+// test's own, and that file's path.
+func tempRecorder(t *testing.T, name string) (*Recorder, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	rec, err := Create(path, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, path
+}
+
 // recordSome writes n acquire/ok pairs through a Recorder at path, closing
 // it when close is set, and returns the events as recorded.
 func recordSome(t *testing.T, path string, n int, close bool) []Op {

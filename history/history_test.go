@@ -116,11 +116,7 @@ func TestPairUnknownAtEnd(t *testing.T) {
 // Concurrent clients record; the file must be a valid history in index and
 // time order, and a reader must see a prefix before Close.
 func TestRecorderConcurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	rec, err := Create(path, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, path := tempRecorder(t, "history.jsonl")
 	var wg sync.WaitGroup
 	for p := 0; p < 8; p++ {
 		wg.Add(1)
@@ -225,11 +221,7 @@ func TestDecodeRejectsOddEvents(t *testing.T) {
 // Everything the harness records (see workloads, nemesis and harness's
 // final reads) must stay acceptable.
 func TestDecodeAcceptsHarnessEvents(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	rec, err := Create(path, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, _ := tempRecorder(t, "history.jsonl")
 	const clients = 2000
 	ok := func(p int, f, key string, in, out *Value) {
 		rec.Record(Op{Process: p, Type: Invoke, F: f, Key: key, Value: in})

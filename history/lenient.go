@@ -223,6 +223,46 @@ func (p *lineParser) str() ([]byte, bool) {
 	return nil, false
 }
 
+// text reads a string (see str) into a string of its own.
+func (p *lineParser) text() (string, bool) {
+	s, ok := p.str()
+	return string(s), ok
+}
+
+// interned reads a string (see str) as intern shares it.
+func (p *lineParser) interned() (string, bool) {
+	s, ok := p.str()
+	if !ok {
+		return "", false
+	}
+	return p.intern(s), true
+}
+
+// intPtr reads a number as a Value's optional field holds it.
+func (p *lineParser) intPtr() (*int64, bool) {
+	n, ok := p.int()
+	if !ok {
+		return nil, false
+	}
+	return I64(n), true
+}
+
+// list reads an array whose elements elem reads, appending them to dst.
+func list[T any](p *lineParser, dst *[]T, elem func() (T, bool)) bool {
+	if !p.eat('[') {
+		return false
+	}
+	for !p.eat(']') {
+		x, ok := elem()
+		if !ok {
+			return false
+		}
+		*dst = append(*dst, x)
+		p.eat(',')
+	}
+	return true
+}
+
 func (p *lineParser) int() (int64, bool) {
 	start := p.i
 	if p.i < len(p.b) && p.b[p.i] == '-' {
@@ -239,74 +279,48 @@ func (p *lineParser) int() (int64, bool) {
 }
 
 func (p *lineParser) fast(op *Op) bool {
-	if !p.eat('{') {
-		return false
-	}
 	seen := 0
-	for {
-		k, ok := p.str()
-		if !ok || !p.eat(':') {
-			return false
-		}
+	ok := p.eat('{') && p.fields(func(k []byte) bool {
+		var ok bool
 		switch string(k) {
 		case "index":
-			if op.Index, ok = p.int(); !ok {
-				return false
-			}
+			op.Index, ok = p.int()
 			seen |= 1
 		case "time":
-			if op.Time, ok = p.int(); !ok {
-				return false
-			}
+			op.Time, ok = p.int()
 			seen |= 2
 		case "process":
-			if p.i < len(p.b) && p.b[p.i] == '"' {
-				s, ok := p.str()
-				if !ok || string(s) != "nemesis" {
-					return false
-				}
-				op.Process = NemesisProcess
-			} else {
-				n, ok := p.int()
-				if !ok || n < 0 || n > MaxProcess {
-					return false
-				}
-				op.Process = int(n)
-			}
+			ok = p.process(op)
 			seen |= 4
 		case "type":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			op.Type = Type(p.intern(s))
+			var s string
+			s, ok = p.interned()
+			op.Type = Type(s)
 		case "f":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			op.F = p.intern(s)
+			op.F, ok = p.interned()
 		case "key":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			op.Key = p.intern(s)
+			op.Key, ok = p.interned()
 		case "error":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			op.Error = p.intern(s)
+			op.Error, ok = p.interned()
 		case "value":
-			if !p.value(op) {
-				return false
-			}
-		default:
+			ok = p.value(op)
+		}
+		return ok
+	})
+	return ok && seen == 7 && p.i == len(p.b)
+}
+
+// fields reads an object's members, from after its '{' through its '}',
+// handing each key to field, which reads the value: false when a member
+// is not one field takes.
+func (p *lineParser) fields(field func(k []byte) bool) bool {
+	for {
+		k, ok := p.str()
+		if !ok || !p.eat(':') || !field(k) {
 			return false
 		}
 		if p.eat('}') {
-			return seen == 7 && p.i == len(p.b)
+			return true
 		}
 		if !p.eat(',') {
 			return false
@@ -314,104 +328,66 @@ func (p *lineParser) fast(op *Op) bool {
 	}
 }
 
+// process reads an event's process: "nemesis" or a client's number.
+func (p *lineParser) process(op *Op) bool {
+	if p.i < len(p.b) && p.b[p.i] == '"' {
+		s, ok := p.str()
+		op.Process = NemesisProcess
+		return ok && string(s) == "nemesis"
+	}
+	n, ok := p.int()
+	op.Process = int(n)
+	return ok && n >= 0 && n <= MaxProcess
+}
+
 func (p *lineParser) value(op *Op) bool {
 	if !p.eat('{') {
 		return false
 	}
-	var v Value
-	set := false
 	if p.eat('}') {
 		op.Value = p.newValue()
 		return true
 	}
-	for {
-		k, ok := p.str()
-		if !ok || !p.eat(':') {
-			return false
-		}
+	var v Value
+	set := false
+	ok := p.fields(func(k []byte) bool {
+		var ok bool
 		switch string(k) {
 		case "ttl":
-			if v.TTL, ok = p.int(); !ok {
-				return false
-			}
+			v.TTL, ok = p.int()
+			return ok
 		case "count":
-			if v.Count, ok = p.int(); !ok {
-				return false
-			}
-			set = true
-		case "valid_until", "started", "fence", "n", "from", "to":
-			n, ok := p.int()
-			if !ok {
-				return false
-			}
-			switch string(k) {
-			case "valid_until":
-				v.ValidUntil = I64(n)
-			case "started":
-				v.Started = I64(n)
-			case "fence":
-				v.Fence = I64(n)
-			case "from":
-				v.From = I64(n)
-			case "to":
-				v.To = I64(n)
-			default:
-				v.N = I64(n)
-			}
-			set = true
+			v.Count, ok = p.int()
+		case "valid_until":
+			v.ValidUntil, ok = p.intPtr()
+		case "started":
+			v.Started, ok = p.intPtr()
+		case "fence":
+			v.Fence, ok = p.intPtr()
+		case "n":
+			v.N, ok = p.intPtr()
+		case "from":
+			v.From, ok = p.intPtr()
+		case "to":
+			v.To, ok = p.intPtr()
 		case "token":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			v.Token, set = string(s), true
+			v.Token, ok = p.text()
 		case "phase":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			v.Phase, set = p.intern(s), true
+			v.Phase, ok = p.interned()
 		case "detail":
-			s, ok := p.str()
-			if !ok {
-				return false
-			}
-			v.Detail, set = string(s), true
+			v.Detail, ok = p.text()
 		case "targets":
-			if !p.eat('[') {
-				return false
-			}
-			for !p.eat(']') {
-				s, ok := p.str()
-				if !ok {
-					return false
-				}
-				v.Targets = append(v.Targets, string(s))
-				p.eat(',')
-			}
-			set = true
+			ok = list(p, &v.Targets, p.text)
 		case "clients":
-			if !p.eat('[') {
-				return false
-			}
-			for !p.eat(']') {
-				n, ok := p.int()
-				if !ok {
-					return false
-				}
-				v.Clients = append(v.Clients, int(n))
-				p.eat(',')
-			}
-			set = true
+			ok = list(p, &v.Clients, func() (int, bool) { n, ok := p.int(); return int(n), ok })
 		default:
 			return false
 		}
-		if p.eat('}') {
-			break
-		}
-		if !p.eat(',') {
-			return false
-		}
+		set = true
+		return ok
+	})
+	if !ok {
+		return false
 	}
 	if !set {
 		// Only a TTL (every acquire invoke): share one value per TTL.

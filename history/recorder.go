@@ -168,12 +168,19 @@ func (r *Recorder) flushLoop() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if !r.closed {
-			if r.sum != nil {
-				r.flushSummaryLocked(false)
-			}
-			r.handOffLocked(true, nil)
+			r.flushLocked(false, true, nil)
 		}
 	})
+}
+
+// flushLocked is handOffLocked preceded by writing out what summarising
+// holds back (everything when final): a hand-off alone would leave those
+// events out of what it flushes.
+func (r *Recorder) flushLocked(final, flush bool, done chan struct{}) {
+	if r.sum != nil {
+		r.flushSummaryLocked(final)
+	}
+	r.handOffLocked(flush, done)
 }
 
 // flushNow writes and flushes every event recorded so far and waits for
@@ -185,10 +192,7 @@ func (r *Recorder) flushNow() error {
 		r.mu.Unlock()
 		return r.Err()
 	}
-	if r.sum != nil {
-		r.flushSummaryLocked(false)
-	}
-	r.handOffLocked(true, done)
+	r.flushLocked(false, true, done)
 	r.mu.Unlock()
 	<-done
 	return r.Err()
@@ -202,11 +206,8 @@ func (r *Recorder) Close() error {
 		r.mu.Unlock()
 		return r.Err()
 	}
-	if r.sum != nil {
-		r.flushSummaryLocked(true)
-	}
+	r.flushLocked(true, false, nil)
 	r.closed = true
-	r.handOffLocked(false, nil)
 	r.mu.Unlock()
 	close(r.stop)
 	<-r.done

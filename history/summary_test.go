@@ -1,7 +1,6 @@
 package history
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -12,11 +11,7 @@ import (
 // ordered in time, and what a process did around its failed acquires
 // keeps its pairs.
 func TestRecorderSummarizesFailedAcquires(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.jsonl.zst")
-	rec, err := Create(path, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, path := tempRecorder(t, "history.jsonl.zst")
 	rec.SummarizeFailedAcquires()
 	var seen []Op
 	rec.Observe(func(op Op) { seen = append(seen, op) })
@@ -86,11 +81,7 @@ func TestRecorderSummarizesFailedAcquires(t *testing.T) {
 // not hold back the file or grow the recorder's memory; its failure is
 // then written in full.
 func TestRecorderLetsGoOfASlowAcquire(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	rec, err := Create(path, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, path := tempRecorder(t, "history.jsonl")
 	rec.SummarizeFailedAcquires()
 	invoked := time.Now()
 	rec.Record(Op{Process: 1, Type: Invoke, F: Acquire, Key: "k", Value: &Value{TTL: 5e8}})
