@@ -248,27 +248,15 @@ func (f *netFault) Heal(ctx context.Context, env *Env) error {
 func (f *netFault) heal(ctx context.Context, env *Env, links []*proxy.Link, nodes []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var errs []error
-	for _, l := range links {
-		if !f.active[l] {
-			continue
-		}
+	errs := undoEach(f.active, links, func(l *proxy.Link) error {
 		if err := l.Heal(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("heal %s->%s: %w", l.From, l.To, err))
-			continue
+			return fmt.Errorf("heal %s->%s: %w", l.From, l.To, err)
 		}
-		delete(f.active, l)
-	}
-	for _, n := range nodes {
-		if !f.cut[n] {
-			continue
-		}
-		if err := env.Internal.HealInternal(ctx, n); err != nil {
-			errs = append(errs, fmt.Errorf("heal the internal links of %s: %w", n, err))
-			continue
-		}
-		delete(f.cut, n)
-	}
+		return nil
+	})
+	errs = append(errs, undoEach(f.cut, nodes, func(n string) error {
+		return nodeErr("heal the internal links of", n, env.Internal.HealInternal(ctx, n))
+	})...)
 	return errors.Join(errs...)
 }
 

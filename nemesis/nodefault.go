@@ -63,18 +63,25 @@ func (f *nodeFault) Heal(ctx context.Context, env *Env) error {
 func (f *nodeFault) restoreNodes(ctx context.Context, env *Env, nodes []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return errors.Join(undoEach(f.changed, nodes, func(n string) error { return f.restore(ctx, env, n) })...)
+}
+
+// undoEach undoes those of items that done holds and forgets each one
+// undone; one whose undo failed stays in done, for a later heal to try
+// again, and an item never done is left alone.
+func undoEach[K comparable](done map[K]bool, items []K, undo func(K) error) []error {
 	var errs []error
-	for _, n := range nodes {
-		if !f.changed[n] {
+	for _, k := range items {
+		if !done[k] {
 			continue
 		}
-		if err := f.restore(ctx, env, n); err != nil {
+		if err := undo(k); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		delete(f.changed, n)
+		delete(done, k)
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // nodeErr says what failed on which node; nil for no error.

@@ -74,10 +74,7 @@ func init() {
 			if len(p.Sentinels) == 0 || p.Clients < 2 {
 				return fmt.Errorf("needs the sentinel system and at least 2 clients")
 			}
-			if p.TimeLimit < 8*time.Second {
-				return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
-			}
-			return nil
+			return needsFailoverTime(p)
 		},
 		Build: func(p ScriptParams) []Step {
 			var half []int
@@ -103,24 +100,37 @@ func init() {
 			if len(p.Sentinels) == 0 {
 				return fmt.Errorf("needs the sentinel system")
 			}
-			if p.TimeLimit < 8*time.Second {
-				return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
-			}
-			return nil
+			return needsFailoverTime(p)
 		},
-		Build: func(p ScriptParams) []Step {
-			steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
-				Link: proxy.Fault{Latency: 100 * time.Millisecond}}}}
-			for t := time.Duration(0); t+5*time.Second <= p.TimeLimit; t += 20 * time.Second {
-				steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
-					AfterGrant: true, For: 5 * time.Second}})
-			}
-			return steps
-		},
+		Build: func(p ScriptParams) []Step { return killLaggingPrimary(p, 5*time.Second) },
 	}
 }
 
 func nodesOf(p ScriptParams) []string { return append([]string(nil), p.Nodes...) }
+
+// needsFailoverTime is the part of a failover script's Check that every
+// system shares: the run must outlast a failover.
+func needsFailoverTime(p ScriptParams) error {
+	if p.TimeLimit < 8*time.Second {
+		return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
+	}
+	return nil
+}
+
+// killLaggingPrimary slows replication by 100ms on the cluster's internal
+// links for the whole run, and every 20s kills the primary right after a
+// grant and keeps it down for down (past the failover): a grant has not
+// reached the replica when the kill right after it lands, which on the
+// local backend (a SIGKILL) it does within the 100 ms.
+func killLaggingPrimary(p ScriptParams, down time.Duration) []Step {
+	steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
+		Link: proxy.Fault{Latency: 100 * time.Millisecond}}}}
+	for t := time.Duration(0); t+down <= p.TimeLimit; t += 20 * time.Second {
+		steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
+			AfterGrant: true, For: down}})
+	}
+	return steps
+}
 
 // needsRedisCluster is the Check of the Redis Cluster scripts: a failover
 // takes about 2.5 s (cluster.ClusterNodeTimeout, the failure reports, the
@@ -132,10 +142,7 @@ func needsRedisCluster(p ScriptParams) error {
 	if p.Clients < 2 {
 		return fmt.Errorf("needs at least 2 clients")
 	}
-	if p.TimeLimit < 8*time.Second {
-		return fmt.Errorf("needs --time-limit of at least 8s for a failover to happen, got %s", p.TimeLimit)
-	}
-	return nil
+	return needsFailoverTime(p)
 }
 
 func init() {
@@ -167,18 +174,7 @@ func init() {
 			"(as min-replicas-to-write needs) but behind; the primary of the lock's slot is killed right after a client " +
 			"acquires and stays down past the failover",
 		Check: needsRedisCluster,
-		Build: func(p ScriptParams) []Step {
-			// As sentinel-kill-after-acquire: a grant has not reached
-			// the replica when the kill right after it lands, which on
-			// the local backend (a SIGKILL) it does within the 100 ms.
-			steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
-				Link: proxy.Fault{Latency: 100 * time.Millisecond}}}}
-			for t := time.Duration(0); t+8*time.Second <= p.TimeLimit; t += 20 * time.Second {
-				steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
-					AfterGrant: true, For: 8 * time.Second}})
-			}
-			return steps
-		},
+		Build: func(p ScriptParams) []Step { return killLaggingPrimary(p, 8*time.Second) },
 	}
 	Scripts["cluster-isolate-primary"] = Script{
 		Name: "cluster-isolate-primary",

@@ -145,9 +145,12 @@ func All() []Scenario {
 }
 
 // Names returns every scenario name in list order.
-func Names() []string {
+func Names() []string { return NamesOf(All()) }
+
+// NamesOf returns the names of list, in its order.
+func NamesOf(list []Scenario) []string {
 	var names []string
-	for _, s := range All() {
+	for _, s := range list {
 		names = append(names, s.Name)
 	}
 	return names

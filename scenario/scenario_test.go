@@ -68,10 +68,7 @@ func TestSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, s := range got {
-		names = append(names, s.Name)
-	}
+	names := scenario.NamesOf(got)
 	if strings.Join(names, ",") != "del-release,clock-jump,clock-strobe,clock-drift,redlock-clock-jump,kleppmann-clock-jump" {
 		t.Fatalf("got %v", names)
 	}

@@ -47,7 +47,6 @@ func renews(workload string) bool { return workload == Renew || workload == Rene
 func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	lease := c.acquire(ctx, key)
 	if lease == nil {
-		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
 		return false
 	}
 	cleanup := context.WithoutCancel(ctx)
@@ -97,21 +96,17 @@ func (c *client) increment(ctx context.Context, key string, fence *int64) bool {
 	return ok && c.writeCounter(ctx, key, n+1, fence)
 }
 
-// watchdogLocker gives every lease a background renewer.
-type watchdogLocker struct {
-	locks.Locker
-	ttl time.Duration
-}
-
-func (w watchdogLocker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
-	lease, err := w.Locker.TryAcquire(ctx, key, ttl)
-	if err != nil {
-		return nil, err
+// withWatchdog gives a lease just granted a background renewer in the
+// watchdog mode, started inside the acquire as a library's lock call
+// starts its own.
+func (c Config) withWatchdog(lease locks.Lease) locks.Lease {
+	if !renews(c.Workload) || c.RenewMode != RenewWatchdog {
+		return lease
 	}
-	wl := &watchdogLease{Lease: lease, ttl: ttl, stop: make(chan struct{}), resume: make(chan struct{})}
+	wl := &watchdogLease{Lease: lease, ttl: c.TTL, stop: make(chan struct{}), resume: make(chan struct{})}
 	wl.wg.Add(1)
 	go wl.renew()
-	return wl, nil
+	return wl
 }
 
 // watchdogLease is renewed every TTL/3 until it is released or its
@@ -189,14 +184,6 @@ func (w *watchdogLease) ResumeRenewal() {
 }
 
 func (w *watchdogLease) StopRenewal() { w.end() }
-
-// withRenewal wraps the locker for the watchdog mode.
-func (c Config) withRenewal(l locks.Locker) locks.Locker {
-	if renews(c.Workload) && c.RenewMode == RenewWatchdog {
-		return watchdogLocker{Locker: l, ttl: c.TTL}
-	}
-	return l
-}
 
 func (c Config) validateRenewal() error {
 	if !renews(c.Workload) {

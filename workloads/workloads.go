@@ -213,7 +213,7 @@ func (c *client) connect() error {
 	if err != nil {
 		return fmt.Errorf("connect process %d: %w", c.process, err)
 	}
-	c.locker, c.closer = c.cfg.withRenewal(l), closer
+	c.locker, c.closer = l, closer
 	return nil
 }
 
@@ -239,7 +239,6 @@ func (c *client) safeCycle(ctx context.Context, key string) (crashed bool) {
 func (c *client) cycle(ctx context.Context, key string) (crashed bool) {
 	lease := c.acquire(ctx, key)
 	if lease == nil {
-		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
 		return false
 	}
 	// Whatever happens to the run, a holder gives the lock back.
@@ -285,6 +284,8 @@ func (c *client) holdFor(lease locks.Lease) time.Duration {
 	return c.cfg.Hold.Sample(c.rng)
 }
 
+// acquire tries the lock once; nil when it was not granted, after a
+// random wait of up to RetryBackoff, so that the caller can try again.
 func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 	var lease locks.Lease
 	c.do(ctx, history.Acquire, key, &history.Value{TTL: int64(c.cfg.TTL)}, func(ctx context.Context) (*history.Value, error) {
@@ -296,6 +297,7 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		if l == nil {
 			return nil, errors.New("lock returned neither a lease nor an error")
 		}
+		l = c.cfg.withWatchdog(l)
 		lease = l
 		v := c.leaseValue(l, sent)
 		v.Token, v.Fence = l.Token(), fenceOf(l)
@@ -307,6 +309,9 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		}
 		return v, nil
 	})
+	if lease == nil {
+		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
+	}
 	return lease
 }
 

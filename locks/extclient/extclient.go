@@ -369,8 +369,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		c.kill(&ProtocolError{Line: fmt.Sprintf("%+v", *r), Reason: "an ok to acquire without a token"})
 		return nil, errors.New("external client: an ok to acquire without a token")
 	}
-	return &lease{c: c, key: key, token: r.Token, validUntil: fromMonotonic(r.ValidUntilMonoNS),
-		started: fromMonotonic(r.StartedMonoNS), fence: r.Fence}, nil
+	return &lease{c: c, key: key, token: r.Token, fence: r.Fence, times: timesOf(r)}, nil
 }
 
 // outcome maps a reply to the locks package's answers: nil for ok, the
@@ -408,26 +407,35 @@ type lease struct {
 	key, token string
 	fence      *int64
 
-	mu         sync.Mutex
+	mu    sync.Mutex
+	times leaseTimes
+}
+
+// leaseTimes are what an ok to a grant or an extend says of the lease's
+// time, replaced together so that a reader never mixes two replies.
+type leaseTimes struct {
 	validUntil time.Time
-	started    time.Time
+	// started is the client's own stamp of when it began the grant or the
+	// latest extend (zero when it reports none).
+	started time.Time
+}
+
+func timesOf(r *reply) leaseTimes {
+	return leaseTimes{validUntil: fromMonotonic(r.ValidUntilMonoNS), started: fromMonotonic(r.StartedMonoNS)}
+}
+
+func (l *lease) current() leaseTimes {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.times
 }
 
 func (l *lease) Token() string { return l.token }
 
-func (l *lease) ValidUntil() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.validUntil
-}
+func (l *lease) ValidUntil() time.Time { return l.current().validUntil }
 
-// StartedAt is the client's own stamp of when it began the grant or the
-// latest extend (zero when it reports none).
-func (l *lease) StartedAt() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.started
-}
+// StartedAt is the client's own stamp (see leaseTimes).
+func (l *lease) StartedAt() time.Time { return l.current().started }
 
 func (l *lease) Fence() (int64, bool) {
 	if l.fence == nil {
@@ -445,7 +453,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	l.mu.Lock()
-	l.validUntil, l.started = fromMonotonic(r.ValidUntilMonoNS), fromMonotonic(r.StartedMonoNS)
+	l.times = timesOf(r)
 	l.mu.Unlock()
 	return nil
 }
