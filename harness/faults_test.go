@@ -11,23 +11,17 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
-	"github.com/lockjepsen/lockjepsen/runfile"
 )
+
+// faultCase checks a server fault's results beyond its verdict.
+type faultCase = harnesstest.Case[func(*testing.T, *harness.Results)]
 
 // The server faults of the nemesis issue on a single Redis with the token
 // lock: what each must show.
 func TestServerFaults(t *testing.T) {
-	redistest.RequireBinary(t)
-	t.Parallel()
-	cases := []struct {
-		name    string
-		edit    func(*harness.Config)
-		verdict string
-		check   func(*testing.T, *harness.Results)
-	}{
+	cases := []faultCase{
 		{
 			// A fault aimed at a live lease, and StopOnFirstViolation:
 			// each jump (+1.5 TTL) starts right after a grant
@@ -35,13 +29,13 @@ func TestServerFaults(t *testing.T) {
 			// 100-300 ms of its hold left, and one of nine clients
 			// retrying every 0-2 ms takes the lock within a few
 			// milliseconds.
-			name: "clock jump forward past the TTL expires the lock under its holder",
-			edit: func(c *harness.Config) {
+			Name: "clock jump forward past the TTL expires the lock under its holder",
+			Edit: func(c *harness.Config) {
 				c.Nemesis = []string{"clock-jump"}
 				c.AfterAcquire = true
-				untilViolation(c)
+				harnesstest.UntilViolation(c)
 			},
-			verdict: checker.VerdictUnsafe,
+			Verdict: checker.VerdictUnsafe,
 		},
 		{
 			// A fault aimed at a live lease, and StopOnFirstViolation:
@@ -50,26 +44,26 @@ func TestServerFaults(t *testing.T) {
 			// 1-1.5 s of its 2 s lease, far longer than a restart (tens
 			// of milliseconds, a few hundred on a loaded machine) and the
 			// next client's acquire.
-			name: "kill with immediate restart and no persistence loses the lock",
-			edit: func(c *harness.Config) {
+			Name: "kill with immediate restart and no persistence loses the lock",
+			Edit: func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
 				c.TTL, c.Hold = 2*time.Second, "1s..1500ms"
 				c.AfterAcquire = true
-				untilViolation(c)
+				harnesstest.UntilViolation(c)
 			},
-			verdict: checker.VerdictUnsafe,
+			Verdict: checker.VerdictUnsafe,
 		},
 		{
-			name: "kill with appendfsync always keeps the lock",
-			edit: func(c *harness.Config) {
+			Name: "kill with appendfsync always keeps the lock",
+			Edit: func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
 				c.Persistence = cluster.PersistAlways
 			},
-			verdict: checker.VerdictSafe,
+			Verdict: checker.VerdictSafe,
 		},
 		{
-			name: "kill with the restart delayed past the TTL is safe",
-			edit: func(c *harness.Config) {
+			Name: "kill with the restart delayed past the TTL is safe",
+			Edit: func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
 				c.RestartDelay = c.TTL + 200*time.Millisecond
 				// Each kill keeps the node down 0.7 s: the usual 3 s
@@ -78,35 +72,35 @@ func TestServerFaults(t *testing.T) {
 					c.TimeLimit, c.NemesisInterval = 3*time.Second, 400*time.Millisecond
 				}
 			},
-			verdict: checker.VerdictSafe,
-			check:   requireUnavailability(500 * time.Millisecond),
+			Verdict: checker.VerdictSafe,
+			Check:   requireUnavailability(500 * time.Millisecond),
 		},
 		{
-			name:    "pause is safe but the lock is unavailable",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"pause"} },
-			verdict: checker.VerdictSafe,
-			check:   requireUnavailability(150 * time.Millisecond),
+			Name:    "pause is safe but the lock is unavailable",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"pause"} },
+			Verdict: checker.VerdictSafe,
+			Check:   requireUnavailability(150 * time.Millisecond),
 		},
 		{
-			name:    "partition is safe but the lock is unavailable",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"partition"} },
-			verdict: checker.VerdictSafe,
-			check:   requireUnavailability(150 * time.Millisecond),
+			Name:    "partition is safe but the lock is unavailable",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"partition"} },
+			Verdict: checker.VerdictSafe,
+			Check:   requireUnavailability(150 * time.Millisecond),
 		},
 		{
-			name:    "latency is safe",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"latency"} },
-			verdict: checker.VerdictSafe,
+			Name:    "latency is safe",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"latency"} },
+			Verdict: checker.VerdictSafe,
 		},
 		{
-			name:    "slow links are safe",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"slow"} },
-			verdict: checker.VerdictSafe,
+			Name:    "slow links are safe",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"slow"} },
+			Verdict: checker.VerdictSafe,
 		},
 		{
-			name:    "rejected connections are safe",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"reject"} },
-			verdict: checker.VerdictSafe,
+			Name:    "rejected connections are safe",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"reject"} },
+			Verdict: checker.VerdictSafe,
 		},
 		{
 			// Flipping back from -1s to real time is a 1s forward jump:
@@ -118,51 +112,48 @@ func TestServerFaults(t *testing.T) {
 			// every 0.4 s on average, and the clients are granted the
 			// lock every 100-300 ms: a grant in the past phase comes
 			// every few strobes, and the run ends at the first violation.
-			name: "a clock strobing by more than the TTL is unsafe, even backwards",
-			edit: func(c *harness.Config) {
+			Name: "a clock strobing by more than the TTL is unsafe, even backwards",
+			Edit: func(c *harness.Config) {
 				c.Nemesis = []string{"clock-strobe"}
 				c.ClockJump = "-1s"
-				untilViolation(c)
+				harnesstest.UntilViolation(c)
 			},
-			verdict: checker.VerdictUnsafe,
+			Verdict: checker.VerdictUnsafe,
 		},
 		{
-			name:    "a slowly drifting clock is safe",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-drift"}; c.ClockRate = 1.01 },
-			verdict: checker.VerdictSafe,
+			Name:    "a slowly drifting clock is safe",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"clock-drift"}; c.ClockRate = 1.01 },
+			Verdict: checker.VerdictSafe,
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cfg := shortConfig(t)
-			// Holds long enough that a fault usually lands on a holder.
-			cfg.Hold = "100ms..300ms"
-			cfg.FaultDuration = 300 * time.Millisecond
-			if tc.verdict == checker.VerdictSafe && !*harnesstest.Long {
-				// A fault every 0.5 s on average (0.1-0.3 s apart,
-				// 0.15-0.45 s long): some four faults in 2 s, as many
-				// as the 3 s runs with a fault every 0.4 s gave.
-				cfg.TimeLimit, cfg.NemesisInterval = 2*time.Second, 200*time.Millisecond
-			}
-			tc.edit(&cfg)
-			cfg.Expect = tc.verdict
-			out := run(t, cfg)
-			r := out.Results
-			if r.Verdict != tc.verdict {
-				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
-			}
-			if len(r.Errors) > 0 {
-				t.Fatalf("harness errors: %v", r.Errors)
-			}
-			requireFaultsInjected(t, out.Dir, cfg.Nemesis)
-			if tc.check != nil {
-				tc.check(t, r)
-			}
-			requireNoServers(t, out.Dir)
-			requireNoShm(t, out.Dir)
-		})
-	}
+	harnesstest.RunCases(t, cases, func(t *testing.T, tc faultCase) harness.Config {
+		redistest.RequireBinary(t)
+		cfg := harnesstest.ShortConfig(t)
+		// Holds long enough that a fault usually lands on a holder.
+		cfg.Hold = "100ms..300ms"
+		cfg.FaultDuration = 300 * time.Millisecond
+		if tc.Verdict == checker.VerdictSafe && !*harnesstest.Long {
+			// A fault every 0.5 s on average (0.1-0.3 s apart,
+			// 0.15-0.45 s long): some four faults in 2 s, as many
+			// as the 3 s runs with a fault every 0.4 s gave.
+			cfg.TimeLimit, cfg.NemesisInterval = 2*time.Second, 200*time.Millisecond
+		}
+		return cfg
+	}, func(t *testing.T, tc faultCase, out *harness.Outcome) {
+		r := out.Results
+		if r.Verdict != tc.Verdict {
+			t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.Verdict, strings.Join(r.Summary(), "\n"))
+		}
+		if len(r.Errors) > 0 {
+			t.Fatalf("harness errors: %v", r.Errors)
+		}
+		requireFaultsInjected(t, out.Dir, out.Config.Nemesis)
+		if tc.Check != nil {
+			tc.Check(t, r)
+		}
+		harnesstest.RequireNoServers(t, out.Dir)
+		harnesstest.RequireNoShm(t, out.Dir)
+	})
 }
 
 // requireUnavailability asks for a stretch of failed acquires of at least
@@ -182,10 +173,7 @@ func requireUnavailability(min time.Duration) func(*testing.T, *harness.Results)
 // Every named fault was started and stopped at least once.
 func requireFaultsInjected(t *testing.T, dir string, names []string) {
 	t.Helper()
-	res, err := history.ReadFile(runfile.HistoryPath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := harnesstest.ReadHistory(t, dir)
 	started, stopped := map[string]int{}, map[string]int{}
 	for _, op := range res.Ops {
 		if op.IsNemesis() && op.Value != nil {
@@ -212,7 +200,7 @@ func TestSameSeedSameSchedule(t *testing.T) {
 	redistest.RequireBinary(t)
 	t.Parallel()
 	schedule := func() []string {
-		cfg := shortConfig(t)
+		cfg := harnesstest.ShortConfig(t)
 		cfg.TimeLimit, cfg.Recovery = 4*time.Second, 0
 		cfg.Nemesis = []string{"pause", "partition", "kill"}
 		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 100*time.Millisecond
@@ -221,10 +209,7 @@ func TestSameSeedSameSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := history.ReadFile(runfile.HistoryPath(out.Dir))
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := harnesstest.ReadHistory(t, out.Dir)
 		var events []string
 		for _, op := range res.Ops {
 			if op.IsNemesis() && op.Value.Phase == "start" {

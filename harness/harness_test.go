@@ -18,31 +18,28 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
+
+// scenarioCase checks a scenario's outcome beyond its verdict: its
+// results, or the history behind them (requireDELWitness).
+type scenarioCase = harnesstest.Case[func(*testing.T, *harness.Outcome)]
 
 // The scenarios of the foundation issue, each with what the checkers must
 // find. They run in parallel: each is bound by wall-clock time, not CPU.
 // A case that expects a violation or a stuck lock says in a comment what
 // makes it certain; none is retried.
 func TestScenarios(t *testing.T) {
-	redistest.RequireBinary(t)
-	t.Parallel()
-	cases := []struct {
-		name    string
-		edit    func(*harness.Config)
-		verdict string
-		check   func(t *testing.T, r *harness.Results)
-		// delWitness: a foreign release caused the violation.
-		delWitness bool
-	}{
+	cases := []scenarioCase{
 		{
-			name:    "token baseline is safe",
-			edit:    func(c *harness.Config) {},
-			verdict: checker.VerdictSafe,
-			check: func(t *testing.T, r *harness.Results) {
+			Name:    "token baseline is safe",
+			Edit:    func(c *harness.Config) {},
+			Verdict: checker.VerdictSafe,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
 				if r.Ops < 1000 {
 					t.Errorf("only %d operations", r.Ops)
 				}
@@ -52,9 +49,9 @@ func TestScenarios(t *testing.T) {
 			},
 		},
 		{
-			name:    "token under client pauses is safe",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"client-pause"} },
-			verdict: checker.VerdictSafe,
+			Name:    "token under client pauses is safe",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"client-pause"} },
+			Verdict: checker.VerdictSafe,
 		},
 		{
 			// StopOnFirstViolation. Every client pause outlasts the
@@ -65,24 +62,25 @@ func TestScenarios(t *testing.T) {
 			// acquires within a retry, inside that holder's hold. A pause
 			// is armed every 0.4 s on average; the run ends at the first
 			// violation.
-			name: "setnx-del under client pauses deletes others' locks",
-			edit: func(c *harness.Config) {
+			Name: "setnx-del under client pauses deletes others' locks",
+			Edit: func(c *harness.Config) {
 				c.Lock = locks.SetnxDel
 				c.Nemesis = []string{"client-pause"}
-				untilViolation(c)
+				harnesstest.UntilViolation(c)
 			},
-			verdict:    checker.VerdictUnsafe,
-			delWitness: true,
+			Verdict: checker.VerdictUnsafe,
+			Check:   requireDELWitness,
 		},
 		{
 			// Failed acquires as per-second counts: the clients contend
 			// for one key, so most attempts fail; each is counted, and
 			// almost none is recorded on its own (only one slower than a
 			// second would be).
-			name:    "failed acquires summarised are counted",
-			edit:    func(c *harness.Config) { c.RecordFailedAcquires = harness.RecordSummary },
-			verdict: checker.VerdictSafe,
-			check: func(t *testing.T, r *harness.Results) {
+			Name:    "failed acquires summarised are counted",
+			Edit:    func(c *harness.Config) { c.RecordFailedAcquires = harness.RecordSummary },
+			Verdict: checker.VerdictSafe,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
 				sum := r.Stats.SummarizedFailedAcquires
 				if sum == 0 || r.Liveness.AcquireFail < sum || r.Liveness.AcquireFail-sum > sum/10 {
 					t.Errorf("%d failed acquires, %d of them summarised: want most of them", r.Liveness.AcquireFail, sum)
@@ -93,29 +91,29 @@ func TestScenarios(t *testing.T) {
 			// As the setnx-del case above, with failed acquires
 			// summarised: the holds, and so the violation, are recorded
 			// in full.
-			name: "setnx-del under client pauses is unsafe with failed acquires summarised",
-			edit: func(c *harness.Config) {
+			Name: "setnx-del under client pauses is unsafe with failed acquires summarised",
+			Edit: func(c *harness.Config) {
 				c.Lock = locks.SetnxDel
 				c.Nemesis = []string{"client-pause"}
 				c.RecordFailedAcquires = harness.RecordSummary
-				untilViolation(c)
+				harnesstest.UntilViolation(c)
 			},
-			verdict:    checker.VerdictUnsafe,
-			delWitness: true,
+			Verdict: checker.VerdictUnsafe,
+			Check:   requireDELWitness,
 		},
 		{
 			// StopOnFirstViolation. A long hold (5% of the holds, about
 			// one a second) lasts TTL/2 past its lease; another client
 			// takes the expired lock, and the long holder's plain DEL
 			// deletes the key of whoever holds it then, as above.
-			name: "setnx-del with holds past the TTL deletes others' locks",
-			edit: func(c *harness.Config) {
+			Name: "setnx-del with holds past the TTL deletes others' locks",
+			Edit: func(c *harness.Config) {
 				c.Lock = locks.SetnxDel
 				c.LongHoldRate = 0.05
-				untilViolation(c)
+				harnesstest.UntilViolation(c)
 			},
-			verdict:    checker.VerdictUnsafe,
-			delWitness: true,
+			Verdict: checker.VerdictUnsafe,
+			Check:   requireDELWitness,
 		},
 		{
 			// Deterministic by construction: the first holder to crash
@@ -126,24 +124,25 @@ func TestScenarios(t *testing.T) {
 			// lock again), and the key is then stuck for over 4 s of the
 			// 5 s run, against the 2.5 s (5×TTL) the liveness checker
 			// requires.
-			name: "setnx-nottl with a crashed holder is stuck",
-			edit: func(c *harness.Config) {
+			Name: "setnx-nottl with a crashed holder is stuck",
+			Edit: func(c *harness.Config) {
 				c.Lock = locks.SetnxNoTTL
 				c.Nemesis = []string{"client-crash"}
 				c.NemesisInterval = 100 * time.Millisecond
 				c.TimeLimit, c.Recovery = 2*time.Second, 3*time.Second
 			},
-			verdict: checker.VerdictStuck,
-			check: func(t *testing.T, r *harness.Results) {
+			Verdict: checker.VerdictStuck,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
 				if r.Violations != 0 {
 					t.Errorf("a stuck lock is not a safety violation, got %d", r.Violations)
 				}
 			},
 		},
 		{
-			name:    "token with a crashed holder recovers after the TTL",
-			edit:    func(c *harness.Config) { c.Nemesis = []string{"client-crash"} },
-			verdict: checker.VerdictSafe,
+			Name:    "token with a crashed holder recovers after the TTL",
+			Edit:    func(c *harness.Config) { c.Nemesis = []string{"client-crash"} },
+			Verdict: checker.VerdictSafe,
 		},
 		{
 			// A fault aimed at a live lease: client-pause stalls a holder
@@ -155,13 +154,14 @@ func TestScenarios(t *testing.T) {
 			// does it, and about seven come in the 3 s run.
 			// StopOnFirstViolation cannot shorten it: no two believed
 			// holds overlap, only the data suffers.
-			name: "counter under token: the lock looks fine, the data does not",
-			edit: func(c *harness.Config) {
+			Name: "counter under token: the lock looks fine, the data does not",
+			Edit: func(c *harness.Config) {
 				c.Workload = "counter"
 				c.Nemesis = []string{"client-pause"}
 			},
-			verdict: checker.VerdictUnsafe,
-			check: func(t *testing.T, r *harness.Results) {
+			Verdict: checker.VerdictUnsafe,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
 				if r.Violations != 0 {
 					t.Errorf("exclusion found %d violations; the pause is after the lease, so it must find none", r.Violations)
 				}
@@ -174,14 +174,15 @@ func TestScenarios(t *testing.T) {
 			// Safe, and a stale write must be rejected: each pause (see
 			// the case above) lets another client read with a newer
 			// fence while the staller sleeps.
-			name: "counter under fenced: stale writes are rejected",
-			edit: func(c *harness.Config) {
+			Name: "counter under fenced: stale writes are rejected",
+			Edit: func(c *harness.Config) {
 				c.Workload = "counter"
 				c.Lock = locks.Fenced
 				c.Nemesis = []string{"client-pause"}
 			},
-			verdict: checker.VerdictSafe,
-			check: func(t *testing.T, r *harness.Results) {
+			Verdict: checker.VerdictSafe,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
 				if r.Resource.RejectedStale+r.Resource.RejectedReads == 0 {
 					t.Errorf("no stale operation was rejected: %+v", r.Resource)
 				}
@@ -191,30 +192,23 @@ func TestScenarios(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cfg := shortConfig(t)
-			tc.edit(&cfg)
-			cfg.Expect = tc.verdict
-			out := run(t, cfg)
-			r := out.Results
-			if r.Verdict != tc.verdict || !r.MetExpectation {
-				t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.verdict, strings.Join(r.Summary(), "\n"))
-			}
-			if r.Disagreement != "" {
-				t.Fatal(r.Disagreement)
-			}
-			if tc.check != nil {
-				tc.check(t, r)
-			}
-			if tc.delWitness {
-				requireDELWitness(t, out)
-			}
-			requireReproducible(t, out)
-			requireNoServers(t, out.Dir)
-		})
-	}
+	harnesstest.RunCases(t, cases, func(t *testing.T, _ scenarioCase) harness.Config {
+		redistest.RequireBinary(t)
+		return harnesstest.ShortConfig(t)
+	}, func(t *testing.T, tc scenarioCase, out *harness.Outcome) {
+		r := out.Results
+		if r.Verdict != tc.Verdict || !r.MetExpectation {
+			t.Fatalf("verdict %s, want %s:\n%s", r.Verdict, tc.Verdict, strings.Join(r.Summary(), "\n"))
+		}
+		if r.Disagreement != "" {
+			t.Fatal(r.Disagreement)
+		}
+		if tc.Check != nil {
+			tc.Check(t, out)
+		}
+		requireReproducible(t, out)
+		harnesstest.RequireNoServers(t, out.Dir)
+	})
 }
 
 // The witness must show the cause: a plain DEL by another process than the
@@ -233,10 +227,7 @@ func requireDELWitness(t *testing.T, out *harness.Outcome) {
 	if r.Violations == 0 || len(r.Exclusion.Violations) == 0 {
 		t.Fatal("no violation")
 	}
-	res, err := history.ReadFile(runfile.HistoryPath(out.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := harnesstest.ReadHistory(t, out.Dir)
 	for _, v := range r.Exclusion.Violations {
 		if v.Story == "" {
 			t.Fatal("violation without a story")
@@ -277,7 +268,7 @@ func requireReproducible(t *testing.T, out *harness.Outcome) {
 
 func TestStoreLayout(t *testing.T) {
 	redistest.RequireBinary(t)
-	cfg := shortConfig(t)
+	cfg := harnesstest.ShortConfig(t)
 	cfg.TimeLimit, cfg.Recovery = 500*time.Millisecond, 0
 	out, err := harness.Run(context.Background(), cfg)
 	if err != nil {
@@ -307,7 +298,7 @@ func TestStoreLayout(t *testing.T) {
 
 func TestCheckOnDamagedHistories(t *testing.T) {
 	redistest.RequireBinary(t)
-	cfg := shortConfig(t)
+	cfg := harnesstest.ShortConfig(t)
 	cfg.TimeLimit, cfg.Recovery = 500*time.Millisecond, 0
 	out, err := harness.Run(context.Background(), cfg)
 	if err != nil {
@@ -407,7 +398,7 @@ func TestCheckOnDamagedHistories(t *testing.T) {
 // as unknown, the error is reported and the servers still stop.
 func TestPanickingLockIsRecorded(t *testing.T) {
 	redistest.RequireBinary(t)
-	cfg := shortConfig(t)
+	cfg := harnesstest.ShortConfig(t)
 	cfg.TimeLimit, cfg.Recovery = time.Second, 0
 	cfg.Clients = 3
 	cfg.Locker = func(nodes []locks.Conn, process int) (locks.Locker, error) {
@@ -428,7 +419,7 @@ func TestPanickingLockIsRecorded(t *testing.T) {
 	if r.Liveness.AcquireOK == 0 {
 		t.Fatal("the healthy clients made no progress")
 	}
-	requireNoServers(t, out.Dir)
+	harnesstest.RequireNoServers(t, out.Dir)
 }
 
 type panicky struct {
@@ -497,7 +488,7 @@ func (b namedBackend) Start(context.Context, cluster.Spec) (cluster.Cluster, err
 
 func TestMissingRedisIsAHarnessError(t *testing.T) {
 	t.Setenv("LOCKJEPSEN_REDIS_SERVER", "/nonexistent/redis-server")
-	cfg := shortConfig(t)
+	cfg := harnesstest.ShortConfig(t)
 	_, err := harness.Run(context.Background(), cfg)
 	var he *harness.HarnessError
 	if !errors.As(err, &he) || !strings.Contains(err.Error(), "redis-server") {
@@ -548,7 +539,7 @@ func TestNextRunStopsOrphanedServers(t *testing.T) {
 	defer other.Process.Kill()
 	os.WriteFile(filepath.Join(store, "x.json"), nil, 0o644)
 
-	cfg := shortConfig(t)
+	cfg := harnesstest.ShortConfig(t)
 	cfg.Store = store
 	cfg.TimeLimit, cfg.Recovery = 300*time.Millisecond, 0
 	out, err := harness.Run(context.Background(), cfg)
@@ -564,7 +555,7 @@ func TestNextRunStopsOrphanedServers(t *testing.T) {
 	if !strings.Contains(string(b), "left running by the killed run") {
 		t.Fatalf("run.json does not say what was stopped:\n%s", b)
 	}
-	if !processAlive(other.Process.Pid) {
+	if !harnesstest.ProcessAlive(other.Process.Pid) {
 		t.Fatal("an unrelated process was killed")
 	}
 }
@@ -587,7 +578,7 @@ func (remoteCluster) Close(ctx context.Context) error { return nil }
 
 // A node outside loopback is refused before any traffic is sent.
 func TestRemoteNodesAreRefused(t *testing.T) {
-	cfg := shortConfig(t)
+	cfg := harnesstest.ShortConfig(t)
 	cfg.Backend = remoteBackend{}
 	_, err := harness.Run(context.Background(), cfg)
 	if !harness.IsUsage(err) || !strings.Contains(err.Error(), "refusing to dial node n1 at 10.1.2.3:6379") {

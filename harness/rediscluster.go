@@ -78,11 +78,8 @@ func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) wo
 			DialTimeout:                o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
 			ContextTimeoutEnabled: true, PoolSize: o.PoolSize, DisableIdentity: true,
 		})
-		rdb.AddHook(workloads.SendHook{})
-		conns := []locks.Conn{{Name: "cluster", Client: rdb}}
-		l, err := r.newLock(conns, process)
+		l, err := r.newLockOn("cluster", rdb, process)
 		if err != nil {
-			rdb.Close()
 			return nil, nil, err
 		}
 		// The node that granted is the primary of the key's slot as this

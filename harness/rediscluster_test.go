@@ -2,17 +2,14 @@ package harness_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
-	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/scenario"
 )
 
@@ -75,10 +72,7 @@ func TestRedisClusterScenarios(t *testing.T) {
 				t.Errorf("failover result %+v, want one failover and one lease lost in it", fo)
 			}
 			// run.json times the failover from the fault that caused it.
-			var info harness.RunInfo
-			if b, err := os.ReadFile(filepath.Join(out.Dir, harness.RunInfoFile)); err != nil || json.Unmarshal(b, &info) != nil {
-				t.Fatalf("run.json: %v", err)
-			}
+			info := harnesstest.ReadRunInfo(t, out.Dir)
 			if len(info.Failovers) != 1 || info.Failovers[0].To != "n4" || !strings.HasPrefix(info.Failovers[0].AfterFault, strings.Fields(tc.fault)[0]) ||
 				info.Failovers[0].Duration <= 0 {
 				t.Errorf("run.json failovers %+v, want n1 to n4 after the %s", info.Failovers, tc.fault)
@@ -91,10 +85,7 @@ func TestRedisClusterScenarios(t *testing.T) {
 // the given nodes: the keys are spread over the primaries' slots.
 func requireGrantsFrom(t *testing.T, dir string, nodes ...string) {
 	t.Helper()
-	res, err := history.ReadFile(runfile.HistoryPath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := harnesstest.ReadHistory(t, dir)
 	granted := map[string]int{}
 	for _, op := range res.Ops {
 		if op.F == history.Acquire && op.Type == history.OK && op.Value != nil {

@@ -31,6 +31,20 @@ func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) 
 	return locks.New(r.cfg.Lock, conns, r.lockOptions(process))
 }
 
+// newLockOn builds the lock under test on one client that finds the
+// primaries itself (Sentinel's failover client, a cluster client), with
+// every command stamped when sent; the client is closed if the lock
+// cannot be built on it.
+func (r *runner) newLockOn(name string, rdb redis.UniversalClient, process int) (locks.Locker, error) {
+	rdb.AddHook(workloads.SendHook{})
+	l, err := r.newLock([]locks.Conn{{Name: name, Client: rdb}}, process)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
 func (r *runner) lockOptions(process int) locks.Options {
 	return locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), DriftFactor: r.cfg.DriftFactor,
 		Tries: r.cfg.LockTries, NodeTimeout: r.cfg.NodeTimeout, WaitReplicas: r.cfg.WaitReplicas, WaitTimeout: r.cfg.WaitTimeout}
@@ -63,11 +77,8 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 			WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
 			DisableIdentity: true,
 		})
-		rdb.AddHook(workloads.SendHook{})
-		conns := []locks.Conn{{Name: "primary", Client: rdb}}
-		l, err := r.newLock(conns, process)
+		l, err := r.newLockOn("primary", rdb, process)
 		if err != nil {
-			rdb.Close()
 			return nil, nil, err
 		}
 		// The failover client drops its connections on a failover and

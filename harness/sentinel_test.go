@@ -1,9 +1,6 @@
 package harness_test
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,26 +8,24 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
+// sentinelCase checks a Sentinel run's results and failovers beyond its
+// verdict.
+type sentinelCase = harnesstest.Case[func(*testing.T, *harness.Results, harness.RunInfo)]
+
 // Replicated Redis with Sentinel: what the Sentinel issue expects.
 func TestSentinelScenarios(t *testing.T) {
-	redistest.RequireBinary(t)
-	t.Parallel()
-	cases := []struct {
-		name    string
-		edit    func(*harness.Config)
-		verdict string
-		check   func(*testing.T, *harness.Results, harness.RunInfo)
-	}{
+	cases := []sentinelCase{
 		// The baseline runs the suite's usual 3 s + 1.5 s: the longer
 		// time limit of the other cases was for their failovers.
-		{"no faults is safe", func(c *harness.Config) {
+		{Name: "no faults is safe", Edit: func(c *harness.Config) {
 			c.TimeLimit, c.Recovery = 3*time.Second, 1500*time.Millisecond
-		}, checker.VerdictSafe, nil},
+		}, Verdict: checker.VerdictSafe},
 		// StopOnFirstViolation: the script cuts the primary off from its
 		// replicas and sentinels for 6 s while clients 0-4, cut off from
 		// the sentinels, still reach it. The sentinels promote a replica
@@ -42,11 +37,11 @@ func TestSentinelScenarios(t *testing.T) {
 		// whose key is then simply gone), and the script repeats every
 		// 20 s: the time limit gives a slow failover three chances, and
 		// the run ends at the first violation.
-		{"the primary cut off while half the clients still reach it: two primaries grant the lock", func(c *harness.Config) {
+		{Name: "the primary cut off while half the clients still reach it: two primaries grant the lock", Edit: func(c *harness.Config) {
 			c.ScriptName = "sentinel-split-brain"
 			c.Hold = "50ms..150ms"
-			untilViolation(c)
-		}, checker.VerdictUnsafe, requireTwoPrimaries},
+			harnesstest.UntilViolation(c)
+		}, Verdict: checker.VerdictUnsafe, Check: requireTwoPrimaries},
 		// A fault aimed at a live lease, and StopOnFirstViolation: the
 		// named script's steps slow replication by 100 ms and kill the
 		// primary right after a grant (AfterGrant), before the key
@@ -61,11 +56,11 @@ func TestSentinelScenarios(t *testing.T) {
 		// failover. With the longer stay a slow failover only leaves
 		// this cycle without a violation; the script kills again every
 		// 20 s, and the run ends at the first violation.
-		{"the primary killed right after a grant: the promoted replica never saw it", func(c *harness.Config) {
+		{Name: "the primary killed right after a grant: the promoted replica never saw it", Edit: func(c *harness.Config) {
 			c.TTL, c.Hold = 20*time.Second, "15s..18s"
-			untilViolation(c)
+			harnesstest.UntilViolation(c)
 			c.Script = killAfterAcquireSteps(c, 18*time.Second)
-		}, checker.VerdictUnsafe, requireTwoPrimaries},
+		}, Verdict: checker.VerdictUnsafe, Check: requireTwoPrimaries},
 		// The primary monitor measures a failover: a manual one (SENTINEL
 		// FAILOVER), which returns once a majority of the sentinels names
 		// the new primary, at 0.5 s. The monitor, which polls every
@@ -73,42 +68,32 @@ func TestSentinelScenarios(t *testing.T) {
 		// unsafe cases above stop at their violation, which the clients
 		// of the new primary cause before a majority of the sentinels may
 		// agree: the monitor cannot be held to record their failovers.)
-		{"a manual failover is measured", func(c *harness.Config) {
+		{Name: "a manual failover is measured", Edit: func(c *harness.Config) {
 			c.Script = []nemesis.Step{{At: 500 * time.Millisecond, Action: nemesis.Action{Fault: nemesis.Failover}}}
 			c.TimeLimit, c.Recovery = 4*time.Second, 1500*time.Millisecond
-		}, harness.ExpectAny, func(t *testing.T, r *harness.Results, info harness.RunInfo) {
+		}, Verdict: harness.ExpectAny, Check: func(t *testing.T, r *harness.Results, info harness.RunInfo) {
 			if len(info.Failovers) == 0 || info.Failovers[0].Duration <= 0 || !strings.Contains(info.Failovers[0].AfterFault, nemesis.Failover) {
 				t.Fatalf("no failover measured: %+v", info.Failovers)
 			}
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cfg := shortConfig(t)
-			cfg.System, cfg.Lock = cluster.Sentinel, locks.Token
-			cfg.TimeLimit, cfg.Recovery = 9*time.Second, 2*time.Second
-			tc.edit(&cfg)
-			cfg.Expect = tc.verdict
-			out := run(t, cfg)
-			r := out.Results
-			if (tc.verdict != harness.ExpectAny && r.Verdict != tc.verdict) || len(r.Errors) > 0 {
-				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
-			}
-			var info harness.RunInfo
-			b, err := os.ReadFile(filepath.Join(out.Dir, harness.RunInfoFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &info); err != nil {
-				t.Fatal(err)
-			}
-			if tc.check != nil {
-				tc.check(t, r, info)
-			}
-			requireNoServers(t, out.Dir)
-		})
-	}
+	harnesstest.RunCases(t, cases, func(t *testing.T, _ sentinelCase) harness.Config {
+		redistest.RequireBinary(t)
+		cfg := harnesstest.ShortConfig(t)
+		cfg.System, cfg.Lock = cluster.Sentinel, locks.Token
+		cfg.TimeLimit, cfg.Recovery = 9*time.Second, 2*time.Second
+		return cfg
+	}, func(t *testing.T, tc sentinelCase, out *harness.Outcome) {
+		r := out.Results
+		if (tc.Verdict != harness.ExpectAny && r.Verdict != tc.Verdict) || len(r.Errors) > 0 {
+			t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.Verdict, r.Errors, strings.Join(r.Summary(), "\n"))
+		}
+		info := harnesstest.ReadRunInfo(t, out.Dir)
+		if tc.Check != nil {
+			tc.Check(t, r, info)
+		}
+		harnesstest.RequireNoServers(t, out.Dir)
+	})
 }
 
 // requireTwoPrimaries asks the witness to name two holders on two

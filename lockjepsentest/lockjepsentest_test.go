@@ -12,16 +12,14 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/lockjepsentest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
-func TestMain(m *testing.M) {
-	locks.SilenceRedisLogs()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { harnesstest.Main(m) }
 
 // recorder is a testing.TB that records failures instead of failing: the
 // real t serves everything else (Name, Cleanup, Log).
@@ -40,24 +38,23 @@ func (r *recorder) Error(args ...any) {
 	r.errors = append(r.errors, fmt.Sprint(args...))
 }
 func (r *recorder) Errorf(format string, args ...any) { r.Error(fmt.Sprintf(format, args...)) }
-func (r *recorder) Fatal(args ...any) {
-	r.mu.Lock()
-	r.fatal = fmt.Sprint(args...)
-	r.mu.Unlock()
-	runtime.Goexit()
-}
+func (r *recorder) Fatal(args ...any)                 { r.stop(&r.fatal, fmt.Sprint(args...)) }
 func (r *recorder) Fatalf(format string, args ...any) { r.Fatal(fmt.Sprintf(format, args...)) }
-func (r *recorder) Skip(args ...any) {
-	r.mu.Lock()
-	r.skipped = fmt.Sprint(args...)
-	r.mu.Unlock()
-	runtime.Goexit()
-}
-func (r *recorder) Skipf(format string, args ...any) { r.Skip(fmt.Sprintf(format, args...)) }
+func (r *recorder) Skip(args ...any)                  { r.stop(&r.skipped, fmt.Sprint(args...)) }
+func (r *recorder) Skipf(format string, args ...any)  { r.Skip(fmt.Sprintf(format, args...)) }
 func (r *recorder) Failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.errors) > 0 || r.fatal != ""
+}
+
+// stop records msg in what and ends the goroutine, as Fatal and Skip end
+// a test.
+func (r *recorder) stop(what *string, msg string) {
+	r.mu.Lock()
+	*what = msg
+	r.mu.Unlock()
+	runtime.Goexit()
 }
 
 // run calls Run with the recorder on its own goroutine, as the testing

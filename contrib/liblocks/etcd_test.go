@@ -46,6 +46,16 @@ func etcdLock(t *testing.T, conns []locks.Conn, prefix string) *liblocks.EtcdLoc
 	return l.(*liblocks.EtcdLock)
 }
 
+// acquire is l's grant of key, which the test needs to go on.
+func acquire(t *testing.T, l locks.Locker, key string, ttl time.Duration) locks.Lease {
+	t.Helper()
+	lease, err := l.TryAcquire(opCtx(t), key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
 func opCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	t.Cleanup(cancel)
@@ -153,10 +163,7 @@ func TestEtcdLock(t *testing.T) {
 			return l.(*liblocks.EtcdLock)
 		}
 		a, b := sessionLock("a"), sessionLock("b")
-		la, err := a.TryAcquire(opCtx(t), "session", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		la := acquire(t, a, "session", time.Second)
 		if !la.ValidUntil().IsZero() {
 			t.Fatalf("a live session's belief has no deadline, got %v", la.ValidUntil())
 		}
@@ -175,6 +182,7 @@ func TestEtcdLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		var lb locks.Lease
+		var err error
 		for deadline := time.Now().Add(3 * time.Second); lb == nil; time.Sleep(20 * time.Millisecond) {
 			if lb, err = b.TryAcquire(opCtx(t), "session", time.Second); err != nil && !errors.Is(err, locks.ErrNotAcquired) {
 				t.Fatal(err)
@@ -215,15 +223,13 @@ func TestEtcdLock(t *testing.T) {
 	t.Run("expiry-and-guarded-put", func(t *testing.T) {
 		t.Parallel()
 		a, b := etcdLock(t, conns, "a"), etcdLock(t, conns, "b")
-		la, err := a.TryAcquire(opCtx(t), "expiry", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		la := acquire(t, a, "expiry", time.Second)
 		if err := liblocks.GuardedPut(opCtx(t), a.Client(), la.(*liblocks.EtcdLease), "resource/expiry", "a1"); err != nil {
 			t.Fatalf("the holder's guarded put: %v", err)
 		}
 		// a stalls: no keep-alive, so its lease runs out and b gets in.
 		var lb locks.Lease
+		var err error
 		for lb == nil {
 			if lb, err = b.TryAcquire(opCtx(t), "expiry", time.Second); err != nil && !errors.Is(err, locks.ErrNotAcquired) {
 				t.Fatal(err)
@@ -274,10 +280,7 @@ func TestEtcdLock(t *testing.T) {
 	t.Run("extend-keeps-it", func(t *testing.T) {
 		t.Parallel()
 		a, b := etcdLock(t, conns, "a"), etcdLock(t, conns, "b")
-		la, err := a.TryAcquire(opCtx(t), "extend", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		la := acquire(t, a, "extend", time.Second)
 		for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
 			time.Sleep(300 * time.Millisecond)
 			before := time.Now()
@@ -300,10 +303,7 @@ func TestEtcdLock(t *testing.T) {
 		t.Parallel()
 		a := etcdLock(t, conns, "a")
 		start := time.Now()
-		l, err := a.TryAcquire(opCtx(t), "short", 300*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := acquire(t, a, "short", 300*time.Millisecond)
 		e := l.(*liblocks.EtcdLease)
 		if e.GrantedTTL() != time.Second {
 			t.Errorf("granted %v, want 1s", e.GrantedTTL())

@@ -1,7 +1,6 @@
 package liblocks_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,72 +9,60 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
+
+// etcdCase checks an etcd run's results beyond its verdict.
+type etcdCase = harnesstest.Case[func(*testing.T, *harness.Results)]
 
 // The consensus baseline: etcd's lock under the same faults. Its lease is
 // a belief like Redis's TTL, so the exclusion checker finds nothing when
 // clients respect it; the create revision fences the resource.
 func TestEtcdScenarios(t *testing.T) {
-	redistest.RequireEtcd(t)
-	t.Parallel()
-	cases := []struct {
-		name    string
-		edit    func(*harness.Config)
-		verdict string
-		check   func(*testing.T, *harness.Results)
-	}{
+	cases := []etcdCase{
 		// Safety is asserted; liveness is not: on a loaded machine etcd's
 		// short election timeout makes leaders flap, every new leader
 		// renews the leases, and a lock key can outlive its holder for
 		// seconds (the liveness checker reports it, sometimes as stuck).
 		// Without faults, the suite's usual baseline of 3 s + 1.5 s.
-		{"no faults is never unsafe", func(c *harness.Config) {
+		{Name: "no faults is never unsafe", Edit: func(c *harness.Config) {
 			c.TimeLimit, c.Recovery = 3*time.Second, 1500*time.Millisecond
-		}, "", nil},
-		{"a paused member is never unsafe", func(c *harness.Config) { c.Nemesis = []string{"pause"} }, "", nil},
-		{"a killed member is never unsafe", func(c *harness.Config) { c.Nemesis = []string{"kill"} }, "", nil},
+		}, Verdict: harness.ExpectAny},
+		{Name: "a paused member is never unsafe", Edit: func(c *harness.Config) { c.Nemesis = []string{"pause"} }, Verdict: harness.ExpectAny},
+		{Name: "a killed member is never unsafe", Edit: func(c *harness.Config) { c.Nemesis = []string{"kill"} }, Verdict: harness.ExpectAny},
 		// A partitioned member that clients are connected to can keep the
 		// lock unavailable past the heal (the etcd client reconnects with
 		// backoff): liveness may fail, safety must not.
-		{"a partitioned member is never unsafe", func(c *harness.Config) { c.Nemesis = []string{"partition"} }, "", nil},
-		{"stalled clients: the revision fences the resource", func(c *harness.Config) {
+		{Name: "a partitioned member is never unsafe", Edit: func(c *harness.Config) { c.Nemesis = []string{"partition"} }, Verdict: harness.ExpectAny},
+		{Name: "stalled clients: the revision fences the resource", Edit: func(c *harness.Config) {
 			c.Workload, c.Nemesis = "counter", []string{"client-pause"}
-		}, "", func(t *testing.T, r *harness.Results) {
+		}, Verdict: harness.ExpectAny, Check: func(t *testing.T, r *harness.Results) {
 			if !r.Resource.Valid || r.Resource.LostUpdates != 0 {
 				t.Fatalf("resource: %+v", r.Resource)
 			}
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cfg := shortConfig(t)
-			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, liblocks.EtcdName, time.Second
-			// Faults of 0.5-1.5 s, 0.2-0.6 s apart: three in 4 s.
-			cfg.TimeLimit, cfg.Recovery = 4*time.Second, 2*time.Second
-			tc.edit(&cfg)
-			cfg.Expect = tc.verdict
-			if tc.verdict == "" {
-				cfg.Expect = harness.ExpectAny
-			}
-			out, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := out.Results
-			if r.Verdict == checker.VerdictUnsafe {
-				t.Fatalf("etcd's lock was unsafe:\n%s", strings.Join(r.Summary(), "\n"))
-			}
-			if (tc.verdict != "" && r.Verdict != tc.verdict) || len(r.Errors) > 0 {
-				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
-			}
-			if tc.check != nil {
-				tc.check(t, r)
-			}
-			requireNoServers(t, out.Dir)
-		})
-	}
+	harnesstest.RunCases(t, cases, func(t *testing.T, _ etcdCase) harness.Config {
+		redistest.RequireEtcd(t)
+		cfg := harnesstest.ShortConfig(t)
+		cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, liblocks.EtcdName, time.Second
+		// Faults of 0.5-1.5 s, 0.2-0.6 s apart: three in 4 s.
+		cfg.TimeLimit, cfg.Recovery = 4*time.Second, 2*time.Second
+		return cfg
+	}, func(t *testing.T, tc etcdCase, out *harness.Outcome) {
+		r := out.Results
+		if r.Verdict == checker.VerdictUnsafe {
+			t.Fatalf("etcd's lock was unsafe:\n%s", strings.Join(r.Summary(), "\n"))
+		}
+		if (tc.Verdict != harness.ExpectAny && r.Verdict != tc.Verdict) || len(r.Errors) > 0 {
+			t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.Verdict, r.Errors, strings.Join(r.Summary(), "\n"))
+		}
+		if tc.Check != nil {
+			tc.Check(t, r)
+		}
+		harnesstest.RequireNoServers(t, out.Dir)
+	})
 }
 
 // Jepsen's etcd 3.4.3 finding, reproduced: with the session lock (the
@@ -114,7 +101,7 @@ func TestEtcdSessionClientPause(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := shortConfig(t)
+			cfg := harnesstest.ShortConfig(t)
 			cfg.System, cfg.Lock, cfg.TTL = cluster.Etcd, liblocks.EtcdSessionName, time.Second
 			cfg.Workload, cfg.Nemesis = tc.workload, tc.nemesis
 			cfg.TimeLimit, cfg.Recovery = 6*time.Second, 2*time.Second
@@ -123,7 +110,7 @@ func TestEtcdSessionClientPause(t *testing.T) {
 				// Without faults, the suite's usual baseline.
 				cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
 			case tc.expect == harness.ExpectUnsafe:
-				untilViolation(&cfg)
+				harnesstest.UntilViolation(&cfg)
 				// A second per operation, not 250 ms: under two busy
 				// loops beside the other suites, three etcd members
 				// granted 5 leases in a minute within 250 ms, and the
@@ -134,8 +121,8 @@ func TestEtcdSessionClientPause(t *testing.T) {
 				}
 			}
 			cfg.Expect = tc.expect
-			out := run(t, cfg)
-			requireNoServers(t, out.Dir)
+			out := harnesstest.Run(t, cfg)
+			harnesstest.RequireNoServers(t, out.Dir)
 			r := out.Results
 			if len(r.Errors) > 0 {
 				t.Fatalf("errors: %v", r.Errors)

@@ -82,7 +82,7 @@ func TestRedlockScenarios(t *testing.T) {
 			c.NodeTimeout = clockJumpNodeTimeout
 			c.Clients = 2
 			c.Hold = "100ms..300ms"
-			untilViolation(c)
+			harnesstest.UntilViolation(c)
 		}, checker.VerdictUnsafe},
 	)
 	for i, c := range cases {
@@ -92,7 +92,7 @@ func TestRedlockScenarios(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := shortConfig(t)
+			cfg := harnesstest.ShortConfig(t)
 			cfg.System, cfg.Lock = cluster.Redlock, lock
 			cfg.Seed = int64(i + 1)
 			// Few clients, so that the free nodes are not split among many
@@ -109,15 +109,15 @@ func TestRedlockScenarios(t *testing.T) {
 			}
 			c.edit(&cfg)
 			cfg.Expect = c.verdict
-			out := run(t, cfg)
+			out := harnesstest.Run(t, cfg)
 			r := out.Results
 			if livenessOnly(r) && c.verdict == checker.VerdictSafe {
 				t.Logf("stuck for a while, no violation of safety: %s", strings.Join(r.Summary(), "; "))
 			} else if r.Verdict != c.verdict || len(r.Errors) > 0 {
 				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, c.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
 			}
-			requireNoServers(t, out.Dir)
-			requireNoShm(t, out.Dir)
+			harnesstest.RequireNoServers(t, out.Dir)
+			harnesstest.RequireNoShm(t, out.Dir)
 		})
 	}
 }
@@ -161,7 +161,7 @@ func bareMajorityScript(timeLimit time.Duration, fault nemesis.Action) []nemesis
 func bareMajority(c *harness.Config, fault nemesis.Action) {
 	c.Clients = 2
 	c.TTL, c.Hold = 2*time.Second, "1s..1500ms"
-	untilViolation(c)
+	harnesstest.UntilViolation(c)
 	c.Script = bareMajorityScript(c.TimeLimit, fault)
 }
 
@@ -183,13 +183,13 @@ func TestRedislockMatchesToken(t *testing.T) {
 		{[]string{"kill"}, func(c *harness.Config) {
 			c.TTL, c.Hold = 2*time.Second, "1s..1500ms"
 			c.AfterAcquire = true
-			untilViolation(c)
+			harnesstest.UntilViolation(c)
 		}, checker.VerdictUnsafe},
 	} {
 		for _, lock := range []string{locks.Token, liblocks.RedislockName} {
 			t.Run(lock+"/"+strings.Join(f.nemesis, ","), func(t *testing.T) {
 				t.Parallel()
-				cfg := shortConfig(t)
+				cfg := harnesstest.ShortConfig(t)
 				cfg.Lock, cfg.Nemesis = lock, f.nemesis
 				cfg.Hold = "100ms..300ms"
 				cfg.FaultDuration = 300 * time.Millisecond
@@ -197,7 +197,7 @@ func TestRedislockMatchesToken(t *testing.T) {
 					f.edit(&cfg)
 				}
 				cfg.Expect = f.verdict
-				out := run(t, cfg)
+				out := harnesstest.Run(t, cfg)
 				if out.Results.Verdict != f.verdict {
 					t.Fatalf("verdict %s, want %s:\n%s", out.Results.Verdict, f.verdict, strings.Join(out.Results.Summary(), "\n"))
 				}

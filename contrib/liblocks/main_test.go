@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 )
 
 // The tests build every lock, this package's and the core's, by name.
@@ -17,12 +16,3 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// The helpers of whole-run tests, shared with the core's.
-var (
-	shortConfig      = harnesstest.ShortConfig
-	run              = harnesstest.Run
-	untilViolation   = harnesstest.UntilViolation
-	requireNoServers = harnesstest.RequireNoServers
-	requireNoShm     = harnesstest.RequireNoShm
-)

@@ -20,25 +20,25 @@ var Scenarios = []scenario.Scenario{
 			scenario.ServerFault(c, "kill")
 		})},
 
-	{Name: "redsync-baseline", Expect: checker.VerdictSafe, Tags: []string{"redlock", RedsyncName, "library"},
+	{Name: "redsync-baseline", Expect: checker.VerdictSafe, Tags: redsyncTags(),
 		Shows: "github.com/go-redsync/redsync, a Redlock library, with no faults: safe",
 		Edit:  scenario.Seeded(5, scenario.Redlock(RedsyncName))},
-	{Name: "redsync-minority", Expect: checker.VerdictSafe, Tags: []string{"redlock", RedsyncName, "library"},
+	{Name: "redsync-minority", Expect: checker.VerdictSafe, Tags: redsyncTags(),
 		Shows: "redsync with partitions and pauses of a minority: safe",
-		Edit: scenario.Then(scenario.Seeded(6, scenario.Redlock(RedsyncName)), func(c *harness.Config) {
+		Edit: redsyncSeeded(6, func(c *harness.Config) {
 			c.Nemesis = []string{"partition", "pause"}
 			c.Targets = "minority"
 		})},
-	{Name: "redsync-restart", Expect: checker.VerdictUnsafe, Tags: []string{"redlock", RedsyncName, "library"},
+	{Name: "redsync-restart", Expect: checker.VerdictUnsafe, Tags: redsyncTags(),
 		Shows: "redsync when a node of the holder's majority restarts at once without persistence: unsafe, like our Redlock",
-		Edit: scenario.Then(scenario.Seeded(7, scenario.Redlock(RedsyncName)), func(c *harness.Config) {
+		Edit: redsyncSeeded(7, func(c *harness.Config) {
 			c.Nemesis = []string{"kill"}
 			c.Targets = "holder"
 			c.Hold = "150ms..400ms"
 		})},
-	{Name: "redsync-delayed-restart", Expect: checker.VerdictSafe, Tags: []string{"redlock", RedsyncName, "library"},
+	{Name: "redsync-delayed-restart", Expect: checker.VerdictSafe, Tags: redsyncTags(),
 		Shows: "redsync with the restart delayed past the TTL: safe",
-		Edit: scenario.Then(scenario.Seeded(8, scenario.Redlock(RedsyncName)), func(c *harness.Config) {
+		Edit: redsyncSeeded(8, func(c *harness.Config) {
 			c.Nemesis = []string{"kill"}
 			c.Targets = "holder"
 			c.RestartDelay = c.TTL + 200*time.Millisecond
@@ -51,18 +51,10 @@ var Scenarios = []scenario.Scenario{
 		Edit:  scenario.Etcd(EtcdName)},
 	{Name: "etcd-member-faults", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
 		Shows: "pauses and kills of one member at a time: raft keeps a majority, the lock stays safe",
-		Edit: scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
-			c.Nemesis = []string{"pause", "kill"}
-			c.Targets = "one"
-			c.NemesisInterval, c.FaultDuration = time.Second, time.Second
-		})},
+		Edit:  etcdMemberFaults("pause", "kill")},
 	{Name: "etcd-partition", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
 		Shows: "a member cut off from clients and peers: requests to it time out, the majority goes on, safe",
-		Edit: scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
-			c.Nemesis = []string{"partition"}
-			c.Targets = "one"
-			c.NemesisInterval, c.FaultDuration = time.Second, time.Second
-		})},
+		Edit:  etcdMemberFaults("partition")},
 	{Name: "etcd-session-client-pause", Expect: checker.VerdictUnsafe, Tags: []string{"etcd"},
 		Shows: "Jepsen's etcd 3.4.3 finding: with the session's keep-alive, a client paused past the TTL loses its lease and wakes up still holding the lock",
 		Edit: scenario.Then(scenario.Etcd(EtcdSessionName), func(c *harness.Config) {
@@ -80,4 +72,23 @@ var Scenarios = []scenario.Scenario{
 			c.Workload = workloads.Counter
 			c.Nemesis = []string{"client-pause"}
 		})},
+}
+
+// redsyncTags are the tags of every redsync scenario.
+func redsyncTags() []string { return []string{"redlock", RedsyncName, "library"} }
+
+// redsyncSeeded is redsync on five nodes, with the seed that the
+// scenario's verdict was established with, then edit.
+func redsyncSeeded(seed int64, edit func(*harness.Config)) func(*harness.Config) {
+	return scenario.Then(scenario.Seeded(seed, scenario.Redlock(RedsyncName)), edit)
+}
+
+// etcdMemberFaults is etcd's lock under the faults of one member at a
+// time, a second long, a second apart.
+func etcdMemberFaults(faults ...string) func(*harness.Config) {
+	return scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
+		c.Nemesis = append([]string(nil), faults...)
+		c.Targets = "one"
+		c.NemesisInterval, c.FaultDuration = time.Second, time.Second
+	})
 }

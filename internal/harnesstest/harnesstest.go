@@ -1,6 +1,7 @@
 // Package harnesstest holds what the tests of whole runs share, in this
-// module and in contrib: short configurations, running a case once with
-// its expectation, and checking that a run left no process or file behind.
+// module and in contrib: short configurations, running a case (or a table
+// of them) once with its expectation, reading what a run stored, and
+// checking that a run left no process or file behind.
 package harnesstest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,9 +20,17 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
+
+// Main runs a package's tests of whole runs without go-redis's log of
+// every failed dial, which under faults is noise in the test output.
+func Main(m *testing.M) {
+	locks.SilenceRedisLogs()
+	os.Exit(m.Run())
+}
 
 // Long runs the scenarios for 30s each instead of a few seconds.
 var Long = flag.Bool("long", false, "run the scenarios for 30s each instead of a few seconds")
@@ -195,4 +205,24 @@ func ErrorDigest(dir string) string {
 	}
 	fmt.Fprintf(&b, "fault events: %v", faults)
 	return b.String()
+}
+
+// ReadHistory is the history of the run in dir, read whole.
+func ReadHistory(t *testing.T, dir string) *history.ReadResult {
+	t.Helper()
+	res, err := history.ReadFile(runfile.HistoryPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// ReadRunInfo is what the run in dir stored in its run.json.
+func ReadRunInfo(t *testing.T, dir string) harness.RunInfo {
+	t.Helper()
+	var info harness.RunInfo
+	if err := runfile.ReadJSON(filepath.Join(dir, harness.RunInfoFile), &info); err != nil {
+		t.Fatalf("run.json: %v", err)
+	}
+	return info
 }

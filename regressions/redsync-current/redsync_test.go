@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
@@ -19,7 +18,7 @@ import (
 const lockName = "redsync-v4.18.1"
 
 func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
-	return locks.New(liblocks.RedsyncName, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: 50 * time.Millisecond})
+	return locks.New(liblocks.RedsyncName, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: redsyncadapter.NodeTimeout})
 }
 
 func TestMain(m *testing.M) {

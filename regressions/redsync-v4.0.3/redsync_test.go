@@ -5,7 +5,6 @@
 package regression_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -25,26 +24,16 @@ import (
 // tokens unique per grant. It has no Until(): the user counts the validity
 // from before the call, as redsync does inside (expiry − 1% drift).
 func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
-	rs := redsync.New(pools(nodes)...)
-	return redsyncadapter.New(redsyncadapter.Version{
-		NewMutex: func(key, token string, ttl time.Duration) redsyncadapter.Mutex {
-			return rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1),
-				redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
-		},
-		NotAcquired: func(err error) bool { return errors.Is(err, redsync.ErrFailed) },
-		Validity: func(_ redsyncadapter.Mutex, start, _ time.Time, ttl time.Duration, _ bool) time.Time {
-			return start.Add(ttl - ttl/100)
-		},
-	}, process), nil
+	v := redsyncadapter.OneTry(redsync.New(redsyncadapter.Pools(nodes, pool)...).NewMutex,
+		redsync.WithExpiry, redsync.WithTries, redsync.WithGenValueFunc, redsync.ErrFailed)
+	v.Validity = redsyncadapter.FromStart
+	return redsyncadapter.New(v, process), nil
 }
 
-func pools(nodes []locks.Conn) []redsyncredis.Pool {
-	var out []redsyncredis.Pool
-	for _, n := range nodes {
-		out = append(out, redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1,
-			DialTimeout: 50 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})))
-	}
-	return out
+// pool is one node's go-redis v8 client, as this version takes it.
+func pool(addr string, timeout time.Duration) redsyncredis.Pool {
+	return redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout}))
 }
 
 // Every hold outlasts the TTL, so every release comes after the key

@@ -7,7 +7,6 @@
 package regression_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -26,26 +25,18 @@ import (
 // v4.12.0 is driven as a user would: one mutex per attempt, one try,
 // tokens unique per grant, and the validity the mutex reports (Until).
 func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
-	rs := redsync.New(pools(nodes)...)
-	return redsyncadapter.New(redsyncadapter.Version{
-		NewMutex: func(key, token string, ttl time.Duration) redsyncadapter.Mutex {
-			return rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1),
-				redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
-		},
-		NotAcquired: func(err error) bool { return errors.Is(err, redsync.ErrFailed) },
-		Validity: func(m redsyncadapter.Mutex, _, _ time.Time, _ time.Duration, _ bool) time.Time {
-			return m.(*redsync.Mutex).Until()
-		},
-	}, process), nil
+	v := redsyncadapter.OneTry(redsync.New(redsyncadapter.Pools(nodes, pool)...).NewMutex,
+		redsync.WithExpiry, redsync.WithTries, redsync.WithGenValueFunc, redsync.ErrFailed)
+	v.Validity = func(m redsyncadapter.Mutex, _, _ time.Time, _ time.Duration, _ bool) time.Time {
+		return m.(*redsync.Mutex).Until()
+	}
+	return redsyncadapter.New(v, process), nil
 }
 
-func pools(nodes []locks.Conn) []redsyncredis.Pool {
-	var out []redsyncredis.Pool
-	for _, n := range nodes {
-		out = append(out, redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1,
-			DialTimeout: 50 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})))
-	}
-	return out
+// pool is one node's go-redis v9 client, as this version takes it.
+func pool(addr string, timeout time.Duration) redsyncredis.Pool {
+	return redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout}))
 }
 
 // One node of five is paused for the whole run, so every extension's

@@ -6,7 +6,6 @@
 package regression_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -27,29 +26,21 @@ import (
 // validity from before Lock, as redsync does inside, and an extension's
 // from when Extend said it succeeded, since nothing else is offered.
 func newLock(nodes []locks.Conn, process int) (locks.Locker, error) {
-	rs := redsync.New(pools(nodes)...)
-	return redsyncadapter.New(redsyncadapter.Version{
-		NewMutex: func(key, token string, ttl time.Duration) redsyncadapter.Mutex {
-			return rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1),
-				redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
-		},
-		NotAcquired: func(err error) bool { return errors.Is(err, redsync.ErrFailed) },
-		Validity: func(_ redsyncadapter.Mutex, start, done time.Time, ttl time.Duration, extend bool) time.Time {
-			if extend {
-				return done.Add(ttl)
-			}
-			return start.Add(ttl - ttl/100)
-		},
-	}, process), nil
+	v := redsyncadapter.OneTry(redsync.New(redsyncadapter.Pools(nodes, pool)...).NewMutex,
+		redsync.WithExpiry, redsync.WithTries, redsync.WithGenValueFunc, redsync.ErrFailed)
+	v.Validity = func(m redsyncadapter.Mutex, start, done time.Time, ttl time.Duration, extend bool) time.Time {
+		if extend {
+			return done.Add(ttl)
+		}
+		return redsyncadapter.FromStart(m, start, done, ttl, extend)
+	}
+	return redsyncadapter.New(v, process), nil
 }
 
-func pools(nodes []locks.Conn) []redsyncredis.Pool {
-	var out []redsyncredis.Pool
-	for _, n := range nodes {
-		out = append(out, redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1,
-			DialTimeout: 50 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})))
-	}
-	return out
+// pool is one node's go-redis v8 client, as this version takes it.
+func pool(addr string, timeout time.Duration) redsyncredis.Pool {
+	return redsyncgoredis.NewPool(goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout}))
 }
 
 // One node of five is paused for the whole run, so every extension waits
