@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/internal/registry"
 )
 
 // Descriptor is one lock: what it is, where it runs and how to build it.
@@ -48,10 +48,8 @@ func (d Descriptor) Fits(system string, n int) bool {
 // builtin lists the locks of this module, in the order help lists them.
 var builtin = []Descriptor{tokenLock, setnxDelLock, setnxNoTTLLock, fencedLock, waitLock, redlockLock}
 
-var (
-	registryMu sync.RWMutex
-	registered []Descriptor
-)
+// known is builtin, then the locks registered from other modules.
+var known = registry.New("lock", func(d Descriptor) string { return d.Name }, builtin...)
 
 // redisSystems are the systems whose nodes are Redis servers.
 var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
@@ -60,26 +58,19 @@ var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
 // whose dependencies a user of this module must not inherit). A name
 // already known is refused.
 func Register(ds ...Descriptor) error {
-	registryMu.Lock()
-	defer registryMu.Unlock()
 	for _, d := range ds {
 		if d.Name == "" || d.New == nil || len(d.Systems) == 0 {
 			return fmt.Errorf("register lock %q: a lock needs a name, systems and a constructor", d.Name)
 		}
-		if _, ok := lookupLocked(d.Name); ok {
-			return fmt.Errorf("register lock %q: the name is taken", d.Name)
+		if err := known.Add(d); err != nil {
+			return err
 		}
-		registered = append(registered, d)
 	}
 	return nil
 }
 
 // All lists every known lock: this module's, then the registered ones.
-func All() []Descriptor {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	return append(slices.Clone(builtin), registered...)
-}
+func All() []Descriptor { return known.All() }
 
 // Names lists the names of All.
 func Names() []string {
@@ -104,22 +95,11 @@ func NamesFor(system string) []string {
 // Lookup returns the named lock's descriptor, or an error naming the known
 // locks.
 func Lookup(name string) (Descriptor, error) {
-	registryMu.RLock()
-	d, ok := lookupLocked(name)
-	registryMu.RUnlock()
+	d, ok := known.Get(name)
 	if !ok {
 		return Descriptor{}, fmt.Errorf("unknown lock %q; want one of %s", name, strings.Join(Names(), ", "))
 	}
 	return d, nil
-}
-
-func lookupLocked(name string) (Descriptor, bool) {
-	for _, list := range [][]Descriptor{builtin, registered} {
-		if i := slices.IndexFunc(list, func(d Descriptor) bool { return d.Name == name }); i >= 0 {
-			return list[i], true
-		}
-	}
-	return Descriptor{}, false
 }
 
 // Conn is one node as a lock sees it.

@@ -3,11 +3,11 @@ package review
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/registry"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/scenario"
 	"github.com/lockjepsen/lockjepsen/workloads"
@@ -47,9 +47,8 @@ type Measured struct {
 	Failover time.Duration
 }
 
-var (
-	mitigationsMu sync.RWMutex
-	mitigations   = []Mitigation{
+var mitigations = registry.New("mitigation", func(m Mitigation) string { return m.Name },
+	[]Mitigation{
 		{Name: "fencing", Title: "fencing tokens checked at the resource", OnResource: true, Apply: fencing},
 		{Name: "fsync-always", Title: "appendfsync always", Apply: fsyncAlways},
 		{Name: "delayed-restart", Title: "a crashed node restarted only after a TTL", Apply: delayedRestart},
@@ -57,38 +56,18 @@ var (
 		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", Apply: waitForReplica},
 		{Name: "min-replicas", Title: "min-replicas-to-write 1 (max lag 1 s)", Apply: minReplicas},
 		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", Apply: redlockInstead},
-	}
-)
+	}...)
 
 // RegisterMitigation adds a mitigation that lives outside this module
 // (the etcd baseline, whose client a user of this module must not
 // inherit).
-func RegisterMitigation(m Mitigation) error {
-	mitigationsMu.Lock()
-	defer mitigationsMu.Unlock()
-	if slices.ContainsFunc(mitigations, func(o Mitigation) bool { return o.Name == m.Name }) {
-		return fmt.Errorf("review: mitigation %q is registered twice", m.Name)
-	}
-	mitigations = append(mitigations, m)
-	return nil
-}
+func RegisterMitigation(m Mitigation) error { return mitigations.Add(m) }
 
 // Mitigations lists every mitigation known, built-in and registered.
-func Mitigations() []Mitigation {
-	mitigationsMu.RLock()
-	defer mitigationsMu.RUnlock()
-	return slices.Clone(mitigations)
-}
+func Mitigations() []Mitigation { return mitigations.All() }
 
 // LookupMitigation finds a mitigation by name.
-func LookupMitigation(name string) (Mitigation, bool) {
-	all := Mitigations()
-	i := slices.IndexFunc(all, func(m Mitigation) bool { return m.Name == name })
-	if i < 0 {
-		return Mitigation{}, false
-	}
-	return all[i], true
-}
+func LookupMitigation(name string) (Mitigation, bool) { return mitigations.Get(name) }
 
 func fencing(c *harness.Config, _ Threat, _ Measured) (string, error) {
 	if len(c.Client) > 0 {

@@ -14,12 +14,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/registry"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
@@ -86,61 +86,36 @@ func Estimate(cfg harness.Config) time.Duration {
 	return cfg.TimeLimit + cfg.Recovery + overhead
 }
 
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]Scenario{}
-	// order is the registration order.
-	order = map[string]int{}
-)
+var known = registry.New("scenario", func(s Scenario) string { return s.Name })
 
 // Register adds scenarios, such as those of locks that live in another
 // module (contrib/liblocks). A name already taken, or a scenario without a
 // name or an edit, is refused.
 func Register(list ...Scenario) error {
-	registryMu.Lock()
-	defer registryMu.Unlock()
 	for _, s := range list {
 		if s.Name == "" || s.Edit == nil {
 			return fmt.Errorf("register scenario %q: a scenario needs a name and an edit", s.Name)
 		}
-		if _, dup := registry[s.Name]; dup {
-			return fmt.Errorf("register scenario %q: the name is taken", s.Name)
+		if err := known.Add(s); err != nil {
+			return err
 		}
-		registry[s.Name] = s
-		order[s.Name] = len(order)
 	}
 	return nil
 }
 
 // Get returns the named scenario.
-func Get(name string) (Scenario, bool) {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	s, ok := registry[name]
-	return s, ok
-}
+func Get(name string) (Scenario, bool) { return known.Get(name) }
 
 // All returns every scenario in list order: by system (single Redis,
 // Sentinel, Redlock, etcd), and within a system in the order they were
 // registered, which is the order they tell the story in.
 func All() []Scenario {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]Scenario, 0, len(registry))
-	for _, s := range registry {
-		out = append(out, s)
-	}
+	out := known.All()
 	system := map[string]int{}
 	for _, s := range out {
 		system[s.Name] = slices.Index(cluster.Systems, s.Config().System)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].Name, out[j].Name
-		if system[a] != system[b] {
-			return system[a] < system[b]
-		}
-		return order[a] < order[b]
-	})
+	sort.SliceStable(out, func(i, j int) bool { return system[out[i].Name] < system[out[j].Name] })
 	return out
 }
 
