@@ -252,9 +252,18 @@ func TestEveryLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The lease expires on every node; then another client owns
-			// the key, with a TTL of its own.
+			// the key, with a TTL of its own. Waiting for the grant alone
+			// is not enough: on a loaded machine the first client's SET can
+			// reach one node late and outlive the others there, and
+			// extending that node's own key is no resurrection.
+			testutil.WaitFor(t, "the first lease's key to expire on every node", 30*time.Second, func() string {
+				if n := count(c.values(t, key), la.Token()); n > 0 {
+					return fmt.Sprintf("still on %d nodes", n)
+				}
+				return ""
+			})
 			var lb locks.Lease
-			testutil.WaitFor(t, "the first lease to expire and a second client to get the lock", 30*time.Second, func() string {
+			testutil.WaitFor(t, "a second client to get the lock", 30*time.Second, func() string {
 				if lb, err = b.TryAcquire(ctx, key, 10*time.Second); err != nil {
 					return err.Error()
 				}
