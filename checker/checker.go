@@ -46,6 +46,10 @@ type Options struct {
 	// is active, a key may honestly outlive its TTL, and the lease model
 	// judges no release or extend whose window it overlaps.
 	ClockFaults []string
+	// KeyLossFaults name the faults that can take a key from a correct
+	// lock's holder by themselves (a restart without fsync, a clock moved):
+	// an overlap they explain is the deployment's, not the lock's.
+	KeyLossFaults []string
 
 	ctx context.Context // CheckContext's; nil is never done
 }
@@ -154,6 +158,9 @@ type Results struct {
 	Lease *LeaseResult `json:"lease"`
 	// First is when each kind of violation first showed.
 	First Firsts `json:"first"`
+	// Answers split the verdict by whose promise broke: the lock's, the
+	// deployment's, or its use's (answers.go).
+	Answers *Answers `json:"answers,omitempty"`
 }
 
 // Firsts are the run times (ns) at which each kind of violation first
@@ -267,6 +274,9 @@ func (r *Results) Summary() []string {
 		lines = append(lines, fmt.Sprintf("SAFE: no mutual-exclusion violations in %d %s; porcupine found the history linearizable", ex.Holds, plural(ex.Holds, "hold", "holds")))
 	default:
 		lines = append(lines, "NOT CHECKED")
+	}
+	if r.Answers != nil && r.Verdict != VerdictStuck && r.Verdict != "" {
+		lines = append(lines, r.Answers.Line())
 	}
 	if r.Disagreement != "" {
 		lines = append(lines, "WARNING: "+r.Disagreement)

@@ -25,6 +25,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Lease = s.lease.result()
 	s.finished = r
 	verdict(r)
+	r.Answers = answer(r, s.opts.KeyLossFaults)
 	return r, nil
 }
 

@@ -100,6 +100,7 @@ func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Res
 // porcupine pictures go to out.
 func checkOptions(cfg Config, out string) checker.Options {
 	return checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
+		KeyLossFaults:      nemesis.KeyLossFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 }
 

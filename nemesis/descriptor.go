@@ -19,6 +19,12 @@ type Descriptor struct {
 	// Links: the fault acts on network links, so clients must dial
 	// through proxies rather than directly.
 	Links bool
+	// LosesKeys: the fault can take a key from a correct lock's holder by
+	// itself (a restart that forgets unsynced writes, a clock moved
+	// forward). The checkers then count an overlap it explains as the
+	// deployment's loss, not the lock's. A failover needs no flag: holds
+	// granted by two primaries show it.
+	LosesKeys bool
 	// Systems are the systems the fault runs on (cluster.Single, ...);
 	// nil is every system.
 	Systems []string
@@ -131,6 +137,18 @@ func ClockFaults() []string {
 	var names []string
 	for _, d := range All() {
 		if d.FakeClock {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// KeyLossFaults names the faults that can take a key from a correct
+// lock's holder by themselves.
+func KeyLossFaults() []string {
+	var names []string
+	for _, d := range All() {
+		if d.LosesKeys {
 			names = append(names, d.Name)
 		}
 	}

@@ -13,8 +13,8 @@ var processDescriptors = []Descriptor{
 		Draw: Draw{Class: classProcess, Label: "paused"},
 		new:  func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
 	{Name: Kill, Description: "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
-		Draw: Draw{Class: classProcess, Label: "killed"},
-		new:  func(*ClientFaults) (Fault, error) { return newKillFault(), nil }},
+		LosesKeys: true, Draw: Draw{Class: classProcess, Label: "killed"},
+		new: func(*ClientFaults) (Fault, error) { return newKillFault(), nil }},
 }
 
 // pauseFault freezes node processes with SIGSTOP.

@@ -1,0 +1,105 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+func TestAnswers(t *testing.T) {
+	keyLoss := []string{"kill", "clock-jump"}
+	hold := func(p int, start int64, nodes ...string) Hold {
+		return Hold{Key: "k", Process: p, Start: start, Token: "t" + string(rune('0'+p)), Nodes: nodes}
+	}
+	okRelease := func(p int, invoked, at int64) Event {
+		return Event{Process: p, F: history.Release, Type: history.OK, Invoked: invoked, Time: at}
+	}
+	kill := func(at int64, nodes ...string) Fault { return Fault{Name: "kill", Start: at, End: at, Targets: nodes} }
+	lostUpdates := &ResourceResult{Checked: true, Valid: false, ResourceCounts: ResourceCounts{LostUpdates: 3}, Explanation: "3 lost"}
+	tests := []struct {
+		name                  string
+		violations            []Violation
+		lease                 *LeaseResult
+		resource              *ResourceResult
+		lock, deployment, use string
+		kind, cause           string // the first mechanism (lock's) or loss
+	}{
+		{name: "clean", lease: &LeaseResult{Valid: true},
+			lock: AnswerNotFound, deployment: AnswerNotFound, use: AnswerNotFound},
+		{name: "another client's release deleted the key",
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), Between: []Event{okRelease(3, 150, 200)}}},
+			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
+		{name: "a failed release is no evidence, and nothing else explains the overlap",
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300),
+				Between: []Event{{Process: 3, F: history.Release, Type: history.Fail, Invoked: 150, Time: 200}}}},
+			lock: AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseNoServerCause},
+		{name: "a restart took the key",
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), Faults: []Fault{kill(200)}}},
+			lock:       AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: "kill"},
+		{name: "a release by the client the lost key went to is part of the loss",
+			violations: []Violation{
+				{First: hold(1, 100), Second: hold(2, 300), Faults: []Fault{kill(200)}},
+				{First: hold(1, 100), Second: hold(3, 500), Faults: []Fault{kill(200)}, Between: []Event{okRelease(2, 400, 410)}},
+			},
+			lock: AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: "kill"},
+		{name: "a release outweighs a fault in the window",
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), Faults: []Fault{kill(200)}, Between: []Event{okRelease(3, 50, 250)}}},
+			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
+		{name: "a restart of a node outside the holder's majority explains nothing",
+			violations: []Violation{{First: hold(1, 100, "n1", "n2", "n3"), Second: hold(2, 300, "n3", "n4", "n5"), Faults: []Fault{kill(200, "n5")}}},
+			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseNoServerCause},
+		{name: "a restart of a node of the holder's majority took the key",
+			violations: []Violation{{First: hold(1, 100, "n1", "n2", "n3"), Second: hold(2, 300, "n3", "n4", "n5"), Faults: []Fault{kill(200, "n3")}}},
+			lock:       AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: "kill"},
+		{name: "a pause is not a key loss",
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), Faults: []Fault{{Name: "pause", Start: 150, End: 250}}}},
+			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseNoServerCause},
+		{name: "two primaries granted it",
+			violations: []Violation{{First: hold(1, 100, "n1"), Second: hold(2, 300, "n2")}},
+			lock:       AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: CauseFailover},
+		{name: "an over-claiming holder",
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), OverClaim: 50, Faults: []Fault{kill(200)}}},
+			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseOverClaim},
+		{name: "dishonest releases",
+			lease: &LeaseResult{DishonestOps: 2, Dishonesty: []Dishonest{{LeaseOp: LeaseOp{F: history.Release}}, {LeaseOp: LeaseOp{F: history.Release}}}},
+			lock:  AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechDishonestRelease},
+		{name: "a dishonest extend",
+			lease: &LeaseResult{DishonestOps: 1, Dishonesty: []Dishonest{{LeaseOp: LeaseOp{F: history.Extend}}}},
+			lock:  AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechDishonestExtend},
+		{name: "an over-claim",
+			lease: &LeaseResult{OverClaims: 1, OverClaimed: []OverClaim{{Margin: 5e6}}},
+			lock:  AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverClaim},
+		{name: "lost updates with no overlap are the use's", resource: lostUpdates,
+			lock: AnswerNotFound, deployment: AnswerNotFound, use: AnswerUnsafe, kind: MechLostUpdate},
+		{name: "lost updates behind an overlap are the overlap's", resource: lostUpdates,
+			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), Faults: []Fault{kill(200)}}},
+			lock:       AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: "kill"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Results{Exclusion: &ExclusionResult{Count: len(tt.violations), Violations: tt.violations},
+				Lease: tt.lease, Resource: tt.resource}
+			a := answer(r, keyLoss)
+			if a.Lock != tt.lock || a.Deployment != tt.deployment || a.Use != tt.use {
+				t.Fatalf("answers lock=%s deployment=%s use=%s, want %s %s %s (%+v)", a.Lock, a.Deployment, a.Use, tt.lock, tt.deployment, tt.use, a)
+			}
+			var first *Mechanism
+			for _, ms := range [][]Mechanism{a.Mechanisms, a.Losses, a.Damage} {
+				if first == nil && len(ms) > 0 {
+					first = &ms[0]
+				}
+			}
+			switch {
+			case tt.kind == "" && first != nil:
+				t.Fatalf("mechanism %+v, want none", *first)
+			case tt.kind != "" && (first == nil || first.Kind != tt.kind || first.Cause != tt.cause):
+				t.Fatalf("mechanism %+v, want kind %s cause %q", first, tt.kind, tt.cause)
+			case first != nil && first.Says == "":
+				t.Fatalf("mechanism %+v says nothing", *first)
+			}
+			if line := a.Line(); line == "" {
+				t.Fatal("no summary line")
+			}
+		})
+	}
+}
