@@ -28,6 +28,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
 	r.Lease = a.leaseModel(opts)
 	verdict(r)
+	r.Answers = answer(r, opts.KeyLossFaults)
 	return r
 }
 
