@@ -161,6 +161,9 @@ type Results struct {
 	// Answers split the verdict by whose promise broke: the lock's, the
 	// deployment's, or its use's (answers.go).
 	Answers *Answers `json:"answers,omitempty"`
+	// Exercised counts the dangerous moments the run's faults produced
+	// (exercised.go): a safe verdict is evidence only where they happened.
+	Exercised *Exercised `json:"exercised,omitempty"`
 }
 
 // Firsts are the run times (ns) at which each kind of violation first
