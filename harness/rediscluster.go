@@ -17,7 +17,7 @@ import (
 )
 
 var redisClusterSystem = systemDriver{
-	name: cluster.RedisCluster,
+	name: cluster.RedisCluster, referenceLock: locks.Token,
 	// A lock sees one connection: a cluster client, which sends each key
 	// to the primary of its slot.
 	lockNodes:     func(int) int { return 1 },

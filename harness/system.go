@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/locks"
 )
 
 // systemDriver is what the harness knows of one system under test: how a
@@ -48,6 +49,10 @@ type systemDriver struct {
 	// by themselves, so that the lease model does not judge releases for
 	// honesty there; "" where a key lives exactly its TTL.
 	serverRenewsLeases string
+	// referenceLock is the harness's correct lock on the system: a
+	// review runs it as a control, so that what breaks it too is counted
+	// as the deployment's loss and not the reviewed lock's.
+	referenceLock string
 	// validate refuses options the system cannot take.
 	validate func(c *Config) error
 	// version records the servers' version in run.json.
@@ -85,6 +90,13 @@ func LockNodes(system string) int {
 	return d.lockNodes(cluster.DefaultNodes(system))
 }
 
+// ReferenceLock names the harness's correct lock on the system ("" for an
+// unknown system), the control a review runs beside a lock under review.
+func ReferenceLock(system string) string {
+	d, _ := lookupSystem(system)
+	return d.referenceLock
+}
+
 // system returns the configuration's driver; Validate has checked it.
 func (c *Config) system() systemDriver {
 	d, _ := lookupSystem(c.System)
@@ -97,15 +109,15 @@ func everyNode(n int) int { return n }
 func noOptions(*Config) error { return nil }
 
 var singleSystem = systemDriver{
-	name: cluster.Single, lockNodes: everyNode, externalClients: true, validate: noOptions, version: recordRedisVersion,
+	name: cluster.Single, lockNodes: everyNode, referenceLock: locks.Token, externalClients: true, validate: noOptions, version: recordRedisVersion,
 }
 
 var redlockSystem = systemDriver{
-	name: cluster.Redlock, lockNodes: everyNode, askHolder: true, externalClients: true, validate: noOptions, version: recordRedisVersion,
+	name: cluster.Redlock, lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, externalClients: true, validate: noOptions, version: recordRedisVersion,
 }
 
 var sentinelSystem = systemDriver{
-	name: cluster.Sentinel,
+	name: cluster.Sentinel, referenceLock: locks.Token,
 	// A lock sees one node: whichever is primary.
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
@@ -115,7 +127,7 @@ var sentinelSystem = systemDriver{
 }
 
 var etcdSystem = systemDriver{
-	name: cluster.Etcd, lockNodes: everyNode, internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
+	name: cluster.Etcd, lockNodes: everyNode, referenceLock: "etcd", internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
 	serverRenewsLeases: "etcd's leader renews every lease when leadership changes, so a key may outlive its TTL",
 	validate: func(c *Config) error {
 		switch {

@@ -23,6 +23,11 @@ type Mitigation struct {
 	// OnResource: the mitigation protects the resource, not the lock
 	// (fencing), so a cell is judged by whether the resource stayed safe.
 	OnResource bool
+	// SwapsLock: the mitigation runs another lock of the harness's in
+	// place of the one under review (Redlock, etcd, WAIT). Its cell says
+	// so; for a client under review it is named among what else could
+	// serve instead of being run as a fix of that client.
+	SwapsLock bool
 	// Apply changes a configuration that has the threat injected. It
 	// returns a note for the cell (what exactly was run), or
 	// NotApplicable with the reason.
@@ -53,9 +58,9 @@ var mitigations = registry.New("mitigation", func(m Mitigation) string { return 
 		{Name: "fsync-always", Title: "appendfsync always", Apply: fsyncAlways},
 		{Name: "delayed-restart", Title: "a crashed node restarted only after a TTL", Apply: delayedRestart},
 		{Name: "ttl-below-failover", Title: "a TTL below the measured failover time", Apply: ttlBelowFailover},
-		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", Apply: waitForReplica},
+		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", SwapsLock: true, Apply: waitForReplica},
 		{Name: "min-replicas", Title: "min-replicas-to-write 1 (max lag 1 s)", Apply: minReplicas},
-		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", Apply: redlockInstead},
+		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", SwapsLock: true, Apply: redlockInstead},
 	}...)
 
 // RegisterMitigation adds a mitigation that lives outside this module

@@ -73,7 +73,10 @@ type Plan struct {
 	// NotTried says why the others it lists cannot be tried here.
 	Tries    map[string][]Mitigation
 	NotTried map[string]string
-	Seeds    int
+	// ElseCouldServe are the other locks a threat lists for a client under
+	// review: they would replace it, so they are named, not run.
+	ElseCouldServe []string
+	Seeds          int
 	// Estimate is the time the whole plan takes if every threat is found
 	// unsafe and every mitigation runs.
 	Estimate time.Duration
@@ -142,6 +145,12 @@ func (p *Plan) dropNotApplicable() {
 	for _, t := range p.Threats {
 		var keep []Mitigation
 		for _, m := range p.Tries[t.Name] {
+			if m.SwapsLock && len(p.Options.Client) > 0 {
+				if !slices.Contains(p.ElseCouldServe, m.Title) {
+					p.ElseCouldServe = append(p.ElseCouldServe, m.Title)
+				}
+				continue
+			}
 			var na *NotApplicable
 			if _, _, err := p.mitigationConfig(t, m, 1, Measured{Failover: FailoverTTL}); errors.As(err, &na) {
 				p.NotTried[m.Name+" against "+short(t.Name)] = na.Why

@@ -35,6 +35,19 @@ type Review struct {
 	// NotTried are the mitigations a threat lists that cannot be tried
 	// on this system, and why ("redlock against server crash": ...).
 	NotTried map[string]string `json:"not_tried,omitempty"`
+	// ElseCouldServe are the harness's other locks a threat lists, which
+	// would replace the client under review rather than mitigate it.
+	ElseCouldServe []string `json:"else_could_serve,omitempty"`
+
+	// The answers for CI gates: the lock's verdict (broken, held or
+	// not-exercised) and its own broken mechanisms, the threats under
+	// which the deployment lost a key, those under which the use was
+	// unsafe, and those that gave no evidence.
+	LockVerdict  string            `json:"lock_verdict"`
+	Mechanisms   []ReviewMechanism `json:"mechanisms"`
+	Deployment   []DeploymentLoss  `json:"deployment"`
+	UseUnsafe    []string          `json:"use_unsafe,omitempty"`
+	NotExercised []string          `json:"not_exercised,omitempty"`
 }
 
 // Column is a mitigation of the table.
@@ -61,7 +74,8 @@ func newReview(p *Plan) *Review {
 	o := p.Options
 	base := p.base(1)
 	r := &Review{System: o.System, Lock: o.Lock, Client: o.Client, TTL: base.TTL, Workload: base.Workload,
-		Persistence: base.Persistence, Seeds: p.Seeds, Budget: o.Budget, Started: time.Now(), NotTried: p.NotTried}
+		Persistence: base.Persistence, Seeds: p.Seeds, Budget: o.Budget, Started: time.Now(), NotTried: p.NotTried,
+		ElseCouldServe: p.ElseCouldServe}
 	for _, t := range p.Threats {
 		r.Rows = append(r.Rows, Row{Threat: t.Name, Title: t.Title})
 		for _, m := range p.Tries[t.Name] {
@@ -203,41 +217,70 @@ func (r *Review) finish(interrupted bool) {
 
 // Compose writes the verdict paragraph and the caveat from the cells: a
 // stored review drawn again (lockjepsen review --render) gets the words of
-// the version that draws it.
+// the version that draws it. It leads with the lock itself, then what the
+// deployment loses and what the use needs, then what gave no evidence.
 func (r *Review) Compose() {
-	var notFound, unsafe, stuck, other []string
+	r.summarize()
+	parts := []string{r.lockSentence()}
+	var depThreats, useThreats, stuck, other []string
 	var closers []string
 	for _, row := range r.Rows {
+		c := row.Configured
 		name := short(row.Threat)
-		switch row.Configured.State {
-		case StateNotFound:
-			notFound = append(notFound, name)
-		case StateUnsafe:
-			unsafe = append(unsafe, name)
-			closers = append(closers, r.closes(row))
+		if c.DeploymentState == StateUnsafe {
+			depThreats = append(depThreats, name)
+		}
+		if c.UseState == StateUnsafe {
+			useThreats = append(useThreats, name)
+		}
+		switch c.State {
 		case StateStuck:
 			stuck = append(stuck, name)
-			closers = append(closers, r.closes(row))
+		case StateUnsafe, StateNotFound:
 		default:
-			other = append(other, fmt.Sprintf("%s (%s)", name, row.Configured.State))
+			other = append(other, fmt.Sprintf("%s (%s)", name, c.State))
+		}
+		if c.DeploymentState == StateUnsafe || c.UseState == StateUnsafe || c.State == StateStuck {
+			closers = append(closers, r.closes(row))
 		}
 	}
-	var parts []string
-	if len(unsafe) > 0 {
-		parts = append(parts, "Unsafe against "+andList(unsafe)+".")
+	if len(depThreats) > 0 {
+		parts = append(parts, fmt.Sprintf("The deployment lost the key under %s: %s. Any lock on this deployment breaks the same way; the fixes are the deployment's.",
+			andList(depThreats), r.lossesSay()))
+	}
+	if len(useThreats) > 0 {
+		parts = append(parts, fmt.Sprintf("Its use is unsafe under %s: the resource lost updates although the lock kept its promise, because a holder acted after its lease (Kleppmann); only fencing at the resource closes it.", andList(useThreats)))
 	}
 	if len(stuck) > 0 {
 		parts = append(parts, "Stuck (no client could acquire) under "+andList(stuck)+".")
 	}
-	if len(notFound) > 0 {
-		parts = append(parts, fmt.Sprintf("No violation found against %s in %s.", andList(notFound), r.effort()))
-	}
 	parts = append(parts, closers...)
+	if len(r.NotExercised) > 0 {
+		parts = append(parts, fmt.Sprintf("No evidence from %s: no violation, but the threat's dangerous moment never happened in %s (not exercised).", andList(shorts(r.NotExercised)), r.effort()))
+	}
 	if len(other) > 0 {
 		parts = append(parts, "Not decided: "+strings.Join(other, ", ")+".")
 	}
+	if len(r.ElseCouldServe) > 0 {
+		parts = append(parts, "What else could serve (other locks, not tried as fixes of this one): "+andList(r.ElseCouldServe)+".")
+	}
 	r.Verdict = strings.Join(parts, " ")
-	r.Caveat = fmt.Sprintf("“Not found” means no violation in %s: the threat did not break the lock in these runs, which is evidence, not proof, of safety; a longer time limit or more seeds (--time-limit, --seeds) gives more. “Unsafe” is proof: the linked report holds the history and the witness.", r.effort())
+	r.Caveat = fmt.Sprintf("“Not found” means no violation in %s although the threat's dangerous moment happened (the cell counts how often): evidence, not proof, of safety; a longer time limit or more seeds (--time-limit, --seeds) gives more. “Not exercised” means the moment never happened: no evidence at all. “Unsafe” is proof: the linked report holds the history and the witness.", r.effort())
+}
+
+// lossesSay names each distinct way the deployment lost a key once.
+func (r *Review) lossesSay() string {
+	var says []string
+	for _, d := range r.Deployment {
+		s := d.Says
+		if d.Control != "" {
+			s += " (" + d.Control + ")"
+		}
+		if !slices.Contains(says, s) {
+			says = append(says, s)
+		}
+	}
+	return strings.Join(says, "; ")
 }
 
 // effort is "2 seeds × 3s".
@@ -250,17 +293,25 @@ func (r *Review) effort() string {
 }
 
 // closes says which mitigations closed a threat, and which were tried in
-// vain.
+// vain. A mitigation of the deployment is judged by the deployment's
+// answer, one of the resource (fencing) by the resource.
 func (r *Review) closes(row Row) string {
-	var closed, failed []string
+	var closed, failed, vacuous []string
 	for _, c := range row.Tried {
 		title := r.title(c.Mitigation)
+		state := c.DeploymentState
+		if r.onResource(c.Mitigation) || row.Configured.State == StateStuck {
+			state = c.State
+		}
 		switch {
-		case c.State == StateNotFound && r.onResource(c.Mitigation):
+		case c.State == StateNotNeeded || c.State == StateSkipped || c.State == StateNotApplicable || c.State == "":
+		case state == StateNotExercised:
+			vacuous = append(vacuous, title)
+		case state == StateNotFound && r.onResource(c.Mitigation):
 			closed = append(closed, title+" (on the resource)")
-		case c.State == StateNotFound:
+		case state == StateNotFound:
 			closed = append(closed, title)
-		case found(c.State):
+		case found(state):
 			failed = append(failed, title)
 		}
 	}
@@ -271,13 +322,29 @@ func (r *Review) closes(row Row) string {
 	if len(failed) > 0 {
 		still = "; still unsafe with " + andList(failed)
 	}
+	if len(vacuous) > 0 {
+		still += "; no evidence with " + andList(vacuous) + " (not exercised)"
+	}
 	if len(closed) == 0 {
-		if len(failed) == 0 {
-			return name + ": no mitigation could be tried here."
+		if len(failed) == 0 && len(vacuous) == 0 {
+			return name + ": no mitigation was tried" + r.whyNoMitigation(row) + "."
 		}
 		return name + ": nothing tried closes it" + still + "."
 	}
 	return fmt.Sprintf("%s: not found again with %s%s.", name, andList(closed), still)
+}
+
+// whyNoMitigation says why a threat found unsafe has no mitigation cell.
+func (r *Review) whyNoMitigation(row Row) string {
+	for _, c := range row.Tried {
+		if c.State == StateSkipped {
+			return " (" + c.Note + ")"
+		}
+	}
+	if len(row.Tried) == 0 {
+		return " (none applies here)"
+	}
+	return ""
 }
 
 func (r *Review) title(mitigation string) string {

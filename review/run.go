@@ -25,6 +25,9 @@ const (
 	StateNotApplicable = "not-applicable" // the mitigation cannot be tried here
 	StateNotNeeded     = "not-needed"     // the threat was not found, so nothing was tried against it
 	StateSkipped       = "skipped"        // the budget ran out or the review was interrupted
+	// StateNotExercised: no violation, and none of the threat's dangerous
+	// moments happened either: the cell gives no evidence.
+	StateNotExercised = "not-exercised"
 )
 
 // RunRef is one seed's run of a cell.
@@ -39,6 +42,10 @@ type RunRef struct {
 	Violations   int     `json:"violations"`
 	Duration     float64 `json:"duration_s"`
 	Error        string  `json:"error,omitempty"`
+	// Answers are the run's three answers; Exercised its non-zero
+	// dangerous moments, by name.
+	Answers   *checker.Answers `json:"answers,omitempty"`
+	Exercised map[string]int   `json:"exercised,omitempty"`
 }
 
 // Cell is one threat, as deployed or with one mitigation.
@@ -56,6 +63,24 @@ type Cell struct {
 	Note string `json:"note,omitempty"`
 	// Story is the first violation's witness, in words.
 	Story string `json:"story,omitempty"`
+	// The three answers over the cell's seeds: the lock's own promise,
+	// the deployment's keeping of the key, and the resource's safety in
+	// use; each unsafe, not-found or not-exercised.
+	LockState       string `json:"lock_state,omitempty"`
+	DeploymentState string `json:"deployment_state,omitempty"`
+	UseState        string `json:"use_state,omitempty"`
+	// Exercised sums the runs' dangerous moments, by name; the threat's
+	// own (Moments) decide whether the cell was exercised.
+	Exercised map[string]int `json:"exercised,omitempty"`
+	Moments   []string       `json:"moments,omitempty"`
+	// Mechanisms, Losses and Damage merge the runs' findings: the lock's,
+	// the deployment's and the use's.
+	Mechanisms []checker.Mechanism `json:"mechanisms,omitempty"`
+	Losses     []checker.Mechanism `json:"losses,omitempty"`
+	Damage     []checker.Mechanism `json:"damage,omitempty"`
+	// Control is the harness's correct lock run on the cell's first
+	// seed, where the deployment lost a key under a lock of the user's.
+	Control *Control `json:"control,omitempty"`
 	// Command reproduces the deciding run: the first unsafe seed, else
 	// the first.
 	Command []string `json:"command,omitempty"`
@@ -80,17 +105,19 @@ func (p *Plan) Run(ctx context.Context) (*Review, error) {
 	deadline := r.Started.Add(p.Options.Budget)
 	for i, t := range p.Threats {
 		r.Rows[i].Configured = p.runCell(ctx, deadline, t, nil, Measured{})
+		if c := &r.Rows[i].Configured; c.unclear(t) {
+			p.runControl(ctx, t, c)
+		}
 		r.Rows[i].measure()
 	}
 	for i, t := range p.Threats {
 		row := &r.Rows[i]
 		for _, mit := range p.Tries[t.Name] {
-			if found(row.Configured.State) {
-				row.Tried = append(row.Tried, p.runCell(ctx, deadline, t, &mit, row.Measured))
-			} else {
-				row.Tried = append(row.Tried, Cell{Threat: t.Name, Mitigation: mit.Name, State: StateNotNeeded,
-					Note: "the threat was not found as deployed"})
+			if why := row.Configured.needless(mit); why != "" {
+				row.Tried = append(row.Tried, Cell{Threat: t.Name, Mitigation: mit.Name, State: StateNotNeeded, Note: why})
+				continue
 			}
+			row.Tried = append(row.Tried, p.runCell(ctx, deadline, t, &mit, row.Measured))
 		}
 	}
 	r.finish(ctx.Err() != nil)
@@ -105,6 +132,22 @@ func (p *Plan) Run(ctx context.Context) (*Review, error) {
 
 // found reports whether a cell's state is a finding to mitigate.
 func found(state string) bool { return state == StateUnsafe || state == StateStuck }
+
+// needless says why a mitigation need not run against a cell as
+// deployed, or "" when it must: a mitigation of the deployment runs where
+// the deployment lost a key, one of the resource (fencing) also where the
+// use was unsafe. A lock that broke by itself is fixed in the lock.
+func (c *Cell) needless(m Mitigation) string {
+	switch {
+	case c.State == StateStuck, c.DeploymentState == StateUnsafe:
+		return ""
+	case m.OnResource && c.UseState == StateUnsafe:
+		return ""
+	case c.LockState == StateUnsafe:
+		return "the lock itself broke: that is fixed in the lock, not by this"
+	}
+	return "the threat was not found as deployed"
+}
 
 // runCell runs a cell's seeds; mit nil is the threat as deployed.
 func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *Mitigation, m Measured) Cell {
@@ -140,6 +183,8 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 		}
 	}
 	cell.State = judge(cell.Runs, mit != nil && mit.OnResource)
+	cell.Moments = t.Moments
+	cell.answer()
 	return cell
 }
 
@@ -222,10 +267,38 @@ func (p *Plan) runOne(ctx context.Context, cfg harness.Config, onResource bool) 
 		ref.unsafe = res.Resource != nil && res.Resource.Checked && !res.Resource.Valid
 	}
 	ref.story = storyOf(res)
+	ref.Answers = res.Answers
+	ref.Exercised = exercisedOf(res.Exercised)
 	return ref
 }
 
+// exercisedOf keeps a run's non-zero moments, by name.
+func exercisedOf(e *checker.Exercised) map[string]int {
+	if e == nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, m := range checker.ExercisedMoments() {
+		if n := e.Count(m.Name); n > 0 {
+			out[m.Name] = n
+		}
+	}
+	return out
+}
+
+// storyOf is a run's first finding in words, whatever its kind: an
+// overlap's witness, an over-claim, a dishonest release or extend, a lost
+// update. A finding never leaves a cell without a story.
 func storyOf(res *harness.Results) string {
+	if a := res.Answers; a != nil {
+		for _, ms := range [][]checker.Mechanism{a.Mechanisms, a.Losses, a.Damage} {
+			for _, m := range ms {
+				if m.Example != "" {
+					return m.Example
+				}
+			}
+		}
+	}
 	switch {
 	case res.Exclusion != nil && len(res.Exclusion.Violations) > 0:
 		return res.Exclusion.Violations[0].Story

@@ -1,12 +1,16 @@
 package review
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
+	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
 // Threat is a failure a lock must survive in production, declared once:
@@ -27,6 +31,16 @@ type Threat struct {
 	// mitigation that changes the system (a Sentinel failover is a
 	// member's crash on etcd).
 	Analog bool
+	// Catches names the real bugs and losses the threat is there to
+	// catch, for review --help and the page.
+	Catches string
+	// Moments are the dangerous moments (checker.ExercisedMoments) that
+	// show a run exercised the threat; a cell with no violation and none
+	// of them gives no evidence ("not exercised").
+	Moments []string
+	// Renews: the threat renews the lock, so it runs only where the lock
+	// can extend (a Go lock, or a client that declares extend).
+	Renews bool
 }
 
 // AppliesTo reports whether the threat is one the system faces.
@@ -51,22 +65,62 @@ var failoverSystems = []string{cluster.Sentinel, cluster.RedisCluster}
 // lease that outlives the restart.
 const RestartTTL = 2 * time.Second
 
+// The dangerous moments threats declare (checker.ExercisedMoments).
+const (
+	momentStaleActs    = "stale_acts"
+	momentStaleGrants  = "stale_grants"
+	momentAcrossGrants = "across_grants"
+	momentSlowReplies  = "slow_replies"
+	momentNodeFaults   = "node_faults_on_live_lease"
+	momentFailovers    = "failovers_on_live_lease"
+	momentCrashes      = "holder_crashes"
+)
+
 // Threats lists every threat, in the order a review runs and shows them.
 var Threats = []Threat{
 	{Name: "client-pause", Title: "client pause (a GC pause, a stalled VM)",
-		Inject:      func(c *harness.Config) { c.Nemesis = []string{"client-pause"} },
+		Catches:     "Kleppmann's pause: a holder acts after its lease (only fencing saves the resource); a lock with no deadline of its own, as etcd 3.4.3's lock (Jepsen)",
+		Inject:      func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientPause} },
+		Moments:     []string{momentStaleActs, momentStaleGrants},
 		Mitigations: []string{"fencing", "etcd"}},
 	{Name: "client-crash", Title: "client crash (the holder dies)",
-		Inject: func(c *harness.Config) { c.Nemesis = []string{"client-crash"} }},
-	{Name: "server-crash", Title: "server crash (SIGKILL, down 300 ms), with the configured persistence",
+		Catches: "a lock with no TTL, held for ever by a dead client",
+		Inject:  func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientCrash} },
+		Moments: []string{momentCrashes}},
+	{Name: "slow-network", Title: "a slow network: replies delayed by about 30% of the TTL, with jitter, releases near the lease's end",
+		Catches: "a release that reads the key, then deletes it (redis-py before 3.0, Laravel before 5.8); a validity counted from the reply instead of from before the request (node-redlock #169, pottery); a grant whose reply outlives its lease",
+		Inject:  slowNetwork,
+		Moments: []string{momentSlowReplies, momentAcrossGrants}},
+	{Name: "long-holds", Title: "holds that outlast the TTL: releases after the lease ran out",
+		Catches: "a release or extend that does not check its token, or reports success whatever it found (redsync v4.0.3, ShedLock before #2584)",
+		Inject:  longHolds,
+		Moments: []string{momentStaleActs}},
+	{Name: "renew-pause", Title: "renewal under client pauses: the holder extends its lease, and stalls",
+		Catches: "an extend that does not check the token, or resurrects an expired key (ShedLock before #2584, redsync WithSetNXOnExtend, RedLock.net); a watchdog that stops renewing (Redisson #3636)",
 		Inject: func(c *harness.Config) {
-			serverFault(c, "kill")
+			renewal(c)
+			c.Nemesis = []string{nemesis.ClientPause}
+		},
+		Moments: []string{momentStaleActs, momentStaleGrants}, Renews: true},
+	{Name: "renew-slow", Title: "renewal on a slow network: extends whose replies come late",
+		Catches: "an extend that reports success on a key another client holds; a validity moved by a late extend (redsync v4.3.0)",
+		Inject: func(c *harness.Config) {
+			renewal(c)
+			slowLinks(c)
+		},
+		Moments: []string{momentSlowReplies, momentAcrossGrants}, Renews: true},
+	{Name: "server-crash", Title: "server crash (SIGKILL, down 300 ms), with the configured persistence",
+		Catches: "keys forgotten by a restart without fsync (Kleppmann, antirez)",
+		Inject: func(c *harness.Config) {
+			serverFault(c, nemesis.Kill)
 			c.RestartDelay = 300 * time.Millisecond
 		},
+		Moments:     []string{momentNodeFaults},
 		Mitigations: []string{"fsync-always", "delayed-restart", "fencing", "redlock", "etcd"}},
 	{Name: "server-restart", Title: "server crash right after a grant and immediate restart, with the configured persistence (a lease of 2 s or more)",
+		Catches: "keys forgotten by a restart without fsync (Kleppmann, antirez; redsync #186 on one node of the majority)",
 		Inject: func(c *harness.Config) {
-			serverFault(c, "kill")
+			serverFault(c, nemesis.Kill)
 			c.RestartDelay = 0
 			// Aimed at a live lease, so that a server that forgets the key
 			// is found on every seed: the kill comes right after a grant,
@@ -79,19 +133,26 @@ var Threats = []Threat{
 			c.TTL = max(c.TTL, RestartTTL)
 			c.Hold = "1s..1500ms"
 		},
+		Moments:     []string{momentNodeFaults},
 		Mitigations: []string{"fsync-always", "delayed-restart", "fencing", "redlock", "etcd"}},
 	{Name: "partition", Title: "a partition between clients and the server",
-		Inject:      func(c *harness.Config) { serverFault(c, "partition") },
-		Mitigations: []string{"etcd"}},
+		Catches: "a lock that believes past its lease when the server stops answering",
+		Inject:  func(c *harness.Config) { serverFault(c, nemesis.Partition) },
+		Moments: []string{momentNodeFaults}, Mitigations: []string{"etcd"}},
 	{Name: "clock-jump", Title: "a server's clock jumping forward (1.5 TTL)", Systems: redisSystems,
-		Inject:      func(c *harness.Config) { serverFault(c, "clock-jump") },
+		Catches:     "keys expiring early on a node whose clock jumped (Kleppmann; Redis expires keys by the wall clock, redis#416)",
+		Inject:      func(c *harness.Config) { serverFault(c, nemesis.ClockJump) },
+		Moments:     []string{momentNodeFaults},
 		Mitigations: []string{"fencing", "redlock", "etcd"}},
 	{Name: "clock-drift", Title: "a server's clock running 1% fast", Systems: redisSystems,
+		Catches: "a drift margin too small for the clocks' drift (Redlock's TTL/100 + 2 ms)",
 		Inject: func(c *harness.Config) {
-			serverFault(c, "clock-drift")
+			serverFault(c, nemesis.ClockDrift)
 			c.ClockRate = 1.01
-		}},
+		},
+		Moments: []string{momentNodeFaults}},
 	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more; 10 s on Redis Cluster)", Systems: failoverSystems,
+		Catches: "a lock lost on a replica that never saw it (Jepsen's Redis analysis; Redisson #5256 with WAIT)",
 		Inject: func(c *harness.Config) {
 			switch c.System {
 			case cluster.Sentinel:
@@ -108,8 +169,10 @@ var Threats = []Threat{
 				analog(c)
 			}
 		},
+		Moments:     []string{momentFailovers, momentNodeFaults},
 		Mitigations: []string{"ttl-below-failover", "wait", "min-replicas", "fencing", "etcd"}, Analog: true},
 	{Name: "split-brain", Title: "split brain: the primary cut off from the sentinels (on Redis Cluster: from the other nodes, right after a grant) but not from half the clients", Systems: failoverSystems,
+		Catches: "a deposed primary still granting locks (Jepsen's Redis analysis)",
 		Inject: func(c *harness.Config) {
 			switch c.System {
 			case cluster.Sentinel:
@@ -124,7 +187,42 @@ var Threats = []Threat{
 				analog(c)
 			}
 		},
+		Moments:     []string{momentFailovers, momentNodeFaults},
 		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}, Analog: true},
+}
+
+// slowNetwork delays the replies on the clients' links to the servers
+// (the holder's nodes on Redlock) by about 30% of the TTL, with jitter,
+// nearly all the time, and holds end near the lease's end: a release that
+// reads the key and then deletes it breaks only when the key expires
+// between the two, and a validity counted from the reply claims as much
+// as the reply was late.
+func slowNetwork(c *harness.Config) {
+	slowLinks(c)
+	c.Hold = fmt.Sprintf("%s..%s", fmtD(c.TTL*5/10), fmtD(c.TTL*9/10))
+}
+
+// slowLinks slows the client links for most of the run.
+func slowLinks(c *harness.Config) {
+	serverFault(c, nemesis.Latency)
+	c.Latency, c.Jitter = c.TTL*3/10, c.TTL/10
+	c.NemesisInterval, c.FaultDuration = 50*time.Millisecond, 2*time.Second
+}
+
+// longHolds makes a third of the holds outlast the TTL, so that their
+// releases come after the lease has run out.
+func longHolds(c *harness.Config) {
+	c.LongHoldRate = 0.3
+}
+
+// renewal holds the lock for several TTLs, renewing it as the lock does:
+// explicitly, or by a watchdog where the lock renews in the background.
+func renewal(c *harness.Config) {
+	c.Workload = workloads.RenewCounter
+	c.Hold = harness.DefaultConfig().Hold
+	if d, err := locks.Lookup(c.Lock); err == nil && d.BackgroundRenewal && len(c.Client) == 0 {
+		c.Renew = workloads.RenewWatchdog
+	}
 }
 
 // clusterScript runs a Redis Cluster script with a lease that outlives the
@@ -155,7 +253,7 @@ func serverFault(c *harness.Config, fault string) {
 // isolation.
 func analog(c *harness.Config) {
 	c.ScriptName = ""
-	c.Nemesis = []string{"kill", "partition"}
+	c.Nemesis = []string{nemesis.Kill, nemesis.Partition}
 	c.Targets = "one"
 	c.FaultDuration = time.Second
 }

@@ -14,8 +14,9 @@ import (
 // three etcd members with etcd's own lock (a lease, and the key's revision
 // as its fence), where Redis's replication loses writes that raft keeps.
 var EtcdBaseline = review.Mitigation{
-	Name:  "etcd",
-	Title: "the etcd baseline (raft, " + EtcdName + " lock)",
+	Name:      "etcd",
+	Title:     "the etcd baseline (raft, " + EtcdName + " lock)",
+	SwapsLock: true,
 	Apply: func(c *harness.Config, t review.Threat, _ review.Measured) (string, error) {
 		if len(c.Client) > 0 {
 			return "", &review.NotApplicable{Why: "your client speaks to Redis; the etcd baseline runs the harness's etcd lock instead"}
