@@ -73,14 +73,18 @@ func (c *Cell) answer() {
 			c.Damage = mergeMechanisms(c.Damage, a.Damage)
 		}
 	}
+	c.hit = lock || dep || use
 	c.LockState, c.DeploymentState, c.UseState = c.stateOf(lock), c.stateOf(dep), c.stateOf(use)
 }
 
+// stateOf is one answer's state. A cell is exercised when the threat's
+// own dangerous moments happened, or when any of its answers broke: a key
+// the deployment lost, or a stale write, is the threat hitting too.
 func (c *Cell) stateOf(broke bool) string {
 	switch {
 	case broke:
 		return StateUnsafe
-	case c.exercised() == 0:
+	case !c.hit && c.exercised() == 0:
 		return StateNotExercised
 	}
 	return StateNotFound
@@ -111,7 +115,7 @@ func mergeMechanisms(into, from []checker.Mechanism) []checker.Mechanism {
 // no cause was found for, under a threat whose faults act on servers: the
 // deployment may have lost the key in a way the witness does not show.
 func (c *Cell) unclear(t Threat) bool {
-	if c.LockState != StateUnsafe || !slices.Contains(t.Moments, momentNodeFaults) {
+	if c.LockState != StateUnsafe || !slices.Contains(t.Moments, checker.MomentNodeFaults) {
 		return false
 	}
 	return !slices.ContainsFunc(c.Mechanisms, func(m checker.Mechanism) bool {
@@ -175,7 +179,8 @@ func (p *Plan) controlConfig(t Threat, lock string, seed int64) (harness.Config,
 // summarize fills in the review's answers for CI gates from the cells as
 // deployed: the lock's verdict and mechanisms, the deployment's losses.
 func (r *Review) summarize() {
-	r.Mechanisms, r.Deployment, r.UseUnsafe, r.NotExercised = nil, nil, nil, nil
+	r.Mechanisms, r.Deployment = []ReviewMechanism{}, []DeploymentLoss{} // empty lists, never null, for CI gates
+	r.UseUnsafe, r.NotExercised = nil, nil
 	held := false
 	for _, row := range r.Rows {
 		c := row.Configured
@@ -253,16 +258,24 @@ func (r *Review) lockSentence() string {
 	return "No threat was exercised: the runs give no evidence about the lock."
 }
 
-// momentsSay is "a holder acted after its lease 14 times" for a cell's
-// own moments that happened.
+// momentsSay is "a stale holder acted 14 times" for a cell's own moments
+// that happened, or what else showed the threat hit.
 func momentsSay(c Cell) string {
 	var parts []string
 	for _, m := range checker.ExercisedMoments() {
-		if slices.Contains(c.Moments, m.Name) && c.Exercised[m.Name] > 0 {
-			parts = append(parts, fmt.Sprintf("%s: %d", m.Description, c.Exercised[m.Name]))
+		if n := c.Exercised[m.Name]; slices.Contains(c.Moments, m.Name) && n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d %s", m.Description, n, plural(n, "time", "times")))
 		}
 	}
-	return strings.Join(parts, ", ")
+	switch {
+	case len(parts) > 0:
+		return strings.Join(parts, ", ")
+	case c.DeploymentState == StateUnsafe:
+		return "the deployment lost the key"
+	case c.UseState == StateUnsafe:
+		return "a holder acted after its lease"
+	}
+	return "not exercised"
 }
 
 func shorts(names []string) []string {

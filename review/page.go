@@ -45,12 +45,15 @@ func Read(dir string) (*Review, error) {
 // pageCell is a table cell as drawn.
 type pageCell struct {
 	State, Label, Class, Note, Story, Href, Ref string
-	Empty                                       bool
+	// Answers are the cell's three answers in a line.
+	Answers string
+	Empty   bool
 }
 
 // pageRow is a table row as drawn.
 type pageRow struct {
 	Title   string
+	Catches string
 	Cells   []pageCell
 	Timings []string
 }
@@ -64,6 +67,9 @@ func (r *Review) Page(dir string) ([]byte, error) {
 	var cmds []command
 	for _, row := range r.Rows {
 		pr := pageRow{Title: row.Title, Timings: row.Timings}
+		if t, ok := LookupThreat(row.Threat); ok {
+			pr.Catches = t.Catches
+		}
 		cells := []Cell{row.Configured}
 		for _, col := range r.Columns {
 			c, ok := row.Cell(col.Name)
@@ -122,6 +128,11 @@ func (r *Review) drawCell(c Cell, dir string) pageCell {
 	if c.State == StateUnsafe && r.onResource(c.Mitigation) {
 		pc.Label = "resource unsafe"
 	}
+	if c.LockState != "" && !r.onResource(c.Mitigation) {
+		// A resource cell (fencing) is judged by the resource alone.
+		pc.Label, pc.Class = answerLabel(c, pc.Label, pc.Class)
+		pc.Answers = fmt.Sprintf("lock: %s · deployment: %s · use: %s", answerWord(c.LockState), answerWord(c.DeploymentState), answerWord(c.UseState))
+	}
 	for _, run := range c.Runs {
 		if run.Report != "" && (pc.Href == "" || (c.State == StateUnsafe && run.Verdict == "unsafe")) {
 			pc.Href = relLink(dir, run.Report)
@@ -131,6 +142,35 @@ func (r *Review) drawCell(c Cell, dir string) pageCell {
 		}
 	}
 	return pc
+}
+
+// answerLabel leads a cell with the first answer that applies: the lock
+// itself, then the deployment, then its use; a cell whose threat never
+// produced its dangerous moment says so in amber, never green.
+func answerLabel(c Cell, label, class string) (string, string) {
+	switch {
+	case c.State != StateUnsafe && c.State != StateNotFound:
+		return label, class // stuck, unknown, an error: the state says it
+	case c.LockState == StateUnsafe:
+		return "lock broken", StateUnsafe
+	case c.DeploymentState == StateUnsafe:
+		return "deployment lost the key", StateUnsafe
+	case c.UseState == StateUnsafe:
+		return "use unsafe: needs fencing", "use-unsafe"
+	case c.LockState == StateNotExercised:
+		return fmt.Sprintf("not exercised (0 of its moments in %d × %s)", len(c.Runs), fmtD(c.TimeLimit)), StateNotExercised
+	}
+	return fmt.Sprintf("not found in %d × %s; %s", len(c.Runs), fmtD(c.TimeLimit), momentsSay(c)), StateNotFound
+}
+
+func answerWord(state string) string {
+	switch state {
+	case StateUnsafe:
+		return "unsafe"
+	case StateNotExercised:
+		return "not exercised"
+	}
+	return "not found"
 }
 
 func relLink(dir, path string) string {
@@ -177,6 +217,8 @@ th{background:#eee;font-weight:600}
 td.threat{font-weight:600;max-width:18em}
 .state{font-weight:700;display:block}
 .unsafe{background:#fbd5d5}.stuck{background:#fde8c8}.not-found{background:#d9f2d9}
+.not-exercised{background:#fff1b8}.use-unsafe{background:#fde0c8}
+.answers{font-size:.8em;color:#333;display:block}
 .unknown,.error{background:#eee}.not-applicable,.not-needed,.skipped{color:#777}
 .note{font-size:.85em;color:#444;display:block;margin-top:.2em}
 .ref{font-size:.8em}
@@ -198,12 +240,22 @@ ran {{.R.Started.Format "2006-01-02 15:04 MST"}} for {{.Elapsed}} (budget {{.R.B
 <h2>Verdict</h2>
 <p id="verdict">{{.R.Verdict}}</p>
 <p class="caveat">{{.R.Caveat}}</p>
+{{if .R.Mechanisms}}<h2>What broke in the lock itself</h2>
+<table id="mechanisms"><thead><tr><th>mechanism</th><th>times</th><th>under</th><th>first example</th></tr></thead><tbody>
+{{range .R.Mechanisms}}<tr><td><strong>{{.Kind}}</strong>{{if .Cause}} ({{.Cause}}){{end}}: {{.Says}}</td><td>{{.Count}}</td><td>{{range $i, $t := .Threats}}{{if $i}}, {{end}}{{$t}}{{end}}</td><td>{{.Example}}</td></tr>
+{{end}}</tbody></table>{{end}}
+{{if .R.Deployment}}<h2>What the deployment loses</h2>
+<p class="caveat">A server-side fault took the key from under a lock that did nothing wrong: any lock on this deployment breaks the same way.</p>
+<ul id="deployment">{{range .R.Deployment}}<li><strong>{{.Threat}}</strong>: {{.Says}} ({{.Count}}){{if .Control}}; {{.Control}}{{end}}</li>{{end}}</ul>{{end}}
+{{if .R.ElseCouldServe}}<h2>What else could serve</h2>
+<p class="caveat">These would replace the lock under review rather than mend it, so the review names them without running them against it: {{range $i, $m := .R.ElseCouldServe}}{{if $i}}; {{end}}{{$m}}{{end}}.</p>{{end}}
 <h2>Threats × mitigations</h2>
+<p class="caveat">Each cell leads with the first answer that applies: the lock itself broke its promise; the deployment lost the key from under a lock that did nothing wrong; its use needs fencing (the resource suffered while the lock kept its promise). A cell whose threat never produced its dangerous moment is <span class="not-exercised">not exercised</span>: it gives no evidence.</p>
 <table id="cells">
 <thead><tr><th>threat</th><th>as deployed</th>{{range .R.Columns}}<th>{{.Title}}</th>{{end}}</tr></thead>
 <tbody>
-{{range .Rows}}<tr><td class="threat">{{.Title}}</td>
-{{range .Cells}}<td class="{{.Class}}">{{if .Empty}}{{.Label}}{{else}}<span class="state">{{if .Href}}<a href="{{.Href}}">{{.Label}}</a>{{else}}{{.Label}}{{end}}</span>{{if .Note}}<span class="note">{{.Note}}</span>{{end}}{{if .Ref}}<a class="ref" href="#{{.Ref}}">command</a>{{end}}{{end}}</td>
+{{range .Rows}}<tr><td class="threat">{{.Title}}{{if .Catches}}<span class="note">catches: {{.Catches}}</span>{{end}}</td>
+{{range .Cells}}<td class="{{.Class}}">{{if .Empty}}{{.Label}}{{else}}<span class="state">{{if .Href}}<a href="{{.Href}}">{{.Label}}</a>{{else}}{{.Label}}{{end}}</span>{{if .Answers}}<span class="answers">{{.Answers}}</span>{{end}}{{if .Note}}<span class="note">{{.Note}}</span>{{end}}{{if .Ref}}<a class="ref" href="#{{.Ref}}">command</a>{{end}}{{end}}</td>
 {{end}}</tr>
 {{end}}</tbody></table>
 <p class="caveat">Each cell links to the report of its deciding run: the first unsafe seed, else the first seed. A resource cell judges the protected resource, not the lock: with fencing the lock may still let two clients believe they hold it, while the resource refuses the stale one's writes.</p>

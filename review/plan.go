@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/locks/extclient"
 	"github.com/lockjepsen/lockjepsen/scenario"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
@@ -123,6 +125,10 @@ func NewPlan(o Options) (*Plan, error) {
 		return nil, err
 	}
 	p.dropNotApplicable()
+	p.dropRenewals()
+	if len(p.Threats) == 0 {
+		return nil, fmt.Errorf("no threat left to run: %s", strings.Join(slices.Sorted(maps.Values(p.NotTried)), "; "))
+	}
 	perSeed, cells := p.estimate()
 	seeds := o.Seeds
 	if seeds == 0 {
@@ -160,6 +166,30 @@ func (p *Plan) dropNotApplicable() {
 		}
 		p.Tries[t.Name] = keep
 	}
+}
+
+// dropRenewals keeps the renewal threats out of the plan for a client
+// that does not declare extend: the review would call an extend the
+// client cannot make. A client the probe cannot start is assumed able
+// (its runs will say why it failed).
+func (p *Plan) dropRenewals() {
+	if len(p.Options.Client) == 0 {
+		return // every Go lock implements Extend
+	}
+	ttl := p.Options.TTL
+	if ttl <= 0 {
+		ttl = scenario.Base().TTL
+	}
+	caps, _, err := extclient.Probe(context.Background(), p.Options.Client, ttl)
+	if err != nil || slices.Contains(caps, extclient.CapExtend) {
+		return
+	}
+	p.Threats = slices.DeleteFunc(p.Threats, func(t Threat) bool {
+		if t.Renews {
+			p.NotTried[short(t.Name)] = "the client does not declare the extend capability, so the review cannot renew its lock"
+		}
+		return t.Renews
+	})
 }
 
 // plannedCell is a cell and the time one seed of it takes.

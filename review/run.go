@@ -73,6 +73,7 @@ type Cell struct {
 	// own (Moments) decide whether the cell was exercised.
 	Exercised map[string]int `json:"exercised,omitempty"`
 	Moments   []string       `json:"moments,omitempty"`
+	hit       bool           // an answer broke: the threat hit, moments or not
 	// Mechanisms, Losses and Damage merge the runs' findings: the lock's,
 	// the deployment's and the use's.
 	Mechanisms []checker.Mechanism `json:"mechanisms,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
@@ -65,57 +66,46 @@ var failoverSystems = []string{cluster.Sentinel, cluster.RedisCluster}
 // lease that outlives the restart.
 const RestartTTL = 2 * time.Second
 
-// The dangerous moments threats declare (checker.ExercisedMoments).
-const (
-	momentStaleActs    = "stale_acts"
-	momentStaleGrants  = "stale_grants"
-	momentAcrossGrants = "across_grants"
-	momentSlowReplies  = "slow_replies"
-	momentNodeFaults   = "node_faults_on_live_lease"
-	momentFailovers    = "failovers_on_live_lease"
-	momentCrashes      = "holder_crashes"
-)
-
 // Threats lists every threat, in the order a review runs and shows them.
 var Threats = []Threat{
 	{Name: "client-pause", Title: "client pause (a GC pause, a stalled VM)",
 		Catches:     "Kleppmann's pause: a holder acts after its lease (only fencing saves the resource); a lock with no deadline of its own, as etcd 3.4.3's lock (Jepsen)",
 		Inject:      func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientPause} },
-		Moments:     []string{momentStaleActs, momentStaleGrants},
+		Moments:     []string{checker.MomentStaleActs, checker.MomentStaleGrants},
 		Mitigations: []string{"fencing", "etcd"}},
 	{Name: "client-crash", Title: "client crash (the holder dies)",
 		Catches: "a lock with no TTL, held for ever by a dead client",
 		Inject:  func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientCrash} },
-		Moments: []string{momentCrashes}},
-	{Name: "slow-network", Title: "a slow network: replies delayed by about 30% of the TTL, with jitter, releases near the lease's end",
+		Moments: []string{checker.MomentHolderCrashes}},
+	{Name: "slow-network", Title: "a slow network: replies delayed by a tenth of the TTL, with jitter, releases near the lease's end",
 		Catches: "a release that reads the key, then deletes it (redis-py before 3.0, Laravel before 5.8); a validity counted from the reply instead of from before the request (node-redlock #169, pottery); a grant whose reply outlives its lease",
 		Inject:  slowNetwork,
-		Moments: []string{momentSlowReplies, momentAcrossGrants}},
+		Moments: []string{checker.MomentSlowReplies, checker.MomentAcrossGrants}},
 	{Name: "long-holds", Title: "holds that outlast the TTL: releases after the lease ran out",
 		Catches: "a release or extend that does not check its token, or reports success whatever it found (redsync v4.0.3, ShedLock before #2584)",
 		Inject:  longHolds,
-		Moments: []string{momentStaleActs}},
+		Moments: []string{checker.MomentStaleActs}},
 	{Name: "renew-pause", Title: "renewal under client pauses: the holder extends its lease, and stalls",
 		Catches: "an extend that does not check the token, or resurrects an expired key (ShedLock before #2584, redsync WithSetNXOnExtend, RedLock.net); a watchdog that stops renewing (Redisson #3636)",
 		Inject: func(c *harness.Config) {
 			renewal(c)
 			c.Nemesis = []string{nemesis.ClientPause}
 		},
-		Moments: []string{momentStaleActs, momentStaleGrants}, Renews: true},
+		Moments: []string{checker.MomentStaleActs, checker.MomentStaleGrants}, Renews: true},
 	{Name: "renew-slow", Title: "renewal on a slow network: extends whose replies come late",
 		Catches: "an extend that reports success on a key another client holds; a validity moved by a late extend (redsync v4.3.0)",
 		Inject: func(c *harness.Config) {
 			renewal(c)
 			slowLinks(c)
 		},
-		Moments: []string{momentSlowReplies, momentAcrossGrants}, Renews: true},
+		Moments: []string{checker.MomentSlowReplies, checker.MomentAcrossGrants}, Renews: true},
 	{Name: "server-crash", Title: "server crash (SIGKILL, down 300 ms), with the configured persistence",
 		Catches: "keys forgotten by a restart without fsync (Kleppmann, antirez)",
 		Inject: func(c *harness.Config) {
 			serverFault(c, nemesis.Kill)
 			c.RestartDelay = 300 * time.Millisecond
 		},
-		Moments:     []string{momentNodeFaults},
+		Moments:     []string{checker.MomentNodeFaults},
 		Mitigations: []string{"fsync-always", "delayed-restart", "fencing", "redlock", "etcd"}},
 	{Name: "server-restart", Title: "server crash right after a grant and immediate restart, with the configured persistence (a lease of 2 s or more)",
 		Catches: "keys forgotten by a restart without fsync (Kleppmann, antirez; redsync #186 on one node of the majority)",
@@ -133,16 +123,16 @@ var Threats = []Threat{
 			c.TTL = max(c.TTL, RestartTTL)
 			c.Hold = "1s..1500ms"
 		},
-		Moments:     []string{momentNodeFaults},
+		Moments:     []string{checker.MomentNodeFaults},
 		Mitigations: []string{"fsync-always", "delayed-restart", "fencing", "redlock", "etcd"}},
 	{Name: "partition", Title: "a partition between clients and the server",
 		Catches: "a lock that believes past its lease when the server stops answering",
 		Inject:  func(c *harness.Config) { serverFault(c, nemesis.Partition) },
-		Moments: []string{momentNodeFaults}, Mitigations: []string{"etcd"}},
+		Moments: []string{checker.MomentNodeFaults}, Mitigations: []string{"etcd"}},
 	{Name: "clock-jump", Title: "a server's clock jumping forward (1.5 TTL)", Systems: redisSystems,
 		Catches:     "keys expiring early on a node whose clock jumped (Kleppmann; Redis expires keys by the wall clock, redis#416)",
 		Inject:      func(c *harness.Config) { serverFault(c, nemesis.ClockJump) },
-		Moments:     []string{momentNodeFaults},
+		Moments:     []string{checker.MomentNodeFaults},
 		Mitigations: []string{"fencing", "redlock", "etcd"}},
 	{Name: "clock-drift", Title: "a server's clock running 1% fast", Systems: redisSystems,
 		Catches: "a drift margin too small for the clocks' drift (Redlock's TTL/100 + 2 ms)",
@@ -150,7 +140,7 @@ var Threats = []Threat{
 			serverFault(c, nemesis.ClockDrift)
 			c.ClockRate = 1.01
 		},
-		Moments: []string{momentNodeFaults}},
+		Moments: []string{checker.MomentNodeFaults}},
 	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more; 10 s on Redis Cluster)", Systems: failoverSystems,
 		Catches: "a lock lost on a replica that never saw it (Jepsen's Redis analysis; Redisson #5256 with WAIT)",
 		Inject: func(c *harness.Config) {
@@ -169,7 +159,7 @@ var Threats = []Threat{
 				analog(c)
 			}
 		},
-		Moments:     []string{momentFailovers, momentNodeFaults},
+		Moments:     []string{checker.MomentFailovers, checker.MomentNodeFaults},
 		Mitigations: []string{"ttl-below-failover", "wait", "min-replicas", "fencing", "etcd"}, Analog: true},
 	{Name: "split-brain", Title: "split brain: the primary cut off from the sentinels (on Redis Cluster: from the other nodes, right after a grant) but not from half the clients", Systems: failoverSystems,
 		Catches: "a deposed primary still granting locks (Jepsen's Redis analysis)",
@@ -187,39 +177,51 @@ var Threats = []Threat{
 				analog(c)
 			}
 		},
-		Moments:     []string{momentFailovers, momentNodeFaults},
+		Moments:     []string{checker.MomentFailovers, checker.MomentNodeFaults},
 		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}, Analog: true},
 }
 
 // slowNetwork delays the replies on the clients' links to the servers
-// (the holder's nodes on Redlock) by about 30% of the TTL, with jitter,
-// nearly all the time, and holds end near the lease's end: a release that
-// reads the key and then deletes it breaks only when the key expires
-// between the two, and a validity counted from the reply claims as much
-// as the reply was late.
+// (the holder's nodes on Redlock) by a tenth of the TTL, with jitter, for
+// the whole run, and holds end near the lease's end: a release that reads
+// the key and then deletes it breaks only when the key expires between
+// the two, and a validity counted from the reply claims as much as the
+// reply was late. Measured on this machine (docs/review.md): with a 500 ms
+// TTL, 50 ms ± 10 ms and holds of 400-450 ms (between TTL − 2L and
+// TTL − L) break a GET-then-DEL release within seconds; the default holds
+// of 0-20 ms with the same latency found nothing in 15 s.
 func slowNetwork(c *harness.Config) {
 	slowLinks(c)
-	c.Hold = fmt.Sprintf("%s..%s", fmtD(c.TTL*5/10), fmtD(c.TTL*9/10))
+	c.Workload = workloads.Mutex
+	l := c.Latency
+	c.Hold = fmt.Sprintf("%s..%s", fmtD(c.TTL-2*l), fmtD(c.TTL-l))
 }
 
-// slowLinks slows the client links for most of the run.
+// slowLinks slows the client links from the start to the end of the run:
+// one fault, injected at once, that lasts longer than any run.
 func slowLinks(c *harness.Config) {
 	serverFault(c, nemesis.Latency)
-	c.Latency, c.Jitter = c.TTL*3/10, c.TTL/10
-	c.NemesisInterval, c.FaultDuration = 50*time.Millisecond, 2*time.Second
+	c.Latency, c.Jitter = c.TTL/10, c.TTL/50
+	c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, 10*time.Minute
 }
 
 // longHolds makes a third of the holds outlast the TTL, so that their
-// releases come after the lease has run out.
+// releases come after the lease has run out; the mutex workload, since
+// what is judged is the lock's release, not the resource.
 func longHolds(c *harness.Config) {
+	c.Workload = workloads.Mutex
 	c.LongHoldRate = 0.3
 }
 
-// renewal holds the lock for several TTLs, renewing it as the lock does:
+// renewal holds the lock for 3 to 5 TTLs, renewing it as the lock does:
 // explicitly, or by a watchdog where the lock renews in the background.
+// Three clients, so that a paused holder's key is soon wanted by another.
 func renewal(c *harness.Config) {
-	c.Workload = workloads.RenewCounter
+	c.Workload = workloads.Renew
 	c.Hold = harness.DefaultConfig().Hold
+	c.RenewFor = "3..5"
+	c.Clients = 3
+	c.NemesisInterval = 100 * time.Millisecond
 	if d, err := locks.Lookup(c.Lock); err == nil && d.BackgroundRenewal && len(c.Client) == 0 {
 		c.Renew = workloads.RenewWatchdog
 	}

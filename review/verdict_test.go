@@ -4,42 +4,123 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
 )
 
-// The verdict paragraph says what was found, what closed it, what did not,
-// and never calls an absence of violations "safe".
+// cellOf is a cell with its runs' answers and moments already merged, as
+// Cell.answer leaves it.
+func cellOf(threat, mit, state string, runs []checker.Answers, moments map[string]int) Cell {
+	t, _ := LookupThreat(threat)
+	c := Cell{Threat: threat, Mitigation: mit, State: state, TimeLimit: 3 * time.Second, Moments: t.Moments}
+	for i := range runs {
+		c.Runs = append(c.Runs, RunRef{Seed: int64(i + 1), Answers: &runs[i], Exercised: moments})
+	}
+	if len(c.Runs) == 0 {
+		c.Runs = []RunRef{{Seed: 1, Exercised: moments}, {Seed: 2}}
+	}
+	c.answer()
+	return c
+}
+
+var (
+	clean    = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound}
+	useLoss  = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerNotFound, Use: checker.AnswerUnsafe, Damage: []checker.Mechanism{{Kind: checker.MechLostUpdate, Count: 2, Says: "the resource lost 2 updates"}}}
+	keyLoss  = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerUnsafe, Use: checker.AnswerNotFound, Losses: []checker.Mechanism{{Kind: checker.MechKeyLost, Cause: "kill", Count: 1, Says: "kill took the key from a holder that did nothing wrong"}}}
+	released = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechOverlap, Cause: checker.CauseForeignRelease, Count: 1, Says: "a release deleted another client's key", Example: "process 1's release deleted p2's key"}}}
+	lying    = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechDishonestRelease, Count: 6, Says: "a release reported success on a lock it no longer held"}}}
+)
+
+// The verdict leads with the lock itself: what broke in it, by
+// mechanism, or that it held and how often each threat's dangerous moment
+// happened; then what the deployment loses and what the use needs; a
+// threat whose moment never happened is no evidence, never "not found".
 func TestVerdictWording(t *testing.T) {
-	cell := func(threat, mit, state string) Cell {
-		return Cell{Threat: threat, Mitigation: mit, State: state, TimeLimit: 3 * time.Second, Runs: make([]RunRef, 2)}
+	cols := []Column{{Name: "fencing", Title: "fencing tokens", OnResource: true}, {Name: "fsync-always", Title: "appendfsync always"}}
+	cases := []struct {
+		name    string
+		rows    []Row
+		verdict string
+		kinds   []string
+		want    []string
+		absent  []string
+	}{
+		{
+			name: "a correct lock",
+			rows: []Row{
+				{Threat: "client-pause", Configured: cellOf("client-pause", "", StateUnsafe, []checker.Answers{useLoss, clean}, map[string]int{checker.MomentStaleActs: 14}),
+					Tried: []Cell{cellOf("client-pause", "fencing", StateNotFound, []checker.Answers{clean, clean}, map[string]int{checker.MomentStaleActs: 9})}},
+				{Threat: "client-crash", Configured: cellOf("client-crash", "", StateNotFound, []checker.Answers{clean, clean}, map[string]int{checker.MomentHolderCrashes: 3})},
+				{Threat: "server-restart", Configured: cellOf("server-restart", "", StateUnsafe, []checker.Answers{keyLoss, keyLoss}, map[string]int{checker.MomentNodeFaults: 2}),
+					Tried: []Cell{cellOf("server-restart", "fsync-always", StateNotFound, []checker.Answers{clean, clean}, map[string]int{checker.MomentNodeFaults: 2})}},
+				{Threat: "long-holds", Configured: cellOf("long-holds", "", StateNotFound, []checker.Answers{clean, clean}, nil)},
+				{Threat: "partition", Configured: Cell{Threat: "partition", State: StateSkipped}},
+			},
+			verdict: LockHeld,
+			want: []string{
+				"The lock held under every threat tried: client pause (a stale holder acted 28 times), client crash (a holder crashed with its lease live 6 times) and server restart (a server fault hit a node holding a live lease's key 4 times).",
+				"The deployment lost the key under server restart: kill took the key from a holder that did nothing wrong.",
+				"Its use is unsafe under client pause",
+				"Client pause: not found again with fencing tokens (on the resource).",
+				"Server restart: not found again with appendfsync always.",
+				"No evidence from long holds",
+				"Not decided: partition (skipped).",
+			},
+			absent: []string{"The lock itself broke", "Unsafe against"},
+		},
+		{
+			name: "a GET-then-DEL release and a lying release",
+			rows: []Row{
+				{Threat: "slow-network", Configured: cellOf("slow-network", "", StateUnsafe, []checker.Answers{released, clean}, map[string]int{checker.MomentSlowReplies: 40})},
+				{Threat: "long-holds", Configured: cellOf("long-holds", "", StateUnsafe, []checker.Answers{lying, lying}, map[string]int{checker.MomentStaleActs: 12})},
+				{Threat: "client-crash", Configured: cellOf("client-crash", "", StateNotFound, []checker.Answers{clean, clean}, nil)},
+			},
+			verdict: LockBroken,
+			kinds:   []string{checker.MechOverlap, checker.MechDishonestRelease},
+			want: []string{
+				"The lock itself broke: a release deleted another client's key (1 time, under slow network); a release reported success on a lock it no longer held (12 times, under long holds).",
+				"No evidence from client crash",
+			},
+			absent: []string{"The lock held"},
+		},
 	}
-	r := &Review{Seeds: 2, Columns: []Column{{Name: "fencing", Title: "fencing tokens", OnResource: true},
-		{Name: "wait", Title: "WAIT"}, {Name: "etcd", Title: "the etcd baseline"}}}
-	r.Rows = []Row{
-		{Threat: "client-pause", Configured: cell("client-pause", "", StateUnsafe), Tried: []Cell{cell("client-pause", "fencing", StateNotFound)}},
-		{Threat: "client-crash", Configured: cell("client-crash", "", StateNotFound)},
-		{Threat: "failover", Configured: cell("failover", "", StateUnsafe),
-			Tried: []Cell{cell("failover", "wait", StateUnsafe), cell("failover", "etcd", StateNotFound)}},
-		{Threat: "split-brain", Configured: cell("split-brain", "", StateUnsafe), Tried: []Cell{cell("split-brain", "wait", StateUnsafe)}},
-		{Threat: "partition", Configured: cell("partition", "", StateSkipped)},
-	}
-	r.finish(false)
-	for _, want := range []string{
-		"Unsafe against client pause, failover and split brain.",
-		"No violation found against client crash in 2 seeds × 3s each.",
-		"Client pause: not found again with fencing tokens (on the resource).",
-		"Failover: not found again with the etcd baseline; still unsafe with WAIT.",
-		"Split brain: nothing tried closes it; still unsafe with WAIT.",
-		"Not decided: partition (skipped).",
-	} {
-		if !strings.Contains(r.Verdict, want) {
-			t.Errorf("verdict lacks %q:\n%s", want, r.Verdict)
-		}
-	}
-	if strings.Contains(" "+r.Verdict, " safe against") || strings.Contains(r.Verdict, "Safe against") || !strings.Contains(r.Caveat, "not proof") {
-		t.Errorf("wording: %s\n%s", r.Verdict, r.Caveat)
-	}
-	page, err := r.Page(t.TempDir())
-	if err != nil || !strings.Contains(string(page), `id="verdict"`) || !strings.Contains(string(page), "@media print") {
-		t.Fatalf("page: %v", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Review{Seeds: 2, Columns: cols, Rows: tc.rows}
+			r.finish(false)
+			if r.LockVerdict != tc.verdict {
+				t.Errorf("lock verdict %s, want %s", r.LockVerdict, tc.verdict)
+			}
+			var kinds []string
+			for _, m := range r.Mechanisms {
+				kinds = append(kinds, m.Kind)
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
+				t.Errorf("mechanisms %v, want %v", kinds, tc.kinds)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.Verdict, w) {
+					t.Errorf("verdict lacks %q:\n%s", w, r.Verdict)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(r.Verdict, a) {
+					t.Errorf("verdict has %q:\n%s", a, r.Verdict)
+				}
+			}
+			if !strings.Contains(r.Caveat, "not proof") || !strings.Contains(r.Caveat, "no evidence") {
+				t.Errorf("caveat: %s", r.Caveat)
+			}
+			page, err := r.Page(t.TempDir())
+			if err != nil || !strings.Contains(string(page), `id="verdict"`) || !strings.Contains(string(page), "@media print") {
+				t.Fatalf("page: %v", err)
+			}
+			if tc.verdict == LockBroken && !strings.Contains(string(page), `id="mechanisms"`) {
+				t.Error("the page has no table of the lock's mechanisms")
+			}
+			if strings.Contains(strings.Join(tc.want, " "), "No evidence") && !strings.Contains(string(page), `class="not-exercised"`) {
+				t.Error("the page shows no cell as not exercised")
+			}
+		})
 	}
 }

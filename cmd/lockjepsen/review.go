@@ -32,24 +32,7 @@ func newReviewCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "review",
 		Short: "Answer a design review: which threats break this lock on this system, and what closes each",
-		Long: `review runs every threat that applies to the system (client pause and crash,
-server crash and restart, a partition, clock jump and drift; on Sentinel,
-failover and split brain; on Redlock, faults aimed at the holder's nodes), each
-on several seeds, then, for each threat it found unsafe, every mitigation that
-could close it (fencing, appendfsync always, a delayed restart, WAIT,
-min-replicas-to-write, a TTL below the failover time, Redlock, the etcd
-baseline), on the same seeds, within --budget.
-
-It writes review.html (a verdict paragraph, a threats × mitigations table whose
-cells link to each run's report, the timings measured, and the command that
-reproduces each cell; printable) and review.json. A budget too small for the
-threats is refused before anything runs, naming what it would skip.
-
-"not found in N × T" is what it says: no violation in N seeds of T each. It is
-evidence, not proof. "unsafe" is proof: the linked report has the witness.
-
-Exit codes: 0 the review was written, 2 bad usage or a budget too small, 3 the
-harness failed in some cell.`,
+		Long:  reviewLong(),
 		Example: `  lockjepsen review --system single --lock token --budget 6m
   lockjepsen review --system sentinel --lock token --budget 15m
   lockjepsen review --client 'python3 examples/python/token_lock.py' --budget 6m
@@ -135,6 +118,65 @@ func printReview(w io.Writer, r *review.Review, out string) error {
 		}
 	}
 	return nil
+}
+
+// reviewLong is review --help's text, with the threats listed from their
+// descriptors: what each injects, the real bugs it is there to catch, and
+// the dangerous moments that show a run exercised it.
+func reviewLong() string {
+	var b strings.Builder
+	b.WriteString(`review runs every threat that applies to the system, each on several seeds,
+then, for each threat it found unsafe, every mitigation that could close it
+(fencing, appendfsync always, a delayed restart, WAIT, min-replicas-to-write,
+a TTL below the failover time), on the same seeds, within --budget. For a
+--client, the harness's other locks (Redlock, the etcd baseline) would replace
+the client rather than mend it: they are listed under "what else could serve".
+
+Every cell gives three answers, and the verdict leads with the first that
+applies:
+  the lock itself   something the lock did broke its promise: a release
+                    deleted another client's key, a grant over-claimed its
+                    validity, a release or extend reported success on a lease
+                    it no longer held, or two holds overlapped with no
+                    server-side cause;
+  the deployment    a crash, restart, clock jump or failover took the key from
+                    a lock that did nothing wrong (any lock there breaks the
+                    same way); where the cause is unclear, the harness's own
+                    correct lock runs on the same seed as a control;
+  its use           the resource suffered while the lock kept its promise (a
+                    holder acted after its lease): only fencing closes it.
+
+A cell with no violation is "not found" only if its threat's dangerous moment
+happened (a stale holder acted, a fault hit a node holding a live lease...);
+otherwise it is "not exercised" and gives no evidence. "not found in N × T" is
+evidence, not proof; "unsafe" is proof: the linked report has the witness.
+
+The threats:
+`)
+	for _, t := range review.Threats {
+		fmt.Fprintf(&b, "  %s: %s.\n", t.Name, t.Title)
+		fmt.Fprintf(&b, "      catches: %s.\n", t.Catches)
+		fmt.Fprintf(&b, "      exercised by: %s", strings.Join(t.Moments, ", "))
+		if t.Renews {
+			b.WriteString("; runs only where the lock can extend")
+		}
+		if t.Systems != nil {
+			fmt.Fprintf(&b, "; on %s", strings.Join(t.Systems, ", "))
+		}
+		b.WriteString(".\n")
+	}
+	b.WriteString(`
+It writes review.html (the verdict, what broke in the lock, what the
+deployment loses, a threats × mitigations table whose cells link to each run's
+report, the timings measured, and the command that reproduces each cell) and
+review.json (docs/review.md describes its fields for CI gates: lock_verdict,
+mechanisms, deployment, and each cell's lock_state, deployment_state,
+use_state and exercised). A budget too small for the threats is refused
+before anything runs, naming what it would skip.
+
+Exit codes: 0 the review was written, 2 bad usage or a budget too small, 3 the
+harness failed in some cell.`)
+	return b.String()
 }
 
 func threatList() string {
