@@ -62,6 +62,21 @@ func TestReviewOfTheTokenLock(t *testing.T) {
 			}
 		}
 	}
+	// The three answers: the token lock kept its promise; the restart is
+	// the deployment's loss and the pause the use's.
+	if r.LockVerdict != review.LockHeld || len(r.Mechanisms) != 0 {
+		t.Errorf("lock verdict %s, mechanisms %+v; want held, none", r.LockVerdict, r.Mechanisms)
+	}
+	for _, row := range r.Rows {
+		c := row.Configured
+		want := map[string][3]string{
+			"client-pause":   {review.StateNotFound, review.StateNotFound, review.StateUnsafe},
+			"server-restart": {review.StateNotFound, review.StateUnsafe, review.StateNotFound},
+		}[row.Threat]
+		if got := [3]string{c.LockState, c.DeploymentState, c.UseState}; got != want {
+			t.Errorf("%s: lock, deployment, use %v, want %v", row.Threat, got, want)
+		}
+	}
 	readPage(t, filepath.Join(out, review.PageFile))
 }
 
@@ -78,7 +93,9 @@ func readPage(t *testing.T, path string) {
 	// forgot them, and whether a stale write lands in 3 s depends on the
 	// machine), and it would join the list of what closed the threat.
 	for _, want := range [][]string{
-		{"Unsafe against client pause and server restart"},
+		{"The lock held under every threat tried"},
+		{"The deployment lost the key under server restart"},
+		{"Its use is unsafe under client pause"},
 		{"Client pause: not found again with", "fencing tokens checked at the resource (on the resource)"},
 		{"Server restart: not found again with", "appendfsync always", "a crashed node restarted only after a TTL"},
 	} {
@@ -96,8 +113,8 @@ func readPage(t *testing.T, path string) {
 	}
 	// Columns: threat, as deployed, fencing, fsync-always, delayed-restart.
 	for i, want := range [][]string{
-		{"client pause", "unsafe", "resource not found in 1 × 3s", "—", "—"},
-		{"immediate restart", "unsafe", "", "not found in 1 × 3s", "not found in 1 × 3s"},
+		{"client pause", "use unsafe", "resource not found in 1 × 3s", "—", "—"},
+		{"immediate restart", "deployment lost the key", "", "not found in 1 × 3s", "not found in 1 × 3s"},
 	} {
 		row := cells[i]
 		if len(row) != len(want) {

@@ -1,0 +1,97 @@
+package review_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/review"
+)
+
+// lyingRelease reports every release as successful, as redsync v4.0.3's
+// Unlock did for a lock it no longer held.
+type lyingRelease struct{ locks.Locker }
+
+func (l lyingRelease) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return lyingLease{lease}, nil
+}
+
+type lyingLease struct{ locks.Lease }
+
+func (l lyingLease) Release(ctx context.Context) error {
+	l.Lease.Release(ctx) // what it found is dropped: the bug
+	return nil
+}
+
+// A review tells a broken Go lock from a correct one by mechanism, under
+// the long-holds threat: a third of the holds outlast the TTL, so their
+// releases come after the lease, every time. A plain DEL then deletes the
+// key of whoever holds it next, and the following grant overlaps that
+// holder (the runs stop at the first overlap; the time limit only bounds
+// a broken harness); a lying release reports success on a key that is
+// gone; the token lock's late releases delete nothing and say so.
+func TestReviewOfGoLocks(t *testing.T) {
+	redistest.RequireBinary(t)
+	cases := []struct {
+		name      string
+		lock      string
+		wrap      func(locks.Locker) locks.Locker
+		timeLimit time.Duration
+		verdict   string
+		kind      string
+	}{
+		{"setnx-del", locks.SetnxDel, nil, 30 * time.Second, review.LockBroken, checker.MechOverlap},
+		{"token with a lying release", locks.Token, func(l locks.Locker) locks.Locker { return lyingRelease{l} }, 3 * time.Second, review.LockBroken, checker.MechDishonestRelease},
+		{"token", locks.Token, nil, 3 * time.Second, review.LockHeld, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := review.Options{
+				System: cluster.Single, Lock: tc.lock, Seeds: 1, Budget: 5 * time.Minute, TimeLimit: tc.timeLimit,
+				Threats: []string{"long-holds"}, Store: filepath.Join(dir, "store"), Out: filepath.Join(dir, "review"),
+			}
+			if tc.wrap != nil {
+				o.Configure = func(c *harness.Config) {
+					name, wrap := c.Lock, tc.wrap
+					c.Locker = func(nodes []locks.Conn, process int) (locks.Locker, error) {
+						l, err := locks.New(name, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})
+						if err != nil {
+							return nil, err
+						}
+						return wrap(l), nil
+					}
+				}
+			}
+			r, err := review.Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Rows[0].Configured
+			var kinds []string
+			for _, m := range r.Mechanisms {
+				kinds = append(kinds, m.Kind)
+			}
+			if r.LockVerdict != tc.verdict || (tc.kind != "" && !slices.Contains(kinds, tc.kind)) || (tc.kind == "" && len(kinds) > 0) {
+				t.Fatalf("lock verdict %s with %v, want %s with %q; cell %s: %s\n%s", r.LockVerdict, kinds, tc.verdict, tc.kind, c.State, c.Note, r.Verdict)
+			}
+			// The threat happened, whatever the verdict: a holder
+			// released after its lease.
+			if c.Exercised[checker.MomentStaleActs] == 0 {
+				t.Errorf("no stale act counted: %v", c.Exercised)
+			}
+		})
+	}
+}
