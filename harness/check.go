@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/lockjepsen/lockjepsen/checker"
@@ -159,6 +160,9 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 		out.MetExpectation = false
 		out.Why = "safe on what was recorded, but the evidence is incomplete (" + out.Incomplete + "): a safe expectation needs a whole run"
 	}
+	if out.MetExpectation && cfg.Expect == ExpectSafe {
+		out.Vacuous = vacuous(cfg, out.Exercised)
+	}
 	if out.NotWritten != "" {
 		return nil
 	}
@@ -183,6 +187,44 @@ func probeWritable(dir string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// ThreatMoments are the dangerous moments the run's faults are there to
+// produce, from their descriptors; a script's steps are server faults.
+// None for a run without faults: it has no threat to exercise.
+func ThreatMoments(cfg Config) []string {
+	var out []string
+	add := func(ms []string) {
+		for _, m := range ms {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	for _, name := range cfg.Nemesis {
+		if d, err := nemesis.Lookup(name); err == nil {
+			add(d.Exercises)
+		}
+	}
+	if cfg.ScriptName != "" {
+		add([]string{checker.MomentNodeFaults, checker.MomentFailovers})
+	}
+	return out
+}
+
+// vacuous says why a safe verdict is no evidence: the run's faults never
+// produced their dangerous moment; "" when they did, or there were none.
+func vacuous(cfg Config, e *checker.Exercised) string {
+	moments := ThreatMoments(cfg)
+	if len(moments) == 0 || e == nil {
+		return ""
+	}
+	for _, m := range moments {
+		if e.Count(m) > 0 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("vacuous: safe, but none of the faults' dangerous moments happened (%s: 0), so the run gives no evidence against them", strings.Join(moments, ", "))
 }
 
 func met(expect, verdict string) bool {

@@ -25,6 +25,10 @@ type Descriptor struct {
 	// deployment's loss, not the lock's. A failover needs no flag: holds
 	// granted by two primaries show it.
 	LosesKeys bool
+	// Exercises names the dangerous moments (the checker's moment names,
+	// results.json "exercised") that show the fault hit what it aims at:
+	// a safe verdict with none of them is vacuous.
+	Exercises []string
 	// Systems are the systems the fault runs on (cluster.Single, ...);
 	// nil is every system.
 	Systems []string
@@ -35,6 +39,19 @@ type Descriptor struct {
 
 	new func(clients *ClientFaults) (Fault, error)
 }
+
+// The moment names a fault's Exercises use; the checker counts them.
+const (
+	momentStaleActs   = "stale_acts"
+	momentStaleGrants = "stale_grants"
+	momentSlowReplies = "slow_replies"
+	momentNodeFaults  = "node_faults_on_live_lease"
+	momentFailovers   = "failovers_on_live_lease"
+	momentCrashes     = "holder_crashes"
+)
+
+// serverMoments are what a server-side fault exercises.
+var serverMoments = []string{momentNodeFaults}
 
 // Draw is how reports draw a fault. The harness records it in run.json,
 // so that a report draws what the run that made it knew, and reports

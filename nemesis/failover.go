@@ -10,8 +10,9 @@ import (
 var failoverDescriptors = []Descriptor{
 	{Name: Failover, Description: "the sentinels are asked for a manual failover (SENTINEL FAILOVER)",
 		Systems: []string{cluster.Sentinel}, SystemsWhy: "asks the sentinels for a failover",
-		Draw: Draw{Class: classOther},
-		new:  func(*ClientFaults) (Fault, error) { return failoverFault{}, nil }},
+		Exercises: []string{momentFailovers, momentNodeFaults},
+		Draw:      Draw{Class: classOther},
+		new:       func(*ClientFaults) (Fault, error) { return failoverFault{}, nil }},
 }
 
 // failoverFault asks the sentinels for a manual failover.

@@ -10,10 +10,11 @@ import (
 
 var processDescriptors = []Descriptor{
 	{Name: Pause, Description: "the target nodes' processes are frozen (SIGSTOP) and later continued",
-		Draw: Draw{Class: classProcess, Label: "paused"},
-		new:  func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
+		Exercises: serverMoments,
+		Draw:      Draw{Class: classProcess, Label: "paused"},
+		new:       func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
 	{Name: Kill, Description: "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
-		LosesKeys: true, Draw: Draw{Class: classProcess, Label: "killed"},
+		LosesKeys: true, Exercises: serverMoments, Draw: Draw{Class: classProcess, Label: "killed"},
 		new: func(*ClientFaults) (Fault, error) { return newKillFault(), nil }},
 }
 

@@ -12,7 +12,11 @@ type Results struct {
 	// MetExpectation decides the exit code: 0 when true, 1 when false.
 	MetExpectation bool `json:"met_expectation"`
 	// Why explains MetExpectation when the verdict alone does not.
-	Why         string `json:"why,omitempty"`
+	Why string `json:"why,omitempty"`
+	// Vacuous says why a safe expectation met proves little: none of the
+	// dangerous moments its faults are there to produce happened (a
+	// crash that never hit a node holding a live lease).
+	Vacuous     string `json:"vacuous,omitempty"`
 	Interrupted bool   `json:"interrupted"`
 	// Incomplete says why the history may not cover the whole run: an
 	// interruption, a truncated file, a run that never finished. A "safe"

@@ -466,6 +466,9 @@ func printSummary(w io.Writer, dir string, res *harness.Results) {
 	if res.Why != "" {
 		fmt.Fprintln(w, res.Why)
 	}
+	if res.Vacuous != "" {
+		fmt.Fprintln(w, "VACUOUS: "+strings.TrimPrefix(res.Vacuous, "vacuous: "))
+	}
 	fmt.Fprintf(w, "Files: %s (history.jsonl.zst, results.json, config.json, nodes/)\n", absDir(dir))
 }
 

@@ -48,16 +48,19 @@ type matrixRun struct {
 	Expected string `json:"expected"`
 	// Verdict is safe, unsafe, stuck or unknown; "skipped" for a run that
 	// did not start, "error" for a harness failure.
-	Verdict     string  `json:"verdict"`
-	Met         bool    `json:"met"`
-	Violations  int     `json:"violations"`
-	Ops         int     `json:"ops"`
-	Duration    float64 `json:"duration_s"`
-	Summary     string  `json:"summary,omitempty"`
-	Story       string  `json:"story,omitempty"`
-	Why         string  `json:"why,omitempty"`
-	Interrupted bool    `json:"interrupted,omitempty"`
-	Error       string  `json:"error,omitempty"`
+	Verdict    string  `json:"verdict"`
+	Met        bool    `json:"met"`
+	Violations int     `json:"violations"`
+	Ops        int     `json:"ops"`
+	Duration   float64 `json:"duration_s"`
+	Summary    string  `json:"summary,omitempty"`
+	Story      string  `json:"story,omitempty"`
+	Why        string  `json:"why,omitempty"`
+	// Vacuous: a safe expectation met with none of its faults' dangerous
+	// moments: no evidence (harness.ThreatMoments).
+	Vacuous     string `json:"vacuous,omitempty"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Error       string `json:"error,omitempty"`
 
 	cfg     harness.Config
 	details []string // every summary line, for JUnit
@@ -543,8 +546,11 @@ func (r *matrixRun) fill(out *harness.Outcome) {
 	res := out.Results
 	r.Dir = absDir(out.Dir)
 	r.Verdict, r.Met, r.Violations, r.Ops = res.Verdict, res.MetExpectation && !res.HarnessFailed(), res.Violations, res.Ops
-	r.Interrupted, r.Why = res.Interrupted, res.Why
+	r.Interrupted, r.Why, r.Vacuous = res.Interrupted, res.Why, res.Vacuous
 	r.details = res.Summary()
+	if r.Vacuous != "" {
+		r.details = append(r.details, r.Vacuous)
+	}
 	if len(r.details) > 0 {
 		r.Summary = r.details[0]
 	}
@@ -624,6 +630,11 @@ func (m *matrixRunner) print(res *matrixResults) {
 		fmt.Fprintf(w, "%s %-*s expected %-6s got %-7s %5.1fs  %s\n", mark, width, r.Scenario, r.Expected, r.Verdict, r.Duration, firstNonEmpty(r.Error, r.Summary, r.Why))
 	}
 	fmt.Fprintln(w, line)
+	for _, r := range res.Runs {
+		if r.Vacuous != "" {
+			fmt.Fprintf(w, "VACUOUS %s: %s\n", r.Scenario, strings.TrimPrefix(r.Vacuous, "vacuous: "))
+		}
+	}
 	if res.Report != "" {
 		fmt.Fprintf(w, "Matrix: %s\n", res.Report)
 	}
