@@ -281,6 +281,11 @@ func (r *Results) Summary() []string {
 	if r.Answers != nil && r.Verdict != VerdictStuck && r.Verdict != "" {
 		lines = append(lines, r.Answers.Line())
 	}
+	if r.Exercised != nil {
+		// Right after the answers: a safe answer weighs only as much as
+		// the dangerous moments the run got to.
+		lines = append(lines, r.Exercised.SummaryLine())
+	}
 	if r.Disagreement != "" {
 		lines = append(lines, "WARNING: "+r.Disagreement)
 	}

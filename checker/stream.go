@@ -45,6 +45,7 @@ type Stream struct {
 	res       *resState
 	stats     *statState
 	fo        *foState
+	moments   *momentState
 	lin       *linEngine
 	finished  *Results
 }
@@ -96,7 +97,7 @@ func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	return &Stream{opts: opts, procs: map[int]*sproc{}, keys: map[string]*skey{},
 		faults: faultState{open: map[string]*Fault{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, lin: newLinEngine(opts)}
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts)}
 }
 
 // NewStreamContext is NewStream whose porcupine checks give up when ctx is
@@ -123,6 +124,7 @@ func (s *Stream) Add(op history.Op) {
 	}
 	s.stats.last = op.Time
 	s.events++
+	s.moments.add(&op)
 	switch {
 	case op.Process == history.NemesisProcess:
 		s.nemesis(&op)
@@ -410,5 +412,5 @@ func (s *Stream) Retained() int {
 			n += len(k.buf) + k.cut.openOps()
 		}
 	}
-	return n + s.res.retained() + s.lease.retained()
+	return n + s.res.retained() + s.lease.retained() + s.moments.retained()
 }

@@ -23,6 +23,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	}
 	r.Resource, r.Liveness, r.Stats, r.Failover = s.res.result(), s.liveness(), s.stats.result(), s.fo.result(s.stats.last)
 	r.Lease = s.lease.result()
+	r.Exercised = s.moments.result()
 	s.finished = r
 	verdict(r)
 	r.Answers = answer(r, s.opts.KeyLossFaults)

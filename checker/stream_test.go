@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Lease = a.leaseModel(opts)
 	verdict(r)
 	r.Answers = answer(r, opts.KeyLossFaults)
+	r.Exercised = exercisedInMemory(ops, opts)
 	return r
 }
 
@@ -148,6 +150,11 @@ func richHistory(rng *rand.Rand) []history.Op {
 			if rng.Intn(6) == 0 {
 				op.Value.Token = "shared"
 			}
+		}
+		// A short TTL on some calls: their replies, a few ms, come slower
+		// than its drift margin, and their leases run out sooner.
+		if op.Type == history.Invoke && (op.F == history.Acquire || op.F == history.Extend) && rng.Intn(4) == 0 {
+			op.Value.TTL = ms(1)
 		}
 	}
 	return b.build(nopTB{})
@@ -316,4 +323,200 @@ func TestHistogramPercentiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// memLease is a lease as exercisedInMemory sees it: the events between
+// which its holder believed it, and its deadline as it changed.
+type memLease struct {
+	proc       int
+	key, token string
+	nodes      []string
+	// from is the grant's event index; to the event that ended the belief
+	// (len(ops) when none did).
+	from, to  int
+	deadlines []memDeadline
+}
+
+// memDeadline is a lease's deadline from the event after index after on.
+type memDeadline struct {
+	after   int
+	at      int64
+	bounded bool
+}
+
+// believedAt reports whether the holder believed l when event i came (an
+// event that ends the belief still sees it).
+func (l *memLease) believedAt(i int) bool { return l.from < i && i <= l.to }
+
+// staleAt reports whether l had run out by event i at time t.
+func (l *memLease) staleAt(i int, t int64) bool {
+	d := l.deadlines[0]
+	for _, x := range l.deadlines {
+		if x.after < i {
+			d = x
+		}
+	}
+	return d.bounded && t >= d.at
+}
+
+// memCall is a client call as indices into the history.
+type memCall struct{ inv, comp int }
+
+// exercisedInMemory counts the dangerous moments over the whole slice the
+// straightforward way: it first lists every call and every lease with the
+// span of its belief, then looks for each moment among them all, so that
+// it shares none of the stream's bookkeeping.
+func exercisedInMemory(ops []history.Op, opts Options) *Exercised {
+	calls, leases := memLeases(ops)
+	e := &Exercised{}
+	byProc, byKey := map[int][]*memLease{}, map[string][]*memLease{}
+	for _, l := range leases {
+		byProc[l.proc] = append(byProc[l.proc], l)
+		byKey[l.key] = append(byKey[l.key], l)
+	}
+	grants := map[string][]int{} // ok acquires' completions per key, in order
+	for _, c := range calls {
+		if inv := &ops[c.inv]; inv.F == history.Acquire && c.comp >= 0 && ops[c.comp].Type == history.OK {
+			grants[grantedKey(inv, &ops[c.comp])] = append(grants[grantedKey(inv, &ops[c.comp])], c.comp)
+		}
+	}
+	for _, gs := range grants {
+		sort.Ints(gs) // calls are in invoke order, grants are at completions
+	}
+	for _, c := range calls {
+		inv := &ops[c.inv]
+		if inv.F == history.Release || inv.F == history.Extend || inv.F == history.Write {
+			for _, l := range byProc[inv.Process] {
+				if l.believedAt(c.inv) && refersTo(inv, l.key, l.token) && l.staleAt(c.inv, inv.Time) {
+					e.StaleActs++
+				}
+			}
+		}
+		if c.comp < 0 {
+			continue
+		}
+		comp := &ops[c.comp]
+		okCall := comp.Type == history.OK && (inv.F == history.Acquire || inv.F == history.Extend)
+		if okCall && slowReply(inv, comp, int64(opts.TTL)) {
+			e.SlowReplies++
+		}
+		if inv.F == history.Release || inv.F == history.Extend {
+			gs := grants[inv.Key]
+			if i := sort.SearchInts(gs, c.inv); i < len(gs) && gs[i] < c.comp {
+				e.AcrossGrants++
+			}
+		}
+		if inv.F == history.Acquire && comp.Type == history.OK {
+			for _, l := range byKey[grantedKey(inv, comp)] {
+				if l.proc != inv.Process && l.believedAt(c.comp) && l.staleAt(c.comp, comp.Time) {
+					e.StaleGrants++
+					break
+				}
+			}
+		}
+	}
+	memFaultMoments(ops, leases, e)
+	return e
+}
+
+// memFaultMoments counts the moments of the fault events: each looks at
+// every lease.
+func memFaultMoments(ops []history.Op, leases []*memLease, e *Exercised) {
+	primary := ""
+	for i := range ops {
+		op := &ops[i]
+		if !op.IsNemesis() || op.Value == nil {
+			continue
+		}
+		live := func(ok func(*memLease) bool) bool {
+			for _, l := range leases {
+				if l.believedAt(i) && !l.staleAt(i, op.Time) && ok(l) {
+					return true
+				}
+			}
+			return false
+		}
+		switch {
+		case op.F == PrimaryEvent && op.Value.Phase == "start" && len(op.Value.Targets) > 0:
+			old := primary
+			primary = op.Value.Targets[0]
+			if old != "" && old != primary && live(func(l *memLease) bool { return failedOver(l.key, l.nodes, op.Key, old) }) {
+				e.Failovers++
+			}
+		case manualFailover(op) && primary == "":
+			if live(func(*memLease) bool { return true }) {
+				e.Failovers++
+			}
+		case len(crashedClients(op)) > 0:
+			if live(func(l *memLease) bool { return slices.Contains(crashedClients(op), l.proc) }) {
+				e.HolderCrashes++
+			}
+		case serverFault(op):
+			if live(func(l *memLease) bool { return onNodes(l.nodes, op.Value.Targets) }) {
+				e.NodeFaults++
+			}
+		}
+	}
+}
+
+// memLeases pairs the calls and lists the leases, each with the event
+// that ended its holder's belief: its release's invoke, a failed extend,
+// a crash, or its holder's next acquire.
+func memLeases(ops []history.Op) ([]memCall, []*memLease) {
+	var calls []memCall
+	var leases []*memLease
+	pending, cur, crashed := map[int]int{}, map[int]*memLease{}, map[int]bool{}
+	endCur := func(p, i int) {
+		if l := cur[p]; l != nil {
+			l.to = i
+			delete(cur, p)
+		}
+	}
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.IsNemesis():
+			for _, p := range crashedClients(op) {
+				endCur(p, i)
+				crashed[p] = true
+			}
+		case op.Type == history.Summary:
+		case op.Type == history.Invoke:
+			crashed[op.Process] = false
+			pending[op.Process] = len(calls)
+			calls = append(calls, memCall{inv: i, comp: -1})
+			l := cur[op.Process]
+			if op.F == history.Acquire || (op.F == history.Release && l != nil && refersTo(op, l.key, l.token)) {
+				endCur(op.Process, i)
+			}
+		default:
+			ci, ok := pending[op.Process]
+			if !ok {
+				continue
+			}
+			delete(pending, op.Process)
+			calls[ci].comp = i
+			inv := &ops[calls[ci].inv]
+			l := cur[op.Process]
+			refers := l != nil && refersTo(inv, l.key, l.token)
+			switch {
+			case inv.F == history.Acquire && op.Type == history.OK && !crashed[op.Process]:
+				l := &memLease{proc: op.Process, key: grantedKey(inv, op), from: i, to: len(ops)}
+				if op.Value != nil {
+					l.token, l.nodes = op.Value.Token, op.Value.Nodes
+				}
+				d, bounded := claimedDeadline(inv, op)
+				l.deadlines = []memDeadline{{i, d, bounded}}
+				leases = append(leases, l)
+				cur[op.Process] = l
+			case inv.F == history.Extend && op.Type == history.OK && refers && !l.staleAt(i+1, op.Time):
+				if d, bounded := claimedDeadline(inv, op); bounded {
+					l.deadlines = append(l.deadlines, memDeadline{i, d, true})
+				}
+			case inv.F == history.Extend && op.Type == history.Fail && refers:
+				endCur(op.Process, i)
+			}
+		}
+	}
+	return calls, leases
 }

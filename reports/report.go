@@ -130,6 +130,29 @@ type page struct {
 	Faults        []faultRow
 	Files         []fileLink
 	NoResults     bool
+	// Exercised lists every dangerous moment with its count, zeros
+	// included; nil for a run checked before moments were counted.
+	Exercised []exercisedRow
+}
+
+// exercisedRow is one dangerous moment on the page.
+type exercisedRow struct {
+	Name, Means string
+	Count       int
+}
+
+// exercisedRows are the run's moments in the order checker lists them.
+// Zero counts stay: a reader must see which dangers the run never reached,
+// since a safe verdict says nothing about them.
+func exercisedRows(e *checker.Exercised) []exercisedRow {
+	if e == nil {
+		return nil
+	}
+	var rows []exercisedRow
+	for _, m := range checker.ExercisedMoments() {
+		rows = append(rows, exercisedRow{Name: m.Name, Means: m.Means, Count: e.Count(m.Name)})
+	}
+	return rows
 }
 
 type banner struct {
@@ -193,6 +216,7 @@ func pageOf(rf *runFiles, m *model) *page {
 		pg.ExpectWhy = res.Why
 		pg.Why = whyLines(res)
 		pg.Live, pg.Res, pg.Lin, pg.Stats, pg.Lease = res.Liveness, res.Resource, res.Linearizability, res.Stats, res.Lease
+		pg.Exercised = exercisedRows(res.Exercised)
 		if res.Exclusion != nil {
 			pg.Violations = res.Exclusion.Count
 			pg.MoreViol = res.Exclusion.Count - len(res.Exclusion.Violations)

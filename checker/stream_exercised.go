@@ -1,0 +1,335 @@
+package checker
+
+import (
+	"strings"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// momentState counts the dangerous moments (exercised.go) as events come.
+// It keeps its own account of leases, apart from the holds the exclusion
+// checks use, because a moment needs a different end: a hold's belief ends
+// when its lease runs out, but a stale holder is precisely one that goes on
+// believing past that, until it releases, is told it lost the lock,
+// crashes or acquires again. What it keeps is bounded by the processes and
+// keys: each process's latest lease and pending call, each key's leases
+// still believed and the number of its latest grant.
+type momentState struct {
+	e      Exercised
+	events int64 // events seen, numbering them
+	ttl    int64 // Options.TTL, for calls that ask for none
+	procs  map[int]*mproc
+	keys   map[string]*mkey
+	// primary is the node the latest primary event named, "" before one:
+	// a history with a primary monitor shows failovers as changes of it.
+	primary string
+}
+
+// mlease is a granted lease as the moments see it.
+type mlease struct {
+	proc       int
+	key, token string
+	nodes      []string
+	deadline   int64
+	bounded    bool // false when the lock claimed no deadline: never stale
+}
+
+// staleAt reports whether the lease had run out by t; a lease runs out at
+// its deadline, as a hold's belief does (finish).
+func (l *mlease) staleAt(t int64) bool { return l.bounded && t >= l.deadline }
+
+// mproc is a client process as the moments see it.
+type mproc struct {
+	lease   *mlease // believed, nil when none
+	pending bool
+	inv     history.Op // the pending invoke
+	invAt   int64      // its event number
+	crashed bool       // crashed, and has not invoked since
+}
+
+// mkey is a lock key as the moments see it.
+type mkey struct {
+	believed  map[int]*mlease // by process
+	lastGrant int64           // event number of the latest grant, -1 for none
+}
+
+func newMomentState(opts Options) *momentState {
+	return &momentState{ttl: int64(opts.TTL), procs: map[int]*mproc{}, keys: map[string]*mkey{}}
+}
+
+func (m *momentState) proc(p int) *mproc {
+	return entry(m.procs, p, func(int) *mproc { return &mproc{} })
+}
+
+func (m *momentState) key(k string) *mkey {
+	return entry(m.keys, k, func(string) *mkey { return &mkey{believed: map[int]*mlease{}, lastGrant: -1} })
+}
+
+// retained counts the leases still believed, for Stream.Retained.
+func (m *momentState) retained() int {
+	n := 0
+	for _, ks := range m.keys {
+		n += len(ks.believed)
+	}
+	return n
+}
+
+// add takes the next event of the history.
+func (m *momentState) add(op *history.Op) {
+	switch {
+	case op.Process == history.NemesisProcess:
+		m.nemesis(op)
+	case op.Type == history.Summary:
+		// failed acquires only: no moment
+	case op.Type == history.Invoke:
+		m.invoke(op)
+	default:
+		m.complete(op)
+	}
+	m.events++
+}
+
+// end ends the belief in ps's lease.
+func (m *momentState) end(ps *mproc) {
+	if l := ps.lease; l != nil {
+		delete(m.keys[l.key].believed, l.proc)
+		ps.lease = nil
+	}
+}
+
+// actsAs reports whether op (a release, extend or write) is the holder
+// acting on ps's lease.
+func actsAs(op *history.Op, ps *mproc) bool {
+	return ps.lease != nil && refersTo(op, ps.lease.key, ps.lease.token)
+}
+
+func (m *momentState) invoke(op *history.Op) {
+	ps := m.proc(op.Process)
+	ps.crashed = false // a crashed process that acts again is a new client
+	switch op.F {
+	case history.Release, history.Extend, history.Write:
+		if actsAs(op, ps) && ps.lease.staleAt(op.Time) {
+			m.e.StaleActs++
+		}
+	}
+	switch {
+	case op.F == history.Acquire:
+		m.end(ps) // acquiring again abandons the lease
+	case op.F == history.Release && actsAs(op, ps):
+		m.end(ps)
+	}
+	ps.pending, ps.inv, ps.invAt = true, *op, m.events
+}
+
+func (m *momentState) complete(op *history.Op) {
+	ps := m.procs[op.Process]
+	if ps == nil || !ps.pending {
+		return // a completion without an invoke: not a validated history
+	}
+	ps.pending = false
+	inv := &ps.inv
+	switch inv.F {
+	case history.Acquire:
+		if op.Type == history.OK {
+			m.countSlow(inv, op)
+			m.granted(ps, inv, op)
+		}
+	case history.Extend:
+		switch {
+		case op.Type == history.OK:
+			m.countSlow(inv, op)
+			if actsAs(inv, ps) {
+				extendLease(ps.lease, inv, op)
+			}
+		case op.Type == history.Fail && actsAs(inv, ps):
+			m.end(ps) // told it lost the lock
+		}
+	}
+	if inv.F == history.Release || inv.F == history.Extend {
+		if ks := m.keys[inv.Key]; ks != nil && ks.lastGrant > ps.invAt {
+			m.e.AcrossGrants++
+		}
+	}
+}
+
+// granted counts a grant's stale grant and records its lease.
+func (m *momentState) granted(ps *mproc, inv, op *history.Op) {
+	ks := m.key(grantedKey(inv, op))
+	for q, l := range ks.believed {
+		if q != op.Process && l.staleAt(op.Time) {
+			m.e.StaleGrants++
+			break
+		}
+	}
+	ks.lastGrant = m.events
+	if ps.crashed {
+		return // the grant reached a client that had crashed: nobody believes it
+	}
+	l := &mlease{proc: op.Process, key: grantedKey(inv, op)}
+	if v := op.Value; v != nil {
+		l.token, l.nodes = v.Token, v.Nodes
+	}
+	l.deadline, l.bounded = claimedDeadline(inv, op)
+	ps.lease = l
+	ks.believed[op.Process] = l
+}
+
+// countSlow counts an ok grant or extend whose reply came slower than the
+// drift margin.
+func (m *momentState) countSlow(inv, comp *history.Op) {
+	if slowReply(inv, comp, m.ttl) {
+		m.e.SlowReplies++
+	}
+}
+
+// nemesis counts the moments a fault event makes.
+func (m *momentState) nemesis(op *history.Op) {
+	v := op.Value
+	if v == nil {
+		return
+	}
+	switch {
+	case op.F == PrimaryEvent:
+		if v.Phase != "start" || len(v.Targets) == 0 {
+			return
+		}
+		old := m.primary
+		m.primary = v.Targets[0]
+		if old != "" && old != m.primary && m.anyLive(op.Time, func(l *mlease) bool { return failedOver(l.key, l.nodes, op.Key, old) }) {
+			m.e.Failovers++
+		}
+	case manualFailover(op):
+		// With a primary monitor, the change of primary it records is
+		// the failover; counting the request too would count it twice.
+		if m.primary == "" && m.anyLive(op.Time, func(*mlease) bool { return true }) {
+			m.e.Failovers++
+		}
+	case len(crashedClients(op)) > 0:
+		m.crash(op)
+	case serverFault(op):
+		if m.anyLive(op.Time, func(l *mlease) bool { return onNodes(l.nodes, v.Targets) }) {
+			m.e.NodeFaults++
+		}
+	}
+}
+
+// crash counts a client crash that hit a live lease's holder, and ends the
+// crashed processes' beliefs.
+func (m *momentState) crash(op *history.Op) {
+	hit := false
+	for _, p := range crashedClients(op) {
+		ps := m.proc(p)
+		if l := ps.lease; l != nil && !l.staleAt(op.Time) {
+			hit = true
+		}
+		m.end(ps)
+		ps.crashed = true
+	}
+	if hit {
+		m.e.HolderCrashes++
+	}
+}
+
+// anyLive reports whether a lease that is believed and has not run out at
+// t satisfies ok.
+func (m *momentState) anyLive(t int64, ok func(*mlease) bool) bool {
+	for _, ps := range m.procs {
+		if l := ps.lease; l != nil && !l.staleAt(t) && ok(l) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *momentState) result() *Exercised {
+	e := m.e
+	return &e
+}
+
+// extendLease applies an ok extend to the lease it refers to. An extend
+// whose reply came after the lease ran out does not revive it: its holder
+// stays stale, as a hold's belief stays ended.
+func extendLease(l *mlease, inv, comp *history.Op) {
+	if l.staleAt(comp.Time) {
+		return
+	}
+	if d, ok := claimedDeadline(inv, comp); ok {
+		l.deadline, l.bounded = d, true
+	}
+}
+
+// claimedDeadline is when the lease an ok grant or extend gave runs out:
+// the validity the lock claimed, bounded by the start + TTL past which no
+// server keeps the key (a lock that over-claims leaves its holder acting
+// on a key already gone). false when the lock claimed no deadline (no TTL,
+// or one renewed in the background).
+func claimedDeadline(inv, comp *history.Op) (int64, bool) {
+	if !claimsValidity(comp) {
+		return 0, false
+	}
+	d := *comp.Value.ValidUntil
+	if inv.Value != nil && inv.Value.TTL > 0 {
+		d = min(d, startOf(inv, comp)+inv.Value.TTL)
+	}
+	return d, true
+}
+
+// DriftMargin is the time a lock sets aside for clock drift and the
+// network: 1% of the TTL + 2 ms, as Redlock does. A reply slower than it
+// ate into the validity its client was told.
+func DriftMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// slowReply reports whether an ok grant or extend took longer than the
+// drift margin of its TTL (the call's own, else defTTL); a call with no TTL
+// has no lease to eat into and is never slow.
+func slowReply(inv, comp *history.Op, defTTL int64) bool {
+	ttl := defTTL
+	if inv.Value != nil && inv.Value.TTL > 0 {
+		ttl = inv.Value.TTL
+	}
+	return ttl > 0 && comp.Time-inv.Time > int64(DriftMargin(time.Duration(ttl)))
+}
+
+// faultStarts reports whether a nemesis event starts a fault that was
+// applied ("" is an instant fault's single event).
+func faultStarts(v *history.Value) bool { return v != nil && (v.Phase == "start" || v.Phase == "") }
+
+// manualFailover reports whether op starts a failover the nemesis asked
+// for.
+func manualFailover(op *history.Op) bool { return op.F == nemesisFailover && faultStarts(op.Value) }
+
+// nemesisFailover is the nemesis's manual failover, nemesis.Failover: the
+// checker reads histories alone and imports no harness package.
+const nemesisFailover = "failover"
+
+// serverFault reports whether op starts a fault on server nodes: any fault
+// naming nodes that is not a client's, a failover or the primary monitor.
+func serverFault(op *history.Op) bool {
+	v := op.Value
+	return faultStarts(v) && len(v.Targets) > 0 && len(v.Clients) == 0 &&
+		!strings.HasPrefix(op.F, "client-") && op.F != PrimaryEvent && op.F != nemesisFailover
+}
+
+// onNodes reports whether a fault on targets hits a lease granted by
+// nodes; a grant that names no node (one Redis) is on every node.
+func onNodes(nodes, targets []string) bool {
+	if len(nodes) == 0 {
+		return true
+	}
+	for _, n := range nodes {
+		for _, t := range targets {
+			if n == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// failedOver reports whether a failover of the primary of key evKey (""
+// for every key) away from old hits a lease on key granted by nodes: one
+// granted through the old primary, or through a node it does not name.
+func failedOver(key string, nodes []string, evKey, old string) bool {
+	return (evKey == "" || evKey == key) && onNodes(nodes, []string{old})
+}
