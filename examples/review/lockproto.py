@@ -37,9 +37,12 @@ def redis_module():
         raise
 
 
+# At import, before stdin is read: a re-run must not lose the handshake.
+redis = redis_module()
+
+
 def connect(init):
     """A connection to the first node, with the harness's operation timeout."""
-    redis = redis_module()
     host, port = init["nodes"][0]["addr"].rsplit(":", 1)
     t = init["op_timeout_ms"] / 1000
     return redis.Redis(host=host, port=int(port), socket_timeout=t, socket_connect_timeout=t)
