@@ -113,17 +113,21 @@ func TestReviewClients(t *testing.T) {
 		// kind and cause are the mechanism a buggy client must show; ""
 		// for the correct lock, which must show none.
 		kind, cause string
-		// limit is the fault phase of a run that cannot stop at its
-		// finding (only an overlap stops a run): long enough for the
-		// mechanism to fire many times over on a loaded machine.
+		// limit is the fault phase. Only an overlap stops a run early, so
+		// the GET-then-DEL case stops at its first and has
+		// UnsafeTimeLimit to find it; the others run a fixed time, long
+		// enough for their mechanism to fire several times over (measured
+		// on a loaded 2-core machine: 3 s of slow network gave 7-8 grants,
+		// each over-claiming; 3 s of long holds 26 holds and 6 dishonest
+		// releases; 6 s of renewal 7-11 dishonest extends).
 		limit time.Duration
 	}{
 		{"getdel_release.py", slowNetwork, checker.MechOverlap, checker.CauseForeignRelease, harnesstest.UnsafeTimeLimit},
 		{"late_stamp.py", slowNetwork, checker.MechOverClaim, "", 3 * time.Second},
-		{"lying_release.py", longHolds, checker.MechDishonestRelease, "", 3 * time.Second},
+		{"lying_release.py", longHolds, checker.MechDishonestRelease, "", 4 * time.Second},
 		{"blind_extend.py", renewal, checker.MechDishonestExtend, "", 6 * time.Second},
 		{"token_lock.py", slowNetwork, "", "", 5 * time.Second},
-		{"token_lock.py", longHolds, "", "", 3 * time.Second},
+		{"token_lock.py", longHolds, "", "", 4 * time.Second},
 		{"token_lock.py", renewal, "", "", 6 * time.Second},
 	}
 	for _, c := range cases {
