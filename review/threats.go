@@ -193,9 +193,16 @@ var Threats = []Threat{
 func slowNetwork(c *harness.Config) {
 	slowLinks(c)
 	c.Workload = workloads.Mutex
+	c.RetryBackoff = max(c.RetryBackoff, spareCores)
 	l := c.Latency
 	c.Hold = fmt.Sprintf("%s..%s", fmtD(c.TTL-2*l), fmtD(c.TTL-l))
 }
+
+// spareCores is the shortest wait after a refused acquire in the mutex
+// threats (2 ms by default): ten clients in Python retrying a held key as
+// fast as they can keep two cores busy, and none of the mechanisms these
+// threats are for needs faster retries.
+const spareCores = 10 * time.Millisecond
 
 // slowLinks slows the client links from the start to the end of the run:
 // one fault, injected at once, that lasts longer than any run.
@@ -210,6 +217,7 @@ func slowLinks(c *harness.Config) {
 // what is judged is the lock's release, not the resource.
 func longHolds(c *harness.Config) {
 	c.Workload = workloads.Mutex
+	c.RetryBackoff = max(c.RetryBackoff, spareCores)
 	c.LongHoldRate = 0.3
 }
 
