@@ -43,6 +43,12 @@ type Event struct {
 	// not completed by the end of the history (Time is then Invoked).
 	Invoked  int64 `json:"invoked,omitempty"`
 	InFlight bool  `json:"in_flight,omitempty"`
+	// LeaseEnd is, for a release or extend, the latest time its own
+	// client's key could still exist on a server (its lease's start + the
+	// TTL); 0 when unknown. Such a call can have deleted or lengthened
+	// another client's key only if its own had run out before that
+	// client's grant: while it had not, no other grant could happen.
+	LeaseEnd int64 `json:"lease_end,omitempty"`
 }
 
 // Violation is a mutual-exclusion violation: Second started while First's
@@ -197,7 +203,7 @@ func (a *analysis) between(first, second *Hold, calls []call) []Event {
 		if c.comp >= 0 {
 			comp = &a.ops[c.comp]
 		}
-		out = append(out, callEvent(inv, comp))
+		out = append(out, callEvent(inv, comp, c.leaseEnd))
 	}
 	slices.Reverse(out) // oldest first reads better
 	return out
@@ -205,8 +211,8 @@ func (a *analysis) between(first, second *Hold, calls []call) []Event {
 
 // callEvent is a call as a witness lists it: its completion, or its
 // invoke while it is still in flight (comp nil).
-func callEvent(inv, comp *history.Op) Event {
-	e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true}
+func callEvent(inv, comp *history.Op, leaseEnd int64) Event {
+	e := Event{Index: inv.Index, Time: inv.Time, Invoked: inv.Time, Process: inv.Process, F: inv.F, Type: history.Info, InFlight: true, LeaseEnd: leaseEnd}
 	if comp != nil {
 		e.Index, e.Time, e.Type, e.Error, e.InFlight = comp.Index, comp.Time, comp.Type, comp.Error, false
 	}

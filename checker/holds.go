@@ -71,7 +71,8 @@ func Holds(ops []history.Op) []Hold { return scan(ops).holds }
 // call is a client operation as indices into the history, a compact
 // history.Operation: a million of these cost 16 MB instead of 100+.
 type call struct {
-	inv, comp int // comp is -1 when the operation never completed
+	inv, comp int   // comp is -1 when the operation never completed
+	leaseEnd  int64 // a release's or extend's own lease end (Event.LeaseEnd)
 }
 
 // fault is a nemesis fault's active interval.
@@ -89,6 +90,8 @@ type analysis struct {
 	// recorded one by one), by index.
 	summaries []int
 	end       int64 // time of the last event
+	// ttls are the TTLs the holds' acquires asked for, by AcquireIndex.
+	ttls map[int64]int64
 }
 
 type procState struct {
@@ -190,7 +193,7 @@ func scan(ops []history.Op) *analysis {
 		if op.Type == history.Invoke {
 			ps.pending = i
 			ps.call = len(a.calls)
-			a.calls = append(a.calls, call{inv: i, comp: -1})
+			a.calls = append(a.calls, call{inv: i, comp: -1, leaseEnd: a.leaseEnd(op, ps)})
 			ps.invoked(op.Time)
 			a.invoke(i, ps)
 			continue
@@ -265,6 +268,18 @@ func grantedKey(inv, op *history.Op) string {
 	return inv.Key
 }
 
+// leaseEnd is a release's or extend's own lease end: the hold it refers
+// to, from its last grant or extend's start, plus its TTL; 0 if unknown.
+func (a *analysis) leaseEnd(op *history.Op, ps *procState) int64 {
+	if op.F != history.Release && op.F != history.Extend {
+		return 0
+	}
+	if h := a.current(op, ps); h != nil && a.ttls[h.AcquireIndex] > 0 {
+		return h.ValidFrom + a.ttls[h.AcquireIndex]
+	}
+	return 0
+}
+
 func (a *analysis) invoke(i int, ps *procState) {
 	op := &a.ops[i]
 	switch op.F {
@@ -289,6 +304,12 @@ func (a *analysis) complete(inv, i int, ps *procState) {
 		h := Hold{Key: grantedKey(iop, op), Process: op.Process, Invoke: iop.Time, Start: op.Time,
 			AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}
 		h.granted(op.Value, ps.crashedSince(iop.Time))
+		if iop.Value != nil && iop.Value.TTL > 0 {
+			if a.ttls == nil {
+				a.ttls = map[int64]int64{}
+			}
+			a.ttls[op.Index] = iop.Value.TTL
+		}
 		ps.hold = len(a.holds)
 		a.holds = append(a.holds, h)
 	case history.Extend:

@@ -79,6 +79,7 @@ type scall struct {
 	inv, comp history.Op
 	done      bool
 	seq       int64
+	leaseEnd  int64 // a release's or extend's own lease end (Event.LeaseEnd)
 }
 
 func (c *scall) outcome() history.Type {
@@ -158,6 +159,11 @@ func (s *Stream) invoke(op history.Op) {
 	ps := s.proc(op.Process)
 	c := &scall{inv: op, seq: s.calls}
 	s.calls++
+	if op.F == history.Release || op.F == history.Extend {
+		if h := currentHold(&op, ps); h != nil && h.ttl > 0 {
+			c.leaseEnd = h.ValidFrom + h.ttl
+		}
+	}
 	ps.call = c
 	ps.invoked(op.Time)
 	switch op.F {

@@ -459,7 +459,7 @@ func (s *Stream) between(first, second *hrec, calls []*scall) []Event {
 		if c.done {
 			comp = &c.comp
 		}
-		out = append(out, callEvent(inv, comp))
+		out = append(out, callEvent(inv, comp, c.leaseEnd))
 	}
 	slices.Reverse(out) // oldest first reads better
 	return out

@@ -132,7 +132,10 @@ func NewPlan(o Options) (*Plan, error) {
 	perSeed, cells := p.estimate()
 	seeds := o.Seeds
 	if seeds == 0 {
-		seeds = max(minSeeds, min(maxSeeds, int(o.Budget/max(perSeed, time.Second))))
+		// The seeds fill half the budget: the estimate is an idle
+		// machine's, and a loaded one (CI, a laptop on battery) stretches
+		// every run up to twice, which must not cut the review short.
+		seeds = max(minSeeds, min(maxSeeds, int(o.Budget/2/max(perSeed, time.Second))))
 	}
 	p.Seeds, p.Estimate = seeds, perSeed*time.Duration(seeds)
 	if p.Estimate > o.Budget {

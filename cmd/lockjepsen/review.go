@@ -70,7 +70,7 @@ func (rf *reviewFlags) flags(cmd *cobra.Command) {
 	f.StringVar(&rf.o.Workload, "workload", "", "how clients use the lock (default counter: a protected resource, so that fencing can show)")
 	f.StringVar(&rf.o.Persistence, "persistence", "", "Redis persistence as deployed: none, everysec or always (default none)")
 	f.DurationVar(&rf.o.TimeLimit, "time-limit", 0, "fault phase of each run (default: each system's own, 3s on a single Redis)")
-	f.IntVar(&rf.o.Seeds, "seeds", 0, "seeds per cell (default: as many, 2 to 5, as the budget fits)")
+	f.IntVar(&rf.o.Seeds, "seeds", 0, "seeds per cell (default: as many, 2 to 5, as half the budget fits, leaving the other half to a loaded machine)")
 	f.DurationVar(&rf.o.Budget, "budget", 10*time.Minute, "time for the whole review; a budget that cannot fit it is refused")
 	f.StringVar(&rf.threats, "threats", "", "only these threats, a comma list: "+threatList())
 	f.StringVar(&rf.mitigations, "mitigations", "", "only these mitigations, a comma list: "+mitigationList())
