@@ -214,6 +214,9 @@ func pageOf(rf *runFiles, m *model) *page {
 			pg.ExpectMet = "met"
 		}
 		pg.ExpectWhy = res.Why
+		if res.Vacuous != "" {
+			pg.ExpectWhy = strings.TrimSpace(pg.ExpectWhy + " " + capitalize(res.Vacuous) + ".")
+		}
 		pg.Why = whyLines(res)
 		pg.Live, pg.Res, pg.Lin, pg.Stats, pg.Lease = res.Liveness, res.Resource, res.Linearizability, res.Stats, res.Lease
 		pg.Exercised = exercisedRows(res.Exercised)

@@ -237,13 +237,19 @@ func TestJUnitFailureTellsTheStory(t *testing.T) {
 			details: []string{"UNSAFE: 3 mutual-exclusion violations", "liveness: ..."}},
 		{Scenario: "baseline", System: "single", Expected: "safe", Verdict: "safe", Met: true},
 		{Scenario: "broken", System: "single", Expected: "safe", Verdict: stateError, Error: "redis-server would not start"},
+		{Scenario: "crash-fsync-always", System: "single", Expected: "safe", Verdict: "safe", Met: true,
+			Vacuous: "vacuous: safe, but none of the faults' dangerous moments happened (node_faults_on_live_lease: 0)"},
 	}}
 	if err := writeJUnit(path, res); err != nil {
 		t.Fatal(err)
 	}
 	j := readJUnit(t, path)
-	if j.Tests != 3 || j.Failures != 1 || j.Errors != 1 {
+	if j.Tests != 4 || j.Failures != 1 || j.Errors != 1 {
 		t.Fatalf("%+v", j)
+	}
+	// A vacuous pass is a pass with a property a gate can refuse.
+	if p := j.Suites[0].Cases[3].Properties; p == nil || len(p.Property) != 1 || p.Property[0].Name != "vacuous" || j.Suites[0].Cases[1].Properties != nil {
+		t.Fatalf("properties: %+v", j.Suites[0].Cases)
 	}
 	f := j.Suites[0].Cases[0].Failure
 	if f == nil || !strings.Contains(f.Message, "verdict unsafe, expected safe") || !strings.Contains(f.Text, "process 2 acquired it") || !strings.Contains(f.Text, "/x/run") {
