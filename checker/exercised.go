@@ -112,7 +112,7 @@ func (e *Exercised) SummaryLine() string {
 	var parts []string
 	for _, m := range exercisedMoments {
 		if n := e.Count(m.Name); n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", m.Description, times(n)))
+			parts = append(parts, fmt.Sprintf("%s %s", m.Description, Times(n)))
 		}
 	}
 	if len(parts) == 0 {
@@ -121,8 +121,8 @@ func (e *Exercised) SummaryLine() string {
 	return "exercised: " + strings.Join(parts, "; ")
 }
 
-// times is "once", "twice" or "N times".
-func times(n int) string {
+// Times is "once", "twice" or "N times", for counts in sentences.
+func Times(n int) string {
 	switch n {
 	case 1:
 		return "once"

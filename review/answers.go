@@ -243,7 +243,7 @@ func (r *Review) lockSentence() string {
 	case LockBroken:
 		var parts []string
 		for _, m := range r.Mechanisms {
-			parts = append(parts, fmt.Sprintf("%s (%d %s, under %s)", m.Says, m.Count, plural(m.Count, "time", "times"), andList(shorts(m.Threats))))
+			parts = append(parts, fmt.Sprintf("%s (%s, under %s)", m.Says, checker.Times(m.Count), andList(shorts(m.Threats))))
 		}
 		return "The lock itself broke: " + strings.Join(parts, "; ") + "."
 	case LockHeld:
@@ -264,7 +264,7 @@ func momentsSay(c Cell) string {
 	var parts []string
 	for _, m := range checker.ExercisedMoments() {
 		if n := c.Exercised[m.Name]; slices.Contains(c.Moments, m.Name) && n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d %s", m.Description, n, plural(n, "time", "times")))
+			parts = append(parts, m.Description+" "+checker.Times(n))
 		}
 	}
 	switch {

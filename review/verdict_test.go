@@ -78,7 +78,7 @@ func TestVerdictWording(t *testing.T) {
 			verdict: LockBroken,
 			kinds:   []string{checker.MechOverlap, checker.MechDishonestRelease},
 			want: []string{
-				"The lock itself broke: a release deleted another client's key (1 time, under slow network); a release reported success on a lock it no longer held (12 times, under long holds).",
+				"The lock itself broke: a release deleted another client's key (once, under slow network); a release reported success on a lock it no longer held (12 times, under long holds).",
 				"No evidence from client crash",
 			},
 			absent: []string{"The lock held"},
