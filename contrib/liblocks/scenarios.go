@@ -90,5 +90,11 @@ func etcdMemberFaults(faults ...string) func(*harness.Config) {
 		c.Nemesis = append([]string(nil), faults...)
 		c.Targets = "one"
 		c.NemesisInterval, c.FaultDuration = time.Second, time.Second
+		// Each fault starts right after a grant, on a lease held 100-300
+		// ms: left to chance, the few faults of a 6 s run all landed
+		// between holds (a matrix run counted no fault on a live lease),
+		// and the safe verdict was vacuous.
+		c.AfterAcquire = true
+		c.Hold = "100ms..300ms"
 	})
 }
