@@ -129,19 +129,52 @@ func NewPlan(o Options) (*Plan, error) {
 	if len(p.Threats) == 0 {
 		return nil, fmt.Errorf("no threat left to run: %s", strings.Join(slices.Sorted(maps.Values(p.NotTried)), "; "))
 	}
-	perSeed, cells := p.estimate()
-	seeds := o.Seeds
-	if seeds == 0 {
-		// The seeds fill half the budget: the estimate is an idle
-		// machine's, and a loaded one (CI, a laptop on battery) stretches
-		// every run up to twice, which must not cut the review short.
-		seeds = max(minSeeds, min(maxSeeds, int(o.Budget/2/max(perSeed, time.Second))))
+	perSeed, cells, seeds := p.sized()
+	if perSeed*time.Duration(seeds) > o.Budget && len(o.Mitigations) == 0 && p.dropSwaps() {
+		perSeed, cells, seeds = p.sized()
 	}
 	p.Seeds, p.Estimate = seeds, perSeed*time.Duration(seeds)
 	if p.Estimate > o.Budget {
 		return nil, &BudgetError{Budget: o.Budget, Needs: p.Estimate, Seeds: seeds, WouldSkip: skipped(cells, seeds, o.Budget)}
 	}
 	return p, nil
+}
+
+// sized is one seed's cost, the cells, and the seeds per cell: those
+// asked for, or as many as fill half the budget (the estimate is an idle
+// machine's, and a loaded one, CI or a laptop on battery, stretches every
+// run up to twice, which must not cut the review short).
+func (p *Plan) sized() (time.Duration, []plannedCell, int) {
+	perSeed, cells := p.estimate()
+	seeds := p.Options.Seeds
+	if seeds == 0 {
+		seeds = max(minSeeds, min(maxSeeds, int(p.Options.Budget/2/max(perSeed, time.Second))))
+	}
+	return perSeed, cells, seeds
+}
+
+// dropSwaps moves the mitigations that replace the lock under review
+// (Redlock, etcd) to what else could serve, when the review would not fit
+// its budget with them: they answer another question (which other lock
+// would do) than the review's (what breaks this one, and what mends it).
+// It reports whether it dropped any.
+func (p *Plan) dropSwaps() bool {
+	dropped := false
+	for name, ms := range p.Tries {
+		p.Tries[name] = slices.DeleteFunc(ms, func(m Mitigation) bool {
+			if !m.SwapsLock {
+				return false
+			}
+			dropped = true
+			if !slices.Contains(p.ElseCouldServe, m.Title) {
+				p.ElseCouldServe = append(p.ElseCouldServe, m.Title)
+			}
+			p.NotTried[m.Name+" against "+short(name)] = "it replaces the lock under review, and did not fit the budget with the rest; a larger --budget, or --mitigations " + m.Name + ", runs it"
+			return true
+		})
+	}
+	slices.Sort(p.ElseCouldServe)
+	return dropped
 }
 
 // dropNotApplicable keeps out of the plan the mitigations that cannot be

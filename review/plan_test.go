@@ -204,3 +204,29 @@ func TestJudge(t *testing.T) {
 		}
 	}
 }
+
+// A budget that fits the review only without the mitigations that
+// replace the lock (Redlock) names them as what else could serve instead
+// of refusing; a larger one runs them.
+func TestPlanDropsLockSwapsToFitTheBudget(t *testing.T) {
+	runsRedlock := func(p *Plan) bool {
+		for _, ms := range p.Tries {
+			for _, m := range ms {
+				if m.Name == "redlock" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	big, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Budget: time.Hour})
+	if err != nil || !runsRedlock(big) || len(big.ElseCouldServe) != 0 {
+		t.Fatalf("an hour: %v, else %v", err, big.ElseCouldServe)
+	}
+	// What the plan needs without Redlock, at 2 seeds, with room to spare.
+	need := 2 * (big.Estimate / time.Duration(big.Seeds))
+	small, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Budget: need * 9 / 10})
+	if err != nil || runsRedlock(small) || len(small.ElseCouldServe) == 0 || small.Estimate > need*9/10 {
+		t.Fatalf("a tight budget: %v; runs redlock %v, else %v, estimate %s", err, runsRedlock(small), small.ElseCouldServe, small.Estimate)
+	}
+}
