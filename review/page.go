@@ -214,7 +214,7 @@ h1{font-size:1.6em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em;borde
 table{border-collapse:collapse;width:100%;margin-top:.5em}
 th,td{border:1px solid #ccc;padding:.35em .5em;vertical-align:top;text-align:left}
 th{background:#eee;font-weight:600}
-td.threat{font-weight:600;max-width:18em}
+td.threat{font-weight:600;max-width:18em} td.threat .note{font-weight:400}
 .state{font-weight:700;display:block}
 .unsafe{background:#fbd5d5}.stuck{background:#fde8c8}.not-found{background:#d9f2d9}
 .not-exercised{background:#fff1b8}.use-unsafe{background:#fde0c8}
