@@ -136,10 +136,15 @@ func (c *Client) spawn() error {
 		inW.Close()
 		return err
 	}
-	var stderrFile *os.File
+	var stderrFile *cappedFile
 	if c.o.StderrDir != "" {
+		// A run without the file still runs: the harness keeps the end of
+		// the client's stderr in memory for its errors.
 		if err := os.MkdirAll(c.o.StderrDir, 0o755); err == nil {
-			stderrFile, _ = os.OpenFile(fmt.Sprintf("%s/p%d.stderr", c.o.StderrDir, c.process), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			f, err := os.OpenFile(fmt.Sprintf("%s/p%d.stderr", c.o.StderrDir, c.process), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err == nil {
+				stderrFile = newCappedFile(f, stderrHead, stderrTail)
+			}
 		}
 	}
 	if stderrFile != nil {
@@ -467,28 +472,3 @@ func (l *lease) Release(ctx context.Context) error {
 func (l *lease) StopProcess() error     { return l.c.StopProcess() }
 func (l *lease) ContinueProcess() error { return l.c.ContinueProcess() }
 func (l *lease) KillProcess() error     { return l.c.KillProcess() }
-
-// tail keeps the last bytes written to it: a client's stderr for errors.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func newTail(max int) *tail { return &tail{max: max} }
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = t.buf[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
