@@ -2,6 +2,7 @@ package extclient
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,9 +40,14 @@ type Options struct {
 	Fatal func(error)
 }
 
-// hungAfter is how many answers in a row a client may miss before it is
-// taken for hung.
+// hungAfter is how many answers a client may owe past their reply
+// timeout before it is taken for hung. A late answer pays its debt: a
+// client that was slow once is not hung, and one that never answers a
+// release, while it answers everything else, is.
 const hungAfter = 3
+
+// maxLine is the longest line a client may print on stdout.
+const maxLine = 1 << 20
 
 // Factory starts one client process per client process number.
 func Factory(o Options) func(nodes []locks.Conn, process int) (locks.Locker, error) {
@@ -79,24 +85,39 @@ type Client struct {
 	caps    []string
 	impl    string // what the client says it is
 
-	mu      sync.Mutex
-	nextID  int64
-	pending map[int64]chan *reply
-	expired map[int64]bool // requests whose answer the harness stopped waiting for
-	missed  int            // answers missed in a row
-	killed  bool           // the harness killed it (a crash fault, or Close)
-	cause   error          // why the harness killed it, when it failed
-	failed  bool           // Fatal was told
-	done    chan struct{}  // closed when the process has exited and its output is read
-	exitErr error
+	mu       sync.Mutex
+	nextID   int64
+	reqs     map[int64]*pending // sent and not answered yet
+	answered chan struct{}      // signalled on each answer, for Close's wait
+	stopped  bool               // the harness stopped it (SIGSTOP)
+	resumed  time.Time          // when the harness last continued it
+	killed   bool               // the harness killed it (a crash fault, or Close)
+	cause    error              // why the harness killed it, when it failed
+	failed   bool               // Fatal was told
+	done     chan struct{}      // closed when the process has exited and its output is read
+	exitErr  error
 }
+
+// pending is a request that has not been answered. The harness may have
+// stopped waiting for it (its outcome is then unknown), but the client
+// still owes the answer; a late one is dropped.
+type pending struct {
+	id      int64
+	typ     string
+	sent    time.Time
+	ch      chan *reply // nil once the caller stopped waiting
+	watched bool        // it has a reply timeout (every request but init)
+	overdue bool        // its reply timeout passed without an answer
+}
+
+func (p *pending) String() string { return fmt.Sprintf("%s (request %d)", p.typ, p.id) }
 
 // Start starts the client process and runs the init handshake.
 func Start(ctx context.Context, o Options, nodes []Node, process int) (*Client, error) {
 	if len(o.Argv) == 0 {
 		return nil, errors.New("external client: no command")
 	}
-	c := &Client{o: o, process: process, pending: map[int64]chan *reply{}, expired: map[int64]bool{},
+	c := &Client{o: o, process: process, reqs: map[int64]*pending{}, answered: make(chan struct{}, 1),
 		done: make(chan struct{}), stderr: newTail(4096), nextID: 1,
 		name: fmt.Sprintf("client p%d (%s)", process, strings.Join(o.Argv, " "))}
 	if err := c.spawn(); err != nil {
@@ -176,45 +197,85 @@ func (c *Client) spawn() error {
 }
 
 // read delivers each line of the client's stdout to the request it
-// answers.
+// answers. A line that is not an answer, or longer than maxLine, is a
+// protocol error; the rest of the output is then drained, so that the
+// client is not blocked on a full pipe while it is killed.
 func (c *Client) read(out io.Reader) {
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
+	br := bufio.NewReaderSize(out, 64<<10)
+	defer io.Copy(io.Discard, br)
+	for {
+		line, err := readLine(br, maxLine)
+		if errors.Is(err, errLongLine) {
+			c.kill(&ProtocolError{Line: string(line), Reason: fmt.Sprintf("a line of more than %d bytes on stdout, with no newline", maxLine)})
+			return
 		}
-		r, err := parseReply(line)
-		if err == nil {
-			err = c.deliver(r, line)
+		if len(bytes.TrimSpace(line)) > 0 {
+			r, perr := parseReply(line)
+			if perr == nil {
+				perr = c.deliver(r, line)
+			}
+			if perr != nil {
+				c.kill(perr)
+				return
+			}
 		}
 		if err != nil {
-			c.kill(err)
-			io.Copy(io.Discard, out)
+			if err != io.EOF && !c.ending() {
+				c.kill(fmt.Errorf("could not read its stdout: %w", err))
+			}
 			return
 		}
 	}
 }
 
+var errLongLine = errors.New("line too long")
+
+// readLine reads one line without its newline (the last may have none).
+// A line longer than max returns its first max bytes and errLongLine,
+// before the rest is read: a client that prints without end must not
+// fill the harness's memory.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		line = append(line, frag...)
+		if len(line) > max {
+			return line[:max], errLongLine
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+}
+
+// ending reports whether the harness is ending the client itself.
+func (c *Client) ending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.killed
+}
+
 // deliver hands a reply to its waiting request. A late answer to a
-// request the harness gave up on is dropped; an answer to a request never
-// sent is a protocol error.
+// request the harness gave up on pays the client's debt and is dropped;
+// an answer to a request never sent is a protocol error.
 func (c *Client) deliver(r *reply, line []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := *r.InReplyTo
-	if ch, ok := c.pending[id]; ok {
-		delete(c.pending, id)
-		c.missed = 0
-		ch <- r
-		return nil
+	p, ok := c.reqs[id]
+	if !ok {
+		return &ProtocolError{Line: string(line), Reason: fmt.Sprintf("an answer to request %d, which was never sent or was already answered", id)}
 	}
-	if c.expired[id] {
-		delete(c.expired, id)
-		return nil
+	delete(c.reqs, id)
+	if p.ch != nil {
+		p.ch <- r
 	}
-	return &ProtocolError{Line: string(line), Reason: fmt.Sprintf("an answer to request %d, which was never sent or was already answered", id)}
+	select {
+	case c.answered <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // exited records the process's end, once its stdout and stderr are read
@@ -269,22 +330,14 @@ func (c *Client) stderrTail() string {
 	return "\n--- the end of its stderr:\n" + t
 }
 
-// call sends one request and waits for its answer. id 0 is the
-// handshake's; others get the next id.
+// call sends one request and waits for its answer, for at most timeout
+// when it is positive. id 0 is the handshake's; others get the next id.
+// A request with a timeout is watched until it is answered (see overdue),
+// whether or not the caller still waits.
 func (c *Client) call(ctx context.Context, req request, timeout time.Duration) (*reply, error) {
-	ch := make(chan *reply, 1)
-	c.mu.Lock()
-	if req.Type != typeInit {
-		req.ID = c.nextID
-		c.nextID++
-	}
-	c.pending[req.ID] = ch
-	c.mu.Unlock()
-	b, _ := json.Marshal(req)
-	c.stdin.SetWriteDeadline(time.Now().Add(c.o.replyTimeout()))
-	if _, err := c.stdin.Write(append(b, '\n')); err != nil {
-		c.forget(req.ID)
-		return nil, fmt.Errorf("external client: could not send %s: %w", req.Type, err)
+	p, err := c.send(req, timeout > 0)
+	if err != nil {
+		return nil, err
 	}
 	var timer <-chan time.Time
 	if timeout > 0 {
@@ -293,40 +346,148 @@ func (c *Client) call(ctx context.Context, req request, timeout time.Duration) (
 		timer = t.C
 	}
 	select {
-	case r := <-ch:
+	case r := <-p.ch:
 		return r, nil
 	case <-ctx.Done():
-		c.forget(req.ID)
-		return nil, ctx.Err()
+		c.giveUp(p)
+		return nil, fmt.Errorf("external client: no answer to %s yet: %w", p, ctx.Err())
 	case <-c.done:
-		c.forget(req.ID)
-		return nil, fmt.Errorf("external client exited before it answered %s", req.Type)
+		c.giveUp(p)
+		return nil, c.goneBefore(p)
 	case <-timer:
-		if c.forget(req.ID) >= hungAfter {
-			c.kill(fmt.Errorf("missed %d answers in a row (each waited %s): it is hung", hungAfter, timeout))
-		}
-		return nil, fmt.Errorf("external client did not answer %s within %s", req.Type, timeout)
+		c.giveUp(p)
+		return nil, fmt.Errorf("external client did not answer %s within %s", p, timeout)
 	}
 }
 
-// forget stops waiting for request id, so that its late answer is
-// dropped, and returns how many answers in a row were missed.
-func (c *Client) forget(id int64) int {
+// send writes one request and records it as owed.
+func (c *Client) send(req request, watched bool) (*pending, error) {
+	c.mu.Lock()
+	if req.Type != typeInit {
+		req.ID = c.nextID
+		c.nextID++
+	}
+	p := &pending{id: req.ID, typ: req.Type, sent: time.Now(), ch: make(chan *reply, 1), watched: watched}
+	c.reqs[p.id] = p
+	c.mu.Unlock()
+	b, err := json.Marshal(req)
+	if err == nil {
+		c.stdin.SetWriteDeadline(time.Now().Add(c.o.replyTimeout()))
+		_, err = c.stdin.Write(append(b, '\n'))
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.reqs, p.id)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("external client: could not send %s: %w", p, err)
+	}
+	if watched {
+		time.AfterFunc(c.o.replyTimeout(), func() { c.overdue(p) })
+	}
+	return p, nil
+}
+
+// giveUp stops waiting for p; its late answer is dropped.
+func (c *Client) giveUp(p *pending) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pending[id]; ok {
-		delete(c.pending, id)
-		c.expired[id] = true
-		c.missed++
-	}
-	return c.missed
+	p.ch = nil
 }
 
-// StopProcess freezes the client process (SIGSTOP).
-func (c *Client) StopProcess() error { return c.cmd.Process.Signal(syscall.SIGSTOP) }
+// goneBefore says why the client is gone before it answered p: the
+// protocol error or hang it was killed for, or its exit.
+func (c *Client) goneBefore(p *pending) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.cause != nil:
+		return fmt.Errorf("external client failed before it answered %s: %w", p, c.cause)
+	case c.exitErr != nil:
+		return fmt.Errorf("external client exited before it answered %s: %w", p, c.exitErr)
+	}
+	return fmt.Errorf("external client exited before it answered %s", p)
+}
+
+// deadline is when p's reply timeout ends. Time the harness kept the
+// client stopped (a client-pause fault) does not count: the timeout
+// starts again when the client is continued.
+func (c *Client) deadline(p *pending) time.Time {
+	from := p.sent
+	if c.resumed.After(from) {
+		from = c.resumed
+	}
+	return from.Add(c.o.replyTimeout())
+}
+
+// overdue runs when p's reply timeout may have passed. A request still
+// unanswered then is owed past its timeout; a client that owes hungAfter
+// such answers has stopped answering and is killed, naming them. The
+// operation's own context usually ends long before (the workload's op
+// timeout), so this is the only place a missing answer is counted.
+func (c *Client) overdue(p *pending) {
+	select {
+	case <-c.done:
+		return // it exited, and that is its failure
+	default:
+	}
+	c.mu.Lock()
+	if c.reqs[p.id] != p || c.killed {
+		c.mu.Unlock()
+		return
+	}
+	if wait := time.Until(c.deadline(p)); wait > 0 || c.stopped {
+		if c.stopped {
+			wait = c.o.replyTimeout()
+		}
+		c.mu.Unlock()
+		time.AfterFunc(wait, func() { c.overdue(p) })
+		return
+	}
+	p.overdue = true
+	owed := c.owedLocked()
+	c.mu.Unlock()
+	if len(owed) >= hungAfter {
+		c.kill(fmt.Errorf("stopped answering: it owes answers to %s, each past its reply timeout of %s (4 × op timeout + 1 s); it is taken for hung",
+			list(owed), c.o.replyTimeout()))
+	}
+}
+
+// owedLocked lists the overdue requests, oldest first.
+func (c *Client) owedLocked() []*pending {
+	var owed []*pending
+	for _, p := range c.reqs {
+		if p.overdue {
+			owed = append(owed, p)
+		}
+	}
+	slices.SortFunc(owed, func(a, b *pending) int { return int(a.id - b.id) })
+	return owed
+}
+
+func list(ps []*pending) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// StopProcess freezes the client process (SIGSTOP). Its requests' reply
+// timeouts are suspended (see deadline).
+func (c *Client) StopProcess() error {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	return c.cmd.Process.Signal(syscall.SIGSTOP)
+}
 
 // ContinueProcess resumes it (SIGCONT).
-func (c *Client) ContinueProcess() error { return c.cmd.Process.Signal(syscall.SIGCONT) }
+func (c *Client) ContinueProcess() error {
+	c.mu.Lock()
+	c.stopped, c.resumed = false, time.Now()
+	c.mu.Unlock()
+	return c.cmd.Process.Signal(syscall.SIGCONT)
+}
 
 // KillProcess kills it at once (SIGKILL), as a crash would.
 func (c *Client) KillProcess() error {
@@ -337,10 +498,22 @@ func (c *Client) KillProcess() error {
 	return c.cmd.Process.Kill()
 }
 
-// Close ends the client: its stdin closes, which a client takes as the
-// end; one that does not exit within a second is killed. It waits for the
-// process to be gone.
+// Close ends the client. It first waits, up to their reply timeouts, for
+// the answers the client still owes: a client that owes one when the run
+// ends has stopped answering, however short the run, and fails it. Then
+// its stdin closes, which a client takes as the end; one that does not
+// exit within a second is killed. It waits for the process to be gone.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
+	if stopped {
+		c.ContinueProcess() // its owed answers get their time after it
+	}
+	if owed := c.awaitOwed(); len(owed) > 0 {
+		c.kill(fmt.Errorf("stopped answering: when the run ended it still owed answers to %s, past their reply timeout of %s (4 × op timeout + 1 s)",
+			list(owed), c.o.replyTimeout()))
+	}
 	c.mu.Lock()
 	c.killed = true
 	c.mu.Unlock()
@@ -353,6 +526,40 @@ func (c *Client) Close() error {
 		<-c.done
 	}
 	return nil
+}
+
+// awaitOwed waits until the client has answered every watched request or
+// the last reply timeout has passed, and returns those still unanswered.
+// A client the harness killed owes nothing.
+func (c *Client) awaitOwed() []*pending {
+	for {
+		c.mu.Lock()
+		var last time.Time
+		var owed []*pending
+		for _, p := range c.reqs {
+			if p.watched && !c.killed {
+				owed = append(owed, p)
+				if d := c.deadline(p); d.After(last) {
+					last = d
+				}
+			}
+		}
+		c.mu.Unlock()
+		wait := time.Until(last)
+		if len(owed) == 0 || wait <= 0 {
+			slices.SortFunc(owed, func(a, b *pending) int { return int(a.id - b.id) })
+			return owed
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-c.answered:
+		case <-t.C:
+		case <-c.done:
+			t.Stop()
+			return nil
+		}
+		t.Stop()
+	}
 }
 
 // PID is the client process's id.

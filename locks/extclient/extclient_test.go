@@ -68,7 +68,7 @@ func TestBadClients(t *testing.T) {
 		{mode: "bad-version", startErr: "speaks protocol 99; this harness speaks 1"},
 		{mode: "garbage", fatal: "not a protocol message", stderr: "request 1: acquire", acquires: 1},
 		{mode: "wrong-id", fatal: "an answer to request", stderr: "request 1: acquire", acquires: 1},
-		{mode: "hang", fatal: "missed 3 answers in a row", stderr: "request 1: acquire", acquires: 3},
+		{mode: "hang", fatal: "stopped answering: it owes answers to acquire (request 1), acquire (request 2), acquire (request 3)", stderr: "request 1: acquire", acquires: 3},
 		{mode: "exit", fatal: "exited: exit status 3", stderr: "boom: the client crashed", acquires: 4},
 	}
 	for _, c := range cases {
