@@ -16,16 +16,24 @@ type clientFlags struct {
 	command string
 	args    []string
 	name    string
+	fs      *pflag.FlagSet // to tell --client "" from no --client
 }
 
 func (c *clientFlags) flags(f *pflag.FlagSet) {
+	c.fs = f
 	f.StringVar(&c.command, "client", "", "an external lock client to test instead of --lock: a program and its arguments, split at spaces (\"python3 examples/python/token_lock.py\"); one process per client, spoken to over the client protocol (docs/client-protocol.md)")
 	f.StringArrayVar(&c.args, "client-arg", nil, "one more argument for --client, taken whole (spaces included); repeatable")
 	f.StringVar(&c.name, "client-name", "", "what to call the --client lock in the run's name and report (default: the script's name)")
 }
 
 // apply puts the client into cfg; without --client it changes nothing.
+// An empty --client is refused: an unset variable in a CI job
+// (--client "$LOCK_CLIENT") would otherwise test the built-in lock and
+// pass.
 func (c *clientFlags) apply(cfg *harness.Config) error {
+	if c.fs != nil && c.fs.Changed("client") && strings.TrimSpace(c.command) == "" {
+		return errors.New(`--client is empty: give the program to test and its arguments ("python3 my_lock.py"), or leave --client out to test --lock`)
+	}
 	if c.command == "" {
 		if len(c.args) > 0 || c.name != "" {
 			return errors.New("--client-arg and --client-name go with --client")

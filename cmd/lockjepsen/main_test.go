@@ -178,3 +178,24 @@ func TestReportAndServe(t *testing.T) {
 		t.Fatalf("serve did not stop cleanly on SIGINT: %v", err)
 	}
 }
+
+// Issue 34 item 4: --client "" (an unset variable in a CI job) was
+// ignored, and the built-in lock was tested and passed. Every command
+// that takes --client refuses it before anything starts.
+func TestEmptyClientRefused(t *testing.T) {
+	store := t.TempDir()
+	for _, args := range [][]string{
+		{"test", "--client", ""},
+		{"test", "--client", "  ", "--time-limit", "1s"},
+		{"scenario", "baseline", "--client", ""},
+		{"matrix", "--scenarios", "baseline", "--client", ""},
+		{"review", "--client", ""},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(args, "--store", store)...)
+			if code != exitUsage || !strings.Contains(stderr, "--client is empty") {
+				t.Fatalf("exit %d, want %d and a refusal of the empty --client\n%s%s", code, exitUsage, stdout, stderr)
+			}
+		})
+	}
+}
