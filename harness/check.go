@@ -150,7 +150,11 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 	if !finished {
 		incomplete = append(incomplete, "the run never finished (no "+RunInfoFile+"): the harness was killed, or is still running")
 	}
-	if read.Truncated {
+	switch {
+	case read.Corrupt:
+		out.Truncated, out.Corrupt = read.TruncatedAt, true
+		incomplete = append(incomplete, "the history is corrupt: "+read.TruncatedAt)
+	case read.Truncated:
 		out.Truncated = read.TruncatedAt
 		incomplete = append(incomplete, "the history is truncated: "+read.TruncatedAt)
 	}
