@@ -114,8 +114,11 @@ func (h *File) Read(p []byte) (int, error) {
 // file itself, or damage before anything decoded (no prefix: not a
 // history at all), stays an error.
 func (h *File) decodeError(err error) error {
-	if h.src.err != nil && h.src.err != io.EOF || h.decoded == 0 {
+	if h.src.err != nil && h.src.err != io.EOF {
 		return err
+	}
+	if h.decoded == 0 {
+		return fmt.Errorf("the compressed data is corrupt from its start: %w", err)
 	}
 	if h.src.err == io.EOF && errors.Is(err, io.ErrUnexpectedEOF) {
 		h.cut = true
