@@ -117,12 +117,12 @@ func (h *File) decodeError(err error) error {
 	if h.src.err != nil && h.src.err != io.EOF {
 		return err
 	}
-	if h.decoded == 0 {
-		return fmt.Errorf("the compressed data is corrupt from its start: %w", err)
-	}
 	if h.src.err == io.EOF && errors.Is(err, io.ErrUnexpectedEOF) {
 		h.cut = true
 		return io.EOF
+	}
+	if h.decoded == 0 {
+		return fmt.Errorf("the compressed data is corrupt from its start: %w", err)
 	}
 	size := "?"
 	if st, serr := h.f.Stat(); serr == nil {

@@ -194,3 +194,21 @@ func TestCorruptCompressedHistory(t *testing.T) {
 		t.Errorf("a stream cut short: err %v, %+v; want truncated, not corrupt", err, res)
 	}
 }
+
+// A compressed stream cut before its first block (a harness killed before
+// its first flush) is an empty truncated history, not a corrupt one.
+func TestCompressedHistoryCutBeforeAnyBlock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl.zst")
+	recordSome(t, path, 2000, true)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b[:12], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ReadFile(path)
+	if err != nil || !res.Truncated || res.Corrupt || len(res.Ops) != 0 {
+		t.Fatalf("got %+v, %v; want an empty truncated history", res, err)
+	}
+}
