@@ -207,8 +207,12 @@ func checkRunDirs(dirs []string, parts []*matrixResults) error {
 		}
 	}
 	if len(missing) > 0 {
+		n := len(missing)
+		if n > 5 { // a shard copied without its store misses them all
+			missing = append(missing[:5], "…")
+		}
 		return fmt.Errorf("%d run directories of the shards are missing or hold no history: %s; copy them with the shards (each where its rel_dir says, beside the matrix directory)",
-			len(missing), strings.Join(missing, ", "))
+			n, strings.Join(missing, ", "))
 	}
 	return nil
 }
