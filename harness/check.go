@@ -168,6 +168,9 @@ func checkHistory(ctx context.Context, path string, opts checker.Options) (*chec
 		if errors.As(err, &fe) {
 			return nil, nil, &UsageError{fmt.Errorf("malformed history: %w", err)}
 		}
+		if errors.Is(err, history.ErrCorrupt) {
+			return nil, nil, &UsageError{fmt.Errorf("corrupt history: %w", err)}
+		}
 		return nil, nil, err
 	}
 	res, err := st.Finish(ctx)

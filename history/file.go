@@ -21,6 +21,11 @@ const CompressedSuffix = ".zst"
 // zstdMagic opens every zstd frame (RFC 8878, section 3.1.1).
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
+// ErrCorrupt is the error of a compressed history damaged before anything
+// could be read from it: there is no prefix to check, and the file is bad
+// input rather than a failure of the reader.
+var ErrCorrupt = errors.New("the compressed data is corrupt")
+
 // File is a history file opened for reading, plain or compressed: Read
 // always yields JSON Lines.
 type File struct {
@@ -122,7 +127,7 @@ func (h *File) decodeError(err error) error {
 		return io.EOF
 	}
 	if h.decoded == 0 {
-		return fmt.Errorf("the compressed data is corrupt from its start: %w", err)
+		return fmt.Errorf("%w from its start: %w", ErrCorrupt, err)
 	}
 	size := "?"
 	if st, serr := h.f.Stat(); serr == nil {

@@ -165,3 +165,17 @@ func TestCheckCallsACorruptHistoryCorrupt(t *testing.T) {
 		t.Errorf("results: %d ops, truncated %q; want the prefix's events and where the damage is", r.Ops, r.Truncated)
 	}
 }
+
+// A compressed history damaged before its first event has no prefix to
+// check: bad input (exit 2) called corrupt, not a harness failure.
+func TestCheckOfAHistoryCorruptFromItsStart(t *testing.T) {
+	run := handMadeRun(t, 10)
+	zst := filepath.Join(run, runfile.CompressedHistoryFile)
+	if err := os.WriteFile(zst, []byte("\x28\xb5\x2f\xfdnot zstd at all, and long enough to be read"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "check", run)
+	if code != exitUsage || !strings.Contains(errOut, "corrupt history") || !strings.Contains(errOut, "corrupt from its start") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 calling the history corrupt", code, errOut)
+	}
+}
