@@ -729,6 +729,29 @@ const (
 	visSuffix = ".html"
 )
 
+// IsVisualization reports whether a file name is one of porcupine's
+// pictures as the checker names them.
+func IsVisualization(name string) bool {
+	return strings.HasPrefix(name, visPrefix) && strings.HasSuffix(name, visSuffix)
+}
+
+// RemoveVisualizations deletes the visualization files in dir, and only
+// those: for a re-check that drew its pictures aside and now puts them in
+// place of the earlier check's.
+func RemoveVisualizations(dir string) error {
+	var r LinearizabilityResult
+	removeVisualizations(&r, dir)
+	return errors.Join(stringErrors(r.Errors)...)
+}
+
+func stringErrors(ss []string) []error {
+	var errs []error
+	for _, s := range ss {
+		errs = append(errs, errors.New(s))
+	}
+	return errs
+}
+
 // removeVisualizations deletes the visualization files in dir, and only
 // those: the run directory holds everything else of the run.
 func removeVisualizations(r *LinearizabilityResult, dir string) {
@@ -741,7 +764,7 @@ func removeVisualizations(r *LinearizabilityResult, dir string) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(name, visPrefix) || !strings.HasSuffix(name, visSuffix) {
+		if !e.Type().IsRegular() || !IsVisualization(name) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -73,6 +73,14 @@ func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Res
 	if notWritten != "" {
 		opts.OutDir = ""
 	}
+	stage := ""
+	if live == nil && opts.OutDir != "" {
+		if stage, err = stagePictures(out); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(stage)
+		opts.OutDir = stage
+	}
 	res, read := live, &history.ReadResult{}
 	if live == nil {
 		if res, read, err = checkHistory(ctx, histPath, opts); err != nil {
@@ -94,7 +102,42 @@ func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Res
 	if err := finishResults(results, cfg, info, finished, read, filepath.Join(out, ResultsFile)); err != nil {
 		return nil, err
 	}
+	if stage != "" && results.NotWritten == "" {
+		if err := placePictures(stage, out); err != nil {
+			return nil, err
+		}
+	}
 	return results, nil
+}
+
+// stagePictures makes the directory a re-check draws porcupine's pictures
+// in: the earlier check's stay in out until its results.json is replaced,
+// so that a reading refused as worse (keepBetterReading) leaves both
+// untouched.
+func stagePictures(out string) (string, error) {
+	stage, err := os.MkdirTemp(out, ".check-")
+	if err != nil {
+		return "", fmt.Errorf("make a directory for the check's pictures in %s: %w", out, err)
+	}
+	return stage, nil
+}
+
+// placePictures puts the pictures drawn in stage in place of those in
+// out, once the results that list them have been written.
+func placePictures(stage, out string) error {
+	if err := checker.RemoveVisualizations(out); err != nil {
+		return fmt.Errorf("replace the earlier check's pictures: %w", err)
+	}
+	entries, err := os.ReadDir(stage)
+	if err != nil {
+		return fmt.Errorf("read the check's pictures: %w", err)
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(out, e.Name())); err != nil {
+			return fmt.Errorf("put the check's pictures in place: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkOptions are the checkers' options for a run of cfg whose
@@ -125,6 +168,9 @@ func checkHistory(ctx context.Context, path string, opts checker.Options) (*chec
 		if errors.As(err, &fe) {
 			return nil, nil, &UsageError{fmt.Errorf("malformed history: %w", err)}
 		}
+		if errors.Is(err, history.ErrCorrupt) {
+			return nil, nil, &UsageError{fmt.Errorf("corrupt history: %w", err)}
+		}
 		return nil, nil, err
 	}
 	res, err := st.Finish(ctx)
@@ -150,7 +196,11 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 	if !finished {
 		incomplete = append(incomplete, "the run never finished (no "+RunInfoFile+"): the harness was killed, or is still running")
 	}
-	if read.Truncated {
+	switch {
+	case read.Corrupt:
+		out.Truncated, out.Corrupt = read.TruncatedAt, true
+		incomplete = append(incomplete, "the history is corrupt: "+read.TruncatedAt)
+	case read.Truncated:
 		out.Truncated = read.TruncatedAt
 		incomplete = append(incomplete, "the history is truncated: "+read.TruncatedAt)
 	}
@@ -166,6 +216,11 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 	if out.NotWritten != "" {
 		return nil
 	}
+	if !out.CheckedAlongsideRun {
+		if err := keepBetterReading(path, out); err != nil {
+			return err
+		}
+	}
 	if err := writeJSON(path, out); err != nil {
 		if runfile.IsReadOnly(err) {
 			out.NotWritten = fmt.Sprintf("could not write %s (%v); give another directory with --out", path, err)
@@ -174,6 +229,39 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 		return err
 	}
 	return nil
+}
+
+// keepBetterReading refuses, as a usage error naming both readings, to
+// replace the results.json at path with out when out is a worse reading
+// of the same run: fewer completed operations, or a damaged history where
+// the stored results had a whole one. A history emptied or damaged after
+// the run (a bad copy, a full disk) must not erase the verdict that was
+// reached on it whole; the user can check into another directory instead.
+// A results.json that is missing or unreadable holds nothing to keep.
+func keepBetterReading(path string, out *Results) error {
+	var old Results
+	if err := readJSON(path, &old); err != nil || old.Results == nil {
+		return nil
+	}
+	worse := out.Ops < old.Ops || old.Truncated == "" && out.Truncated != ""
+	if !worse {
+		return nil
+	}
+	return usage("refusing to overwrite %s: it holds %s, and the history now reads as %s, a worse reading (was the history damaged after the run?); check into another directory with --out to keep both",
+		path, describeReading(&old), describeReading(out))
+}
+
+// describeReading is a results' verdict, operation count and damage, for
+// a message that sets two readings side by side.
+func describeReading(r *Results) string {
+	s := fmt.Sprintf("%s with %d ops", r.Verdict, r.Ops)
+	switch {
+	case r.Corrupt:
+		s += " of a corrupt history (" + r.Truncated + ")"
+	case r.Truncated != "":
+		s += " of a truncated history (" + r.Truncated + ")"
+	}
+	return s
 }
 
 // probeWritable reports whether files can be created in dir.

@@ -176,6 +176,9 @@ func parseTTLRange(s string) ([2]float64, error) {
 // started.
 func (c *Config) validateFaults() error {
 	for _, n := range c.Nemesis {
+		if n == nemesis.None {
+			return usage("--nemesis %s cannot be combined with other faults (got %s): give %s alone, or only the faults", n, strings.Join(c.Nemesis, ","), n)
+		}
 		if _, ok := nemesis.Known[n]; !ok {
 			return usage("--nemesis %q is unknown; want none or a comma list of %s", n, strings.Join(nemesis.KnownNames(), ", "))
 		}

@@ -313,15 +313,18 @@ func TestCheckOnDamagedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The run's own results.json is a reading of the whole history: a
+	// damaged one is checked beside it (--out), as check refuses to
+	// replace the better reading.
 	t.Run("compressed stream cut short: what was flushed is checked", func(t *testing.T) {
 		defer os.WriteFile(zst, packed, 0o644)
 		os.WriteFile(zst, packed[:len(packed)-3], 0o644)
-		res, err := harness.Check(out.Dir)
+		res, err := harness.CheckContext(context.Background(), out.Dir, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Truncated == "" {
-			t.Fatal("the results do not say the history was truncated")
+		if res.Truncated == "" || res.Corrupt {
+			t.Fatalf("the results do not say the history was truncated (corrupt %v)", res.Corrupt)
 		}
 	})
 	f, err := history.Open(zst)
@@ -340,7 +343,10 @@ func TestCheckOnDamagedHistories(t *testing.T) {
 	t.Run("truncated last line: the prefix is checked", func(t *testing.T) {
 		cut := strings.Join(lines[:len(lines)/2], "") + lines[len(lines)/2][:10]
 		os.WriteFile(hist, []byte(cut), 0o644)
-		res, err := harness.Check(out.Dir)
+		if _, err := harness.Check(out.Dir); !harness.IsUsage(err) || !strings.Contains(err.Error(), "refusing to overwrite") {
+			t.Fatalf("checked in place over the whole history's results: %v", err)
+		}
+		res, err := harness.CheckContext(context.Background(), out.Dir, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

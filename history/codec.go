@@ -199,6 +199,10 @@ type ReadResult struct {
 	Truncated bool
 	// TruncatedAt describes where the readable prefix ends.
 	TruncatedAt string
+	// Corrupt is set, with Truncated, when the prefix ends not because
+	// the file does but at compressed data found damaged: the events
+	// after the damage are lost, not merely never written.
+	Corrupt bool
 }
 
 // ReadFile reads and validates a history file, plain or compressed. A damaged last line (no
@@ -217,11 +221,20 @@ func ReadFileContext(ctx context.Context, path string) (*ReadResult, error) {
 	}
 	defer f.Close()
 	res, err := decode(ctx, f, path)
-	if err == nil && f.Cut() && !res.Truncated {
+	if err == nil && f.Corrupt() != "" {
+		res.Truncated, res.Corrupt = true, true
+		res.TruncatedAt = corruptAt(f, len(res.Ops))
+	} else if err == nil && f.Cut() && !res.Truncated {
 		res.Truncated = true
 		res.TruncatedAt = fmt.Sprintf("the compressed stream ends early; the %d events flushed before were read", len(res.Ops))
 	}
 	return res, err
+}
+
+// corruptAt says where a corrupt history's readable prefix ends, in its
+// events and in the file's bytes.
+func corruptAt(f *File, events int) string {
+	return fmt.Sprintf("%s; only the %d events before the damage were read, the rest is lost", f.Corrupt(), events)
 }
 
 // Decode is ReadFile on any reader; name is used in errors.

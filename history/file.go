@@ -21,6 +21,11 @@ const CompressedSuffix = ".zst"
 // zstdMagic opens every zstd frame (RFC 8878, section 3.1.1).
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
+// ErrCorrupt is the error of a compressed history damaged before anything
+// could be read from it: there is no prefix to check, and the file is bad
+// input rather than a failure of the reader.
+var ErrCorrupt = errors.New("the compressed data is corrupt")
+
 // File is a history file opened for reading, plain or compressed: Read
 // always yields JSON Lines.
 type File struct {
@@ -31,6 +36,32 @@ type File struct {
 	// harness that died mid-run): what was flushed before is read, and
 	// Read then reports io.EOF.
 	cut bool
+	// src counts what the decoder took from the file, so that a stream
+	// that ends early (the file ran out) can be told from a corrupt one
+	// (the decoder gave up with bytes still to read): the decoder reports
+	// both as io.ErrUnexpectedEOF at times.
+	src *countingReader
+	// corrupt describes where the compressed data turned out damaged;
+	// what was decoded before is read, and Read then reports io.EOF.
+	corrupt string
+	decoded int64 // bytes of JSON Lines returned so far
+}
+
+// countingReader counts the bytes read through it and remembers how the
+// underlying reader stopped.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // Open opens a history file of either format.
@@ -47,7 +78,8 @@ func Open(path string) (*File, error) {
 	}
 	h := &File{f: f, r: br}
 	if bytes.Equal(head, zstdMagic) {
-		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		h.src = &countingReader{r: br}
+		dec, err := zstd.NewReader(h.src, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("read history %s: %w", path, err)
@@ -64,16 +96,45 @@ func (h *File) Compressed() bool { return h.dec != nil }
 // once Read has returned io.EOF.
 func (h *File) Cut() bool { return h.cut }
 
+// Corrupt describes, once Read has returned io.EOF, where the compressed
+// data was found damaged; "" when it was not.
+func (h *File) Corrupt() string { return h.corrupt }
+
 func (h *File) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	if h.dec != nil && err != nil && err != io.EOF && errors.Is(err, io.ErrUnexpectedEOF) {
-		h.cut = true
-		err = io.EOF
+	h.decoded += int64(n)
+	if h.dec != nil && err != nil && err != io.EOF {
+		err = h.decodeError(err)
 	}
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("read history %s: %w", h.f.Name(), err)
 	}
 	return n, err
+}
+
+// decodeError sorts the decoder's error: a stream whose file ran out in
+// the middle of a block was cut (a harness killed mid-run), one the
+// decoder rejected with data still to come is corrupt. Both end the
+// reading with io.EOF, so that the prefix before is read; an error of the
+// file itself, or damage before anything decoded (no prefix: not a
+// history at all), stays an error.
+func (h *File) decodeError(err error) error {
+	if h.src.err != nil && h.src.err != io.EOF {
+		return err
+	}
+	if h.src.err == io.EOF && errors.Is(err, io.ErrUnexpectedEOF) {
+		h.cut = true
+		return io.EOF
+	}
+	if h.decoded == 0 {
+		return fmt.Errorf("%w from its start: %w", ErrCorrupt, err)
+	}
+	size := "?"
+	if st, serr := h.f.Stat(); serr == nil {
+		size = fmt.Sprint(st.Size())
+	}
+	h.corrupt = fmt.Sprintf("the compressed data is corrupt (%v) near byte %d of %s", err, h.src.n, size)
+	return io.EOF
 }
 
 // Close closes the file.

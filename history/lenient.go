@@ -18,6 +18,9 @@ type LenientRead struct {
 	FirstBad string
 	// Truncated is set when the last line is incomplete.
 	Truncated bool
+	// Corrupt describes damaged compressed data, after which nothing
+	// could be read; Truncated is then set too.
+	Corrupt string
 }
 
 const chunkSize = 4 << 20
@@ -103,7 +106,8 @@ func ReadLenient(path string) (*LenientRead, error) {
 		}
 		line += c.lines
 	}
-	hr.Truncated = f.Cut()
+	hr.Corrupt = f.Corrupt()
+	hr.Truncated = f.Cut() || hr.Corrupt != ""
 	if len(bytes.TrimSpace(carry)) > 0 {
 		// A last line without a newline: complete if it parses.
 		p := newLineParser()

@@ -30,6 +30,7 @@ type LenientScanner struct {
 	first  string
 	// Written by the reading goroutine before it closes chunks.
 	truncated bool
+	corrupt   string
 	err       error
 }
 
@@ -102,7 +103,8 @@ func (s *LenientScanner) read(jobs chan<- *scanChunk) {
 			return
 		}
 	}
-	s.truncated = s.f.Cut()
+	s.corrupt = s.f.Corrupt()
+	s.truncated = s.f.Cut() || s.corrupt != ""
 	if last := bytes.TrimSpace(carry); len(last) > 0 {
 		c := &scanChunk{ready: make(chan struct{})}
 		var op Op
@@ -156,6 +158,10 @@ func (s *LenientScanner) Bad() (n int, first string) { return s.bad, s.first }
 // Truncated reports, once Next has returned false, whether the last line
 // is incomplete or a compressed stream ended early.
 func (s *LenientScanner) Truncated() bool { return s.truncated }
+
+// Corrupt describes, once Next has returned false, where the compressed
+// data was found damaged; "" when it was not. Truncated is then set too.
+func (s *LenientScanner) Corrupt() string { return s.corrupt }
 
 // Close stops the parsing and closes the file; it may be called before
 // the end, and more than once.

@@ -47,9 +47,13 @@ func (s *Scanner) Err() error { return s.err }
 func (s *Scanner) Events() int { return s.d.events }
 
 // Truncated reports, once Next has returned false without an error,
-// whether the history ended early, and where: a damaged last line, or a
-// compressed stream cut before its frame ended.
+// whether the history ended early, and where: a damaged last line, a
+// compressed stream cut before its frame ended, or compressed data found
+// corrupt (the description then says so).
 func (s *Scanner) Truncated() (bool, string) {
+	if s.f.Corrupt() != "" {
+		return true, corruptAt(s.f, s.d.events)
+	}
 	if s.d.truncated {
 		return true, s.d.truncatedAt
 	}
@@ -64,7 +68,7 @@ func (s *Scanner) Truncated() (bool, string) {
 // reading alike.
 func (s *Scanner) Result() *ReadResult {
 	t, at := s.Truncated()
-	return &ReadResult{Truncated: t, TruncatedAt: at}
+	return &ReadResult{Truncated: t, TruncatedAt: at, Corrupt: s.f.Corrupt() != ""}
 }
 
 // Close closes the file.

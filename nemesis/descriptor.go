@@ -123,6 +123,11 @@ func ParseList(s string) ([]string, error) {
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
+		if name == None {
+			// none is a name the user knows, so "unknown" would mislead:
+			// what is wrong is asking for no fault and faults at once.
+			return nil, fmt.Errorf("%s cannot be combined with other faults (got %q): give %s alone, or only the faults", None, s, None)
+		}
 		if _, err := Lookup(name); err != nil {
 			return nil, err
 		}

@@ -23,11 +23,24 @@ func TestParseList(t *testing.T) {
 		{"client-pause", []string{"client-pause"}, true},
 		{"client-pause, client-crash,client-pause", []string{"client-pause", "client-crash"}, true},
 		{"client-pause,meteor", nil, false},
+		{"none,client-pause", nil, false},
+		{"client-pause, none", nil, false},
 	}
 	for _, tc := range cases {
 		got, err := ParseList(tc.in)
 		if (err == nil) != tc.ok || (tc.ok && !reflect.DeepEqual(got, tc.want)) {
 			t.Errorf("%q: got %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+// none with other faults is not called unknown, a name the user knows,
+// but refused as a combination (issue 34, item 12).
+func TestParseListNoneWithFaults(t *testing.T) {
+	for _, in := range []string{"none,kill", "kill,none"} {
+		_, err := ParseList(in)
+		if err == nil || strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "none cannot be combined with other faults") {
+			t.Errorf("%q: got %v, want none refused as a combination", in, err)
 		}
 	}
 }

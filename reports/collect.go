@@ -190,6 +190,7 @@ type histRead struct {
 	bad       int
 	firstBad  string
 	truncated bool
+	corrupt   string // where damaged compressed data ended the reading
 }
 
 // scanHistory reads the history at path into c (when not nil), leniently:
@@ -216,6 +217,7 @@ func scanHistory(path string, c *collector) (*histRead, error) {
 	r.events = s.Events()
 	r.bad, r.firstBad = s.Bad()
 	r.truncated = s.Truncated()
+	r.corrupt = s.Corrupt()
 	return r, nil
 }
 

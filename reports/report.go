@@ -437,7 +437,9 @@ func oddities(rf *runFiles, m *model) []banner {
 	if m.histErr != nil {
 		out = append(out, banner{Class: "error", Title: "No history", Text: "The history could not be read: " + m.histErr.Error()})
 	} else if m.hr != nil {
-		if m.hr.truncated {
+		if m.hr.corrupt != "" {
+			out = append(out, banner{Class: "error", Title: "Corrupt history", Text: "Reading stopped where " + m.hr.corrupt + "; the page shows only the events before the damage, and those after it are lost."})
+		} else if m.hr.truncated {
 			out = append(out, banner{Class: "warn", Title: "Truncated history", Text: "The history ends mid-event (the harness died mid-write); the page shows the readable prefix."})
 		}
 		if m.hr.bad > 0 {

@@ -24,6 +24,10 @@ type Results struct {
 	Incomplete string `json:"incomplete,omitempty"`
 	// Truncated says where the readable prefix of a damaged history ends.
 	Truncated string `json:"truncated,omitempty"`
+	// Corrupt is set when the readable prefix ends at compressed data
+	// found damaged rather than at the end of the file: the events after
+	// the damage were recorded but are lost.
+	Corrupt bool `json:"corrupt,omitempty"`
 	// Errors are failures of the harness itself (a fault that did not heal,
 	// checkers that disagree); they make the exit code 3.
 	Errors []string `json:"errors,omitempty"`

@@ -56,6 +56,7 @@ func TestNewCommandsUsageErrors(t *testing.T) {
 		{[]string{"matrix", "--scenarios", "tag:nope", "--store", store}, "tag"},
 		{[]string{"matrix", "--systems", "mars", "--store", store}, "unknown system"},
 		{[]string{"matrix", "--systems", "single", "--faults", "meteor", "--store", store}, "meteor"},
+		{[]string{"matrix", "--systems", "single", "--faults", "kill,none+kill", "--store", store}, "none cannot be combined with other faults"},
 		{[]string{"matrix", "--systems", "single", "--locks", "redlock", "--store", store}, "grid is empty"},
 		{[]string{"matrix", "--all", "--budget", "0s", "--store", store}, "--budget"},
 	}

@@ -233,7 +233,9 @@ printed, and results.json is written only where --out says.`,
 			if err != nil {
 				return failure(stderr, err)
 			}
-			if res.Truncated != "" {
+			if res.Corrupt {
+				fmt.Fprintf(stderr, "warning: the history is corrupt: %s\n", res.Truncated)
+			} else if res.Truncated != "" {
 				fmt.Fprintf(stderr, "warning: the history is truncated: %s\n", res.Truncated)
 			}
 			if res.NotWritten != "" {

@@ -48,6 +48,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--clients", "many", "--store", store}, "clients"},
 		{[]string{"test", "--no-such-flag"}, "no-such-flag"},
 		{[]string{"test", "--nemesis", "meteor", "--store", store}, "meteor"},
+		// none is known; what is wrong is none with faults (issue 34, item 12).
+		{[]string{"test", "--nemesis", "none,kill", "--store", store}, "none cannot be combined with other faults"},
 		{[]string{"test", "--lock", "nope", "--store", store}, "--lock"},
 		{[]string{"test", "--ttl", "soon", "--store", store}, "ttl"},
 		{[]string{"test", "--system", "mars", "--store", store}, "--system"},

@@ -103,6 +103,7 @@ type matrixFlags struct {
 	seed                                       int64
 	store, outDir, junit, title, configFile    string
 	shard                                      string
+	sharded                                    shard // --shard, with the matrix it cuts (runs)
 	o                                          output
 	client                                     clientFlags
 }
@@ -147,9 +148,8 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 			if mf.outDir == "" {
 				mf.outDir = filepath.Join(mf.store, runfile.MatrixDir, time.Now().UTC().Format("20060102T150405Z"))
 			}
-			sh, _ := parseShard(mf.shard) // runs checked it
 			m := &matrixRunner{runs: runs, budget: mf.budget, outDir: mf.outDir, junit: mf.junit, title: mf.title,
-				stdout: stdout, stderr: stderr, o: mf.o, shard: sh}
+				stdout: stdout, stderr: stderr, o: mf.o, shard: mf.sharded}
 			return m.run(cmd.Context())
 		},
 	}
@@ -208,6 +208,7 @@ func (mf *matrixFlags) runs(fl *pflag.FlagSet) ([]matrixRun, error) {
 	if runs = sh.take(runs); len(runs) == 0 {
 		return nil, fmt.Errorf("--shard %s: the matrix has fewer runs than shards; this shard has none", sh)
 	}
+	mf.sharded = sh
 	overridden := fl.Changed("time-limit") || fl.Changed("recovery") || fl.Changed("seed")
 	ov := overrides{timeLimit: mf.timeLimit, recovery: mf.recovery, seed: mf.seed, store: mf.store, stopOnFirst: mf.stopOnFirst}
 	for i := range runs {

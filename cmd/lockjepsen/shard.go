@@ -20,6 +20,11 @@ import (
 type shard struct {
 	Index int `json:"index"`
 	Of    int `json:"of"`
+	// Matrix names every run of the whole matrix the shard was cut from,
+	// in order: shards of different lists have the same numbers, and
+	// merging them would make a matrix nobody ran. Absent in shards
+	// written before it was recorded.
+	Matrix []string `json:"matrix,omitempty"`
 }
 
 func (s shard) String() string {
@@ -43,9 +48,16 @@ func parseShard(v string) (shard, error) {
 	return shard{Index: i, Of: n}, nil
 }
 
-// take numbers the runs in the matrix's order and keeps the shard's share.
-func (s shard) take(runs []matrixRun) []matrixRun {
+// take numbers the runs in the matrix's order and keeps the shard's
+// share; a shard records the whole matrix it was cut from.
+func (s *shard) take(runs []matrixRun) []matrixRun {
 	var out []matrixRun
+	if s.Of > 0 {
+		s.Matrix = nil
+		for _, r := range runs {
+			s.Matrix = append(s.Matrix, r.label())
+		}
+	}
 	for i := range runs {
 		runs[i].Index = i
 		if s.Of == 0 || i%s.Of == s.Index-1 {
@@ -53,6 +65,24 @@ func (s shard) take(runs []matrixRun) []matrixRun {
 		}
 	}
 	return out
+}
+
+// label names a run in a matrix's list: its scenario, or its test name
+// for a run of the grid.
+func (r *matrixRun) label() string {
+	if r.Scenario != "" {
+		return r.Scenario
+	}
+	return r.cfg.TestName()
+}
+
+// recordedLabel names a run read back from a results.json, which keeps
+// its scenario or its grid coordinates but not its configuration.
+func (r *matrixRun) recordedLabel() string {
+	if r.Scenario != "" {
+		return r.Scenario
+	}
+	return r.System + "/" + r.Lock + "/" + r.Faults
 }
 
 // mergeShards reads the results.json of each shard's matrix directory and
@@ -73,6 +103,9 @@ func mergeShards(dirs []string) (*matrixResults, error) {
 		parts = append(parts, &res)
 	}
 	if err := checkShards(dirs, parts); err != nil {
+		return nil, err
+	}
+	if err := checkRunDirs(dirs, parts); err != nil {
 		return nil, err
 	}
 	merged := &matrixResults{Title: parts[0].Title, Started: parts[0].Started, Ended: parts[0].Ended, Budget: parts[0].Budget}
@@ -100,6 +133,9 @@ func checkShards(dirs []string, parts []*matrixResults) error {
 		if p.Shard.Of != of {
 			return fmt.Errorf("%s is shard %s but %s is shard %s: not the same split", dirs[i], p.Shard, dirs[0], parts[0].Shard)
 		}
+		if err := sameMatrix(dirs[0], dirs[i], parts[0].Shard, p.Shard); err != nil {
+			return err
+		}
 		if prev, ok := seen[p.Shard.Index]; ok {
 			return fmt.Errorf("%s and %s are both shard %s", prev, dirs[i], p.Shard)
 		}
@@ -114,11 +150,69 @@ func checkShards(dirs []string, parts []*matrixResults) error {
 	var missing []string
 	for i := 1; i <= of; i++ {
 		if _, ok := seen[i]; !ok {
-			missing = append(missing, shard{i, of}.String())
+			missing = append(missing, shard{Index: i, Of: of}.String())
 		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("shard %s missing: give every shard's matrix directory", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// sameMatrix refuses shards a and b (in directories da and db) cut from
+// different lists of runs, naming the first run where the lists differ.
+func sameMatrix(da, db string, a, b shard) error {
+	if slices.Equal(a.Matrix, b.Matrix) {
+		return nil
+	}
+	at := func(m []string, i int) string {
+		if i < len(m) {
+			return m[i]
+		}
+		return "nothing"
+	}
+	i := 0
+	for i < len(a.Matrix) && i < len(b.Matrix) && a.Matrix[i] == b.Matrix[i] {
+		i++
+	}
+	return fmt.Errorf("%s (shard %s) and %s (shard %s) were cut from different matrices: run %d is %s in the first and %s in the second (lists %s and %s); merge shards of one matrix command",
+		da, a, db, b, i+1, at(a.Matrix, i), at(b.Matrix, i), listOf(a.Matrix), listOf(b.Matrix))
+}
+
+// listOf is a matrix's list of runs for a message, shortened when long.
+func listOf(m []string) string {
+	if len(m) == 0 {
+		return "(not recorded)"
+	}
+	if len(m) > 6 {
+		return fmt.Sprintf("%s, … (%d runs)", strings.Join(m[:6], ", "), len(m))
+	}
+	return strings.Join(m, ", ")
+}
+
+// checkRunDirs refuses a merge in which a run that has a verdict has no
+// run directory with a history: a merged page of it would show a verdict
+// with nothing behind it. Skipped runs never had one, and a run the
+// harness failed may have stopped before its history; its error is shown.
+func checkRunDirs(dirs []string, parts []*matrixResults) error {
+	var missing []string
+	for i, p := range parts {
+		for _, r := range p.Runs {
+			if r.Verdict == stateSkipped || r.Verdict == stateError {
+				continue
+			}
+			if !runfile.HasHistory(r.Dir) {
+				missing = append(missing, fmt.Sprintf("%s (%s, of %s)", r.Dir, r.recordedLabel(), dirs[i]))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		n := len(missing)
+		if n > 5 { // a shard copied without its store misses them all
+			missing = append(missing[:5], "…")
+		}
+		return fmt.Errorf("%d run directories of the shards are missing or hold no history: %s; copy them with the shards (each where its rel_dir says, beside the matrix directory)",
+			n, strings.Join(missing, ", "))
 	}
 	return nil
 }

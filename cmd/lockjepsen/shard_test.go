@@ -36,7 +36,7 @@ func TestShardsPartitionTheMatrix(t *testing.T) {
 		seen := make([]int, len(whole))
 		smallest, largest := len(whole), 0
 		for i := 1; i <= n; i++ {
-			runs := all(shard{i, n}.String())
+			runs := all(shard{Index: i, Of: n}.String())
 			smallest, largest = min(smallest, len(runs)), max(largest, len(runs))
 			for _, r := range runs {
 				if whole[r.Index].Scenario != r.Scenario {
@@ -151,5 +151,64 @@ func TestShardsMergeToTheWholeMatrix(t *testing.T) {
 	code, _, stderr := runCLI(t, "report", "--merge", "--out", filepath.Join(dir, "partial"), shardDirs[0], shardDirs[1])
 	if code != exitUsage || !strings.Contains(stderr, "shard 1/3 missing") {
 		t.Fatalf("a missing shard: exit %d:\n%s", code, stderr)
+	}
+}
+
+// handMadeShard writes a shard's matrix directory under root as `matrix
+// --shard` leaves it, cut from the matrix of scenarios list: its share of
+// the runs, each with a run directory holding a history beside the
+// matrix directory (rel_dir), unless it is named in lose.
+func handMadeShard(t *testing.T, root string, sh shard, list []string, lose ...string) string {
+	t.Helper()
+	dir := filepath.Join(root, "store", "matrix", "m")
+	sh.Matrix = list
+	res := matrixResults{Title: "hand-made", Shard: sh, Met: true}
+	for i, name := range list {
+		if i%sh.Of != sh.Index-1 {
+			continue
+		}
+		run := filepath.Join(root, "store", name)
+		if !slices.Contains(lose, name) {
+			if err := os.MkdirAll(run, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, run, runfile.HistoryFile, "")
+		}
+		res.Runs = append(res.Runs, matrixRun{Scenario: name, Index: i, Dir: run, RelDir: relTo(dir, run), Verdict: "safe", Met: true, Expected: "safe"})
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeRunJSON(t, filepath.Join(dir, runfile.ResultsFile), res)
+	return dir
+}
+
+// Issue 34, item 8: shards cut from different lists of scenarios, or
+// whose run directories are missing, are refused with exit 2, naming the
+// mismatch or the directories; shards of one list, whole, merge.
+func TestMergeRefusesShardsOfDifferentMatricesOrWithoutRuns(t *testing.T) {
+	root := t.TempDir()
+	a := []string{"baseline", "del-release"}
+	b := []string{"baseline", "no-ttl"}
+	one := handMadeShard(t, filepath.Join(root, "a1"), shard{Index: 1, Of: 2}, a)
+	two := handMadeShard(t, filepath.Join(root, "a2"), shard{Index: 2, Of: 2}, a)
+	other := handMadeShard(t, filepath.Join(root, "b2"), shard{Index: 2, Of: 2}, b)
+	lost := handMadeShard(t, filepath.Join(root, "lost2"), shard{Index: 2, Of: 2}, a, "del-release")
+
+	if merged, err := mergeShards([]string{one, two}); err != nil || len(merged.Runs) != 2 {
+		t.Fatalf("shards of one matrix: %v", err)
+	}
+	code, _, stderr := runCLI(t, "report", "--merge", "--out", filepath.Join(root, "mixed"), one, other)
+	if code != exitUsage || !strings.Contains(stderr, "different matrices") || !strings.Contains(stderr, "del-release") || !strings.Contains(stderr, "no-ttl") {
+		t.Errorf("shards of different lists: exit %d:\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "report", "--merge", "--out", filepath.Join(root, "partial"), one, lost)
+	if code != exitUsage || !strings.Contains(stderr, "missing") || !strings.Contains(stderr, filepath.Join(root, "lost2", "store", "del-release")) {
+		t.Errorf("a shard without its run directories: exit %d:\n%s", code, stderr)
+	}
+	for _, d := range []string{"mixed", "partial"} {
+		if _, err := os.Stat(filepath.Join(root, d)); err == nil {
+			t.Errorf("a refused merge wrote %s", d)
+		}
 	}
 }
