@@ -43,25 +43,6 @@ type lateLease struct {
 
 func (l lateLease) ValidUntil() time.Time { return l.validUntil }
 
-// lyingRelease reports every release as successful, as redsync v4.0.3's
-// Unlock did for a lock it no longer held.
-type lyingRelease struct{ locks.Locker }
-
-func (l lyingRelease) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
-	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
-	if err != nil {
-		return nil, err
-	}
-	return lyingLease{lease}, nil
-}
-
-type lyingLease struct{ locks.Lease }
-
-func (l lyingLease) Release(ctx context.Context) error {
-	l.Lease.Release(ctx)
-	return nil
-}
-
 // builtLock wraps the named built-in lock for each client.
 func builtLock(name string, wrap func(locks.Locker) locks.Locker) harness.LockerFactory {
 	return func(nodes []locks.Conn, process int) (locks.Locker, error) {
@@ -104,9 +85,9 @@ func TestLeaseModelOnRealServers(t *testing.T) {
 			wrap: func(l locks.Locker) locks.Locker { return lateStart{l} }, faults: []string{nemesis.Pause}, want: want{overClaims: true}},
 		{name: "correct redlock, a node paused", system: cluster.Redlock, lock: locks.RedlockName, faults: []string{nemesis.Pause}},
 		{name: "release that reports success without checking, long holds", system: cluster.Single, lock: locks.Token,
-			wrap: func(l locks.Locker) locks.Locker { return lyingRelease{l} }, long: true, want: want{dishonest: true}},
+			wrap: func(l locks.Locker) locks.Locker { return harnesstest.LyingRelease{Locker: l} }, long: true, want: want{dishonest: true}},
 		{name: "redlock wrapper whose Unlock always succeeds, long holds", system: cluster.Redlock, lock: locks.RedlockName,
-			wrap: func(l locks.Locker) locks.Locker { return lyingRelease{l} }, long: true, want: want{dishonest: true}},
+			wrap: func(l locks.Locker) locks.Locker { return harnesstest.LyingRelease{Locker: l} }, long: true, want: want{dishonest: true}},
 		{name: "correct token lock, long holds", system: cluster.Single, lock: locks.Token, long: true},
 		{name: "correct redlock, long holds", system: cluster.Redlock, lock: locks.RedlockName, long: true},
 	}

@@ -11,29 +11,11 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/review"
 )
-
-// lyingRelease reports every release as successful, as redsync v4.0.3's
-// Unlock did for a lock it no longer held.
-type lyingRelease struct{ locks.Locker }
-
-func (l lyingRelease) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
-	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
-	if err != nil {
-		return nil, err
-	}
-	return lyingLease{lease}, nil
-}
-
-type lyingLease struct{ locks.Lease }
-
-func (l lyingLease) Release(ctx context.Context) error {
-	l.Lease.Release(ctx) // what it found is dropped: the bug
-	return nil
-}
 
 // A review tells a broken Go lock from a correct one by mechanism, under
 // the long-holds threat: a third of the holds outlast the TTL, so their
@@ -53,7 +35,7 @@ func TestReviewOfGoLocks(t *testing.T) {
 		kind      string
 	}{
 		{"setnx-del", locks.SetnxDel, nil, 30 * time.Second, review.LockBroken, checker.MechOverlap},
-		{"token with a lying release", locks.Token, func(l locks.Locker) locks.Locker { return lyingRelease{l} }, 3 * time.Second, review.LockBroken, checker.MechDishonestRelease},
+		{"token with a lying release", locks.Token, func(l locks.Locker) locks.Locker { return harnesstest.LyingRelease{Locker: l} }, 3 * time.Second, review.LockBroken, checker.MechDishonestRelease},
 		{"token", locks.Token, nil, 3 * time.Second, review.LockHeld, ""},
 	}
 	for _, tc := range cases {
