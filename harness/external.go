@@ -1,33 +1,54 @@
 package harness
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/locks/extclient"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
 // ClientsDir is the run directory's folder of external clients' stderr.
 const ClientsDir = "clients"
 
 // validateClient checks an external client before anything starts: that
-// the system can hand it addresses, that it does not also name a lock of
-// Go, and that its program exists.
+// it does not also name a lock of Go, that its program exists, and that
+// it runs on the system (it says which in its handshake).
 func (c *Config) validateClient() error {
-	switch {
-	case c.Locker != nil:
+	if c.Locker != nil {
 		return usage("--client and a Go Locker are two locks under test; give one")
-	case !c.system().externalClients:
-		return usage("--client runs on --system single or redlock: a client of another language dials the nodes' addresses itself, and --system %s has none to give it yet", c.System)
 	}
 	if _, err := exec.LookPath(c.Client[0]); err != nil {
 		return usage("--client %s: %v", strings.Join(c.Client, " "), err)
 	}
+	if ok, systems := ClientRunsOn(c.Client, c.System); !ok {
+		return usage("--client %s runs on --system %s (it says so in its handshake), not on %s",
+			strings.Join(c.Client, " "), strings.Join(systems, ", "), c.System)
+	}
 	return nil
+}
+
+// ClientRunsOn reports whether the external client runs on the system,
+// and the systems it declares: it is started once to ask (docs/client-
+// protocol.md, init_ok's systems). A client that does not start is
+// assumed to run anywhere; its run then says why it failed.
+func ClientRunsOn(argv []string, system string) (bool, []string) {
+	if _, err := lookupSystem(system); err != nil {
+		return false, nil
+	}
+	d, err := extclient.Describe(context.Background(), argv, 0)
+	if err != nil {
+		return true, nil
+	}
+	return extclient.RunsOn(d.Systems, system), extclient.Systems(d.Systems)
 }
 
 // clientName names an external client after its program: the script's
@@ -48,15 +69,65 @@ func clientName(argv []string) string {
 	return name
 }
 
-// externalClient starts the client process for one client process number.
-// A client that stops being trustworthy during the run (it exits, breaks
+// extOptions are the options of every external client of the run. A
+// client that stops being trustworthy during the run (it exits, breaks
 // the protocol or hangs) fails the run: its operations were recorded as
 // unknown outcomes, the history stays checkable, and the run stops with a
 // harness error that names the client and ends with its stderr.
-func (r *runner) externalClient(conns []locks.Conn, process int) (locks.Locker, error) {
-	o := extclient.Options{Argv: r.cfg.Client, TTL: r.cfg.TTL, OpTimeout: r.cfg.OpTimeout,
+func (r *runner) extOptions() extclient.Options {
+	return extclient.Options{Argv: r.cfg.Client, TTL: r.cfg.TTL, OpTimeout: r.cfg.OpTimeout,
 		StderrDir: filepath.Join(r.dir, ClientsDir), Fatal: r.clientFailed}
-	return extclient.Factory(o)(conns, process)
+}
+
+// externalLockerFactory gives each client process a process of the
+// external client, handed the system the way its ecosystem's clients take
+// it (extclient.Topology): on Sentinel and Redis Cluster the client finds
+// the primaries itself, as the Go clients of failoverLockerFactory and
+// clusterLockerFactory do.
+func (r *runner) externalLockerFactory(sys *system) workloads.LockerFactory {
+	return func(process int) (locks.Locker, io.Closer, error) {
+		c, err := extclient.Launch(r.extOptions(), r.topology(sys, process%r.cfg.Clients), process)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c, nil
+	}
+}
+
+// topology is the system as the worker's client dials it: through its own
+// links when the run cuts links, so that network faults act on what the
+// client dials, as they do on the Go clients (linkDialer). The servers of
+// Sentinel and Redis Cluster report one another by the addresses the
+// cluster uses (its internal links), which the address map turns into
+// the client's.
+func (r *runner) topology(sys *system, worker int) extclient.Topology {
+	dial := func(n cluster.Node) string {
+		if link := sys.mesh.Find(nemesis.ClientLinkName(worker), n.Name); link != nil {
+			return link.Addr()
+		}
+		return n.Addr
+	}
+	t := extclient.Topology{System: r.cfg.System}
+	for _, n := range sys.cl.Nodes() {
+		t.Nodes = append(t.Nodes, extclient.Node{Name: n.Name, Addr: dial(n)})
+	}
+	if sys.sc != nil {
+		t.MasterName = sys.sc.MasterName()
+		for _, n := range sys.sc.Sentinels() {
+			t.Sentinels = append(t.Sentinels, extclient.Node{Name: n.Name, Addr: dial(n)})
+		}
+	}
+	if sys.sc != nil || sys.slots != nil {
+		t.AddressMap = map[string]string{}
+		for _, n := range sys.targets {
+			for _, a := range []string{n.Addr, n.Announce} {
+				if a != "" && a != dial(n) {
+					t.AddressMap[a] = dial(n)
+				}
+			}
+		}
+	}
+	return t
 }
 
 // clientFailed records a client's failure and stops the run.
@@ -69,8 +140,10 @@ func (r *runner) clientFailed(err error) {
 	}
 }
 
-// TakesClients reports whether an external client can run on the system.
+// TakesClients reports whether the harness can hand an external client
+// the system: every system, since the client protocol carries each one's
+// topology; whether a given client runs on it is ClientRunsOn.
 func TakesClients(system string) bool {
-	d, err := lookupSystem(system)
-	return err == nil && d.externalClients
+	_, err := lookupSystem(system)
+	return err == nil
 }

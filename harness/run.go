@@ -545,6 +545,8 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 		},
 	}
 	switch {
+	case len(cfg.Client) > 0:
+		cp.env.NewLocker = r.externalLockerFactory(sys)
 	case sys.sc != nil:
 		cp.env.NewLocker = r.failoverLockerFactory(sys.mesh, sys.targets)
 	case sys.slots != nil:

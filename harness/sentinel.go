@@ -20,13 +20,11 @@ import (
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
-// newLock builds the lock under test on conns: the user's, or a named one.
+// newLock builds the lock under test on conns: the user's, or a named one
+// (an external client is built by externalLockerFactory).
 func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) {
 	if r.cfg.Locker != nil {
 		return r.cfg.Locker(conns, process)
-	}
-	if len(r.cfg.Client) > 0 {
-		return r.externalClient(conns, process)
 	}
 	return locks.New(r.cfg.Lock, conns, r.lockOptions(process))
 }

@@ -41,10 +41,6 @@ type systemDriver struct {
 	// askHolder: for locks that do not say which nodes granted (redsync),
 	// the nemesis's holder target asks the nodes directly.
 	askHolder bool
-	// externalClients: a client process of another language can be
-	// handed this system's node addresses (it has no sentinels to follow
-	// and speaks Redis).
-	externalClients bool
 	// serverRenewsLeases says why the servers may keep a key past its TTL
 	// by themselves, so that the lease model does not judge releases for
 	// honesty there; "" where a key lives exactly its TTL.
@@ -109,11 +105,11 @@ func everyNode(n int) int { return n }
 func noOptions(*Config) error { return nil }
 
 var singleSystem = systemDriver{
-	name: cluster.Single, lockNodes: everyNode, referenceLock: locks.Token, externalClients: true, validate: noOptions, version: recordRedisVersion,
+	name: cluster.Single, lockNodes: everyNode, referenceLock: locks.Token, validate: noOptions, version: recordRedisVersion,
 }
 
 var redlockSystem = systemDriver{
-	name: cluster.Redlock, lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, externalClients: true, validate: noOptions, version: recordRedisVersion,
+	name: cluster.Redlock, lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, validate: noOptions, version: recordRedisVersion,
 }
 
 var sentinelSystem = systemDriver{

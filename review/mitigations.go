@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
@@ -171,8 +172,10 @@ func switchSystem(c *harness.Config, t Threat, builder func(*harness.Config)) er
 	}
 	t.Inject(&fresh)
 	*c = fresh
-	if len(c.Client) > 0 && !harness.TakesClients(c.System) {
-		return notApplicable("external clients do not run on %s yet", c.System)
+	if len(c.Client) > 0 {
+		if ok, systems := harness.ClientRunsOn(c.Client, c.System); !ok {
+			return notApplicable("the client runs on %s, not on %s", strings.Join(systems, ", "), c.System)
+		}
 	}
 	return nil
 }

@@ -53,8 +53,9 @@ func (c *clientFlags) useIn(cfg *harness.Config) error {
 	if c.command == "" {
 		return c.apply(cfg)
 	}
-	if !harness.TakesClients(cfg.System) {
-		return fmt.Errorf("--client runs on --system single or redlock; this scenario runs on %s", cfg.System)
+	argv := append(strings.Fields(c.command), c.args...)
+	if ok, systems := harness.ClientRunsOn(argv, cfg.System); !ok {
+		return fmt.Errorf("--client runs on --system %s (it says so in its handshake); this scenario runs on %s", strings.Join(systems, ", "), cfg.System)
 	}
 	cfg.Name, cfg.Expect = "", harness.ExpectSafe
 	return c.apply(cfg)

@@ -662,7 +662,7 @@ func (mf *matrixFlags) withClient(runs []matrixRun) ([]matrixRun, error) {
 	}
 	kept := runs[:0]
 	for _, r := range runs {
-		if harness.TakesClients(r.cfg.System) {
+		if ok, _ := harness.ClientRunsOn(append(strings.Fields(mf.client.command), mf.client.args...), r.cfg.System); ok {
 			if err := mf.client.useIn(&r.cfg); err != nil {
 				return nil, err
 			}
@@ -671,7 +671,7 @@ func (mf *matrixFlags) withClient(runs []matrixRun) ([]matrixRun, error) {
 		}
 	}
 	if len(kept) == 0 {
-		return nil, errors.New("--client runs on --system single or redlock, and no chosen run is on one")
+		return nil, errors.New("--client runs on none of the chosen runs' systems (it names its systems in its handshake)")
 	}
 	return kept, nil
 }

@@ -58,9 +58,21 @@ def drift_ns(ttl_ms):
     return ttl_ms * 10_000 + 2_000_000
 
 
-def serve(make_lock, name, capabilities=()):
+def dial(init, addr):
+    """The (host, port) to dial for an address the servers reported (the
+    primary the sentinels name, a node of the cluster's slots): the
+    harness's link for this client when there is one (init's address_map),
+    as the Go clients' dialer does."""
+    addr = init.get("address_map", {}).get(addr, addr)
+    host, port = addr.rsplit(":", 1)
+    return host, int(port)
+
+
+def serve(make_lock, name, capabilities=(), systems=()):
     """Answer the harness until stdin closes. make_lock(init) builds the lock
-    from the init message (nodes, op_timeout_ms, token_prefix)."""
+    from the init message (system, nodes, sentinels, op_timeout_ms,
+    token_prefix). systems: the systems the lock runs on (none: single and
+    redlock)."""
     lock = None
     for line in sys.stdin:
         if not line.strip():
@@ -69,6 +81,8 @@ def serve(make_lock, name, capabilities=()):
         if msg["type"] == "init":
             lock = make_lock(msg)
             reply = {"type": "init_ok", "protocol": PROTOCOL, "name": name, "capabilities": list(capabilities)}
+            if systems:
+                reply["systems"] = list(systems)
         else:
             reply = answer(lock, msg)
         reply["in_reply_to"] = msg["id"]

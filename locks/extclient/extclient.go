@@ -56,10 +56,15 @@ func Factory(o Options) func(nodes []locks.Conn, process int) (locks.Locker, err
 		for i, n := range nodes {
 			ns[i] = Node{Name: n.Name, Addr: n.Addr}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), o.startTimeout())
-		defer cancel()
-		return Start(ctx, o, ns, process)
+		return Launch(o, Topology{Nodes: ns}, process)
 	}
+}
+
+// Launch starts one client on a system within the start timeout.
+func Launch(o Options, topo Topology, process int) (*Client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.startTimeout())
+	defer cancel()
+	return StartOn(ctx, o, topo, process)
 }
 
 func (o Options) startTimeout() time.Duration {
@@ -83,7 +88,8 @@ type Client struct {
 	stdin   *os.File
 	stderr  *tail
 	caps    []string
-	impl    string // what the client says it is
+	systems []string // the systems it declares (none: single and redlock)
+	impl    string   // what the client says it is
 
 	mu       sync.Mutex
 	nextID   int64
@@ -112,8 +118,16 @@ type pending struct {
 
 func (p *pending) String() string { return fmt.Sprintf("%s (request %d)", p.typ, p.id) }
 
-// Start starts the client process and runs the init handshake.
+// Start starts the client process and runs the init handshake, handing
+// it nodes only (a client on a single Redis or on Redlock).
 func Start(ctx context.Context, o Options, nodes []Node, process int) (*Client, error) {
+	return StartOn(ctx, o, Topology{Nodes: nodes}, process)
+}
+
+// StartOn starts the client process on a system and runs the init
+// handshake. A client that declares the systems it runs on and not this
+// one is refused (ErrUnsupportedSystem).
+func StartOn(ctx context.Context, o Options, topo Topology, process int) (*Client, error) {
 	if len(o.Argv) == 0 {
 		return nil, errors.New("external client: no command")
 	}
@@ -123,8 +137,9 @@ func Start(ctx context.Context, o Options, nodes []Node, process int) (*Client, 
 	if err := c.spawn(); err != nil {
 		return nil, err
 	}
-	init := request{Type: typeInit, ID: 0, Protocol: ProtocolVersion, Process: process, Nodes: nodes,
-		TokenPrefix: fmt.Sprintf("p%d", process), OpTimeoutMS: o.OpTimeout.Milliseconds(), TTLMS: o.TTL.Milliseconds()}
+	init := request{Type: typeInit, ID: 0, Protocol: ProtocolVersion, Process: process, Nodes: topo.Nodes,
+		TokenPrefix: fmt.Sprintf("p%d", process), OpTimeoutMS: o.OpTimeout.Milliseconds(), TTLMS: o.TTL.Milliseconds(),
+		System: topo.System, Sentinels: topo.Sentinels, MasterName: topo.MasterName, AddressMap: topo.AddressMap}
 	r, err := c.call(ctx, init, 0)
 	if err == nil && r.Type != typeInitOK {
 		err = fmt.Errorf("answered init with %q (%s), want init_ok", r.Type, r.Error)
@@ -137,8 +152,30 @@ func Start(ctx context.Context, o Options, nodes []Node, process int) (*Client, 
 		<-c.done
 		return nil, fmt.Errorf("%s did not start: %w%s", c.name, err, c.stderrTail())
 	}
-	c.caps, c.impl = r.Capabilities, r.Name
+	c.caps, c.impl, c.systems = r.Capabilities, r.Name, r.Systems
+	if topo.System != "" && !RunsOn(c.systems, topo.System) {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w %s; it runs on %s", c.name, ErrUnsupportedSystem, topo.System, strings.Join(Systems(c.systems), ", "))
+	}
 	return c, nil
+}
+
+// ErrUnsupportedSystem is a client started on a system it does not
+// declare.
+var ErrUnsupportedSystem = errors.New("does not run on")
+
+// Systems is what a client's declared systems mean: the systems of
+// protocol 1's first clients when it declares none.
+func Systems(declared []string) []string {
+	if len(declared) == 0 {
+		return []string{"single", "redlock"}
+	}
+	return declared
+}
+
+// RunsOn reports whether a client that declared systems runs on system.
+func RunsOn(declared []string, system string) bool {
+	return slices.Contains(Systems(declared), system)
 }
 
 // spawn starts the process with its pipes and the goroutines that read

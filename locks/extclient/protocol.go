@@ -50,6 +50,29 @@ type Node struct {
 	Addr string `json:"addr"` // host:port
 }
 
+// Topology is how a client finds the system it runs on, in the form each
+// ecosystem's Redis and etcd clients take: the nodes for a single Redis,
+// the independent nodes of Redlock, the member endpoints of etcd, the seed
+// nodes of Redis Cluster; for Sentinel the sentinels and the master name.
+// Every address is the one this client dials: its own link to the node
+// when the run cuts links, so that network faults act on what it dials.
+type Topology struct {
+	// System names the system (cluster.Single, ...); "" for a probe.
+	System string
+	// Nodes are the data nodes (single, redlock, etcd's members, the
+	// cluster's seeds; on Sentinel every Redis node, for reference).
+	Nodes []Node
+	// Sentinels and MasterName: how a Sentinel client finds the primary.
+	Sentinels  []Node
+	MasterName string
+	// AddressMap maps an address the servers report (the primary the
+	// sentinels name, the nodes of the cluster's slots) to the address
+	// the client must dial instead, as the Go clients' dialer does; the
+	// servers know each other by the cluster's internal links, which a
+	// client does not use.
+	AddressMap map[string]string
+}
+
 // request is every message the harness sends.
 type request struct {
 	Type string `json:"type"`
@@ -61,6 +84,12 @@ type request struct {
 	Nodes       []Node `json:"nodes,omitempty"`
 	TokenPrefix string `json:"token_prefix,omitempty"`
 	OpTimeoutMS int64  `json:"op_timeout_ms,omitempty"`
+	// Added in protocol 1 without a new version (a client ignores fields
+	// it does not know).
+	System     string            `json:"system,omitempty"`
+	Sentinels  []Node            `json:"sentinels,omitempty"`
+	MasterName string            `json:"master_name,omitempty"`
+	AddressMap map[string]string `json:"address_map,omitempty"`
 
 	// acquire, extend, release
 	Key   string `json:"key,omitempty"`
@@ -77,6 +106,10 @@ type reply struct {
 	Protocol     int      `json:"protocol,omitempty"`
 	Name         string   `json:"name,omitempty"`
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Systems the client runs on; absent: single and redlock, the
+	// systems of protocol 1's first clients, which dial nodes[0] or
+	// every node.
+	Systems []string `json:"systems,omitempty"`
 
 	// ok
 	Token string `json:"token,omitempty"`
