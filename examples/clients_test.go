@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
@@ -62,13 +63,35 @@ func TestForeignClients(t *testing.T) {
 		workload string
 		faults   []string
 		expect   string
+		// edit, when set, puts the case on its system and faults.
+		edit func(*harness.Config)
+		// check, when set, checks the results beyond the verdict.
+		check func(*testing.T, *harness.Results)
 	}{
-		{"redis-py Lock, no faults", python, []string{"/usr/bin/python3", "python/redispy_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
-		{"redis-py Lock, client-pause", python, []string{"/usr/bin/python3", "python/redispy_lock.py"}, workloads.Mutex, []string{nemesis.ClientPause}, harness.ExpectUnsafe},
-		{"python token lock, no faults", python, []string{"/usr/bin/python3", "python/token_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe},
-		{"python fenced token lock, counter, client-pause", python, []string{"/usr/bin/python3", "python/token_lock.py", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
-		{"node token lock, no faults", node, []string{"node", "node/token_lock.js"}, workloads.Mutex, nil, harness.ExpectSafe},
-		{"node fenced token lock, counter, client-pause", node, []string{"node", "node/token_lock.js", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe},
+		{"redis-py Lock, no faults", python, []string{"/usr/bin/python3", "python/redispy_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe, nil, nil},
+		{"redis-py Lock, client-pause", python, []string{"/usr/bin/python3", "python/redispy_lock.py"}, workloads.Mutex, []string{nemesis.ClientPause}, harness.ExpectUnsafe, nil, nil},
+		{"python token lock, no faults", python, []string{"/usr/bin/python3", "python/token_lock.py"}, workloads.Mutex, nil, harness.ExpectSafe, nil, nil},
+		{"python fenced token lock, counter, client-pause", python, []string{"/usr/bin/python3", "python/token_lock.py", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe, nil, nil},
+		{"node token lock, no faults", node, []string{"node", "node/token_lock.js"}, workloads.Mutex, nil, harness.ExpectSafe, nil, nil},
+		{"node fenced token lock, counter, client-pause", node, []string{"node", "node/token_lock.js", "--fenced"}, workloads.Counter, []string{nemesis.ClientPause}, harness.ExpectSafe, nil, nil},
+		{name: "redis-py Lock on Sentinel, no faults", runtime: python, argv: []string{"/usr/bin/python3", "python/redispy_lock.py"}, workload: workloads.Mutex, expect: harness.ExpectSafe,
+			edit: func(c *harness.Config) { c.System = cluster.Sentinel }},
+		// As the Go token lock's case in harness/sentinel_test.go: the
+		// primary is killed right after a grant, before the key reaches a
+		// replica (replication slowed by 100 ms); holds of 15-18 s of a
+		// 20 s TTL outlast the failover, so a client of the promoted
+		// replica, which never saw the key, takes the lock while the
+		// holder holds it. The primary stays down 18 s so that a slow
+		// failover leaves no violation on the restarted, empty old
+		// primary; the run stops at the first violation, which must name
+		// two primaries (redis-py's Sentinel client reports the primary
+		// it dialed).
+		{name: "redis-py Lock on Sentinel, the primary killed after a grant", runtime: python, argv: []string{"/usr/bin/python3", "python/redispy_lock.py"}, workload: workloads.Mutex, expect: harness.ExpectUnsafe,
+			edit: func(c *harness.Config) {
+				c.System, c.TTL, c.Hold = cluster.Sentinel, 20*time.Second, "15s..18s"
+				harnesstest.UntilViolation(c)
+				c.Script = killAfterAcquireSteps(c, 18*time.Second)
+			}, check: requireTwoPrimaries},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,10 +102,16 @@ func TestForeignClients(t *testing.T) {
 			if c.expect == harness.ExpectUnsafe {
 				harnesstest.UntilViolation(&cfg)
 			}
+			if c.edit != nil {
+				c.edit(&cfg)
+			}
 			r := harnesstest.Run(t, cfg).Results
 			summary := strings.Join(r.Summary(), "\n")
 			if !r.MetExpectation {
 				t.Fatalf("expected %s:\n%s\n%s", c.expect, r.Why, summary)
+			}
+			if c.check != nil {
+				c.check(t, r)
 			}
 			if c.workload == workloads.Counter && !r.Resource.Valid {
 				t.Errorf("the fenced resource was damaged:\n%s", summary)
@@ -170,6 +199,33 @@ func TestSlowStartingClientsGetTheWholeTimeLimit(t *testing.T) {
 		t.Fatalf("%d acquire attempts from %d clients in %s: the clients did not get the time limit\n%s",
 			r.Liveness.AcquireAttempts, cfg.Clients, cfg.TimeLimit, strings.Join(r.Summary(), "\n"))
 	}
+}
+
+// requireTwoPrimaries asks the witness to name two holders on two
+// primaries: the failover happened, and the lock was granted on both sides
+// of it (harness/sentinel_test.go asks the same of the Go token lock).
+func requireTwoPrimaries(t *testing.T, r *harness.Results) {
+	t.Helper()
+	v := r.Exclusion.Violations[0]
+	if len(v.First.Nodes) != 1 || len(v.Second.Nodes) != 1 || v.First.Nodes[0] == v.Second.Nodes[0] {
+		t.Fatalf("the witness does not show two primaries: %s", v.Story)
+	}
+}
+
+// killAfterAcquireSteps are the steps of the named script
+// sentinel-kill-after-acquire for c, with the killed primary kept down for
+// down instead of the script's 5 s (as harness/sentinel_test.go builds
+// them for the Go token lock).
+func killAfterAcquireSteps(c *harness.Config, down time.Duration) []nemesis.Step {
+	p := nemesis.ScriptParams{Nodes: []string{"n1", "n2", "n3"}, Sentinels: []string{"s1", "s2", "s3"},
+		Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit, Interval: c.NemesisInterval, Duration: c.FaultDuration}
+	steps := nemesis.Scripts["sentinel-kill-after-acquire"].Build(p)
+	for i := range steps {
+		if steps[i].Action.Fault == nemesis.Kill {
+			steps[i].Action.For = down
+		}
+	}
+	return steps
 }
 
 // clientProcesses lists the processes of this test binary's children

@@ -97,8 +97,13 @@ def answer(lock, msg):
     _request_started = started
     try:
         if kind == "acquire":
-            token, valid_until, fence = lock.acquire(msg["key"], msg["ttl_ms"])
+            # (token, valid_until, fence), and optionally the addresses of
+            # the nodes that granted, as dialed.
+            got = lock.acquire(msg["key"], msg["ttl_ms"])
+            token, valid_until, fence = got[:3]
             reply = {"type": "ok", "token": token, "started_mono_ns": started}
+            if len(got) > 3 and got[3]:
+                reply["granted_by"] = list(got[3])
             if valid_until is not None:
                 reply["valid_until_mono_ns"] = valid_until
             if fence is not None:

@@ -71,7 +71,14 @@ class RedisPyLock:
             raise lj.NotAcquired()
         token = lock.local.token.decode()
         self.held[token] = lock
-        return token, None, None  # no deadline, no fence
+        return token, None, None, self.served_by()  # no deadline, no fence
+
+    def served_by(self):
+        """The node the lock's connection went to: on Sentinel the primary
+        redis-py last discovered (as dialed), else the one node."""
+        pool = self.r.connection_pool
+        addr = getattr(pool, "master_address", None) or (pool.connection_kwargs["host"], pool.connection_kwargs["port"])
+        return ["%s:%s" % addr]
 
     def extend(self, key, token, ttl_ms):
         try:

@@ -89,6 +89,7 @@ type Client struct {
 	stderr  *tail
 	caps    []string
 	systems []string // the systems it declares (none: single and redlock)
+	topo    Topology // what it was handed
 	impl    string   // what the client says it is
 
 	mu       sync.Mutex
@@ -131,7 +132,7 @@ func StartOn(ctx context.Context, o Options, topo Topology, process int) (*Clien
 	if len(o.Argv) == 0 {
 		return nil, errors.New("external client: no command")
 	}
-	c := &Client{o: o, process: process, reqs: map[int64]*pending{}, answered: make(chan struct{}, 1),
+	c := &Client{o: o, process: process, topo: topo, reqs: map[int64]*pending{}, answered: make(chan struct{}, 1),
 		done: make(chan struct{}), stderr: newTail(4096), nextID: 1,
 		name: fmt.Sprintf("client p%d (%s)", process, strings.Join(o.Argv, " "))}
 	if err := c.spawn(); err != nil {
@@ -618,7 +619,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		c.kill(&ProtocolError{Line: fmt.Sprintf("%+v", *r), Reason: "an ok to acquire without a token"})
 		return nil, errors.New("external client: an ok to acquire without a token")
 	}
-	return &lease{c: c, key: key, token: r.Token, fence: r.Fence, times: timesOf(r)}, nil
+	return &lease{c: c, key: key, token: r.Token, fence: r.Fence, times: timesOf(r), nodes: c.topo.nodeNames(r.GrantedBy)}, nil
 }
 
 // outcome maps a reply to the locks package's answers: nil for ok, the
@@ -655,6 +656,7 @@ type lease struct {
 	c          *Client
 	key, token string
 	fence      *int64
+	nodes      []string // the nodes the client says granted; nil when it does not say
 
 	mu    sync.Mutex
 	times leaseTimes
@@ -680,6 +682,10 @@ func (l *lease) current() leaseTimes {
 }
 
 func (l *lease) Token() string { return l.token }
+
+// GrantedBy names the nodes the client said granted the lease (its
+// optional granted_by), nil when it did not say.
+func (l *lease) GrantedBy() []string { return l.nodes }
 
 func (l *lease) ValidUntil() time.Time { return l.current().validUntil }
 

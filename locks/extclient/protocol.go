@@ -14,6 +14,7 @@ package extclient
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // ProtocolVersion is the version of the client protocol. A change that an
@@ -73,6 +74,26 @@ type Topology struct {
 	AddressMap map[string]string
 }
 
+// nodeNames names the nodes at the addresses a client reports (as it
+// dialed them, or as the servers reported them); unknown ones are left
+// out.
+func (t Topology) nodeNames(addrs []string) []string {
+	byAddr := map[string]string{}
+	for _, n := range append(append([]Node(nil), t.Nodes...), t.Sentinels...) {
+		byAddr[n.Addr] = n.Name
+	}
+	var names []string
+	for _, a := range addrs {
+		if mapped, ok := t.AddressMap[a]; ok {
+			a = mapped
+		}
+		if name, ok := byAddr[a]; ok && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // request is every message the harness sends.
 type request struct {
 	Type string `json:"type"`
@@ -122,6 +143,10 @@ type reply struct {
 	// the pipe and the client's scheduling delay.
 	StartedMonoNS *int64 `json:"started_mono_ns,omitempty"`
 	Fence         *int64 `json:"fence,omitempty"`
+	// GrantedBy, optional: the addresses of the nodes that granted (as the
+	// client dialed them), for the witness and for faults aimed at the
+	// holder's nodes on locks whose keys the harness cannot read.
+	GrantedBy []string `json:"granted_by,omitempty"`
 
 	// fail and info
 	Error string `json:"error,omitempty"`
