@@ -35,6 +35,10 @@ func BenchmarkCycle(b *testing.B) {
 	}{
 		{"python-token", []string{"/usr/bin/python3", abs("python/token_lock.py")}},
 		{"node-token", []string{"node", abs("node/token_lock.js")}},
+		{"python-redispy", []string{"/usr/bin/python3", abs("python/redispy_lock.py")}},
+		{"php-symfony", []string{"php", abs("php/symfony_lock.php")}},
+		{"php-laravel", []string{"php", abs("php/laravel_lock.php")}},
+		{"php-malkusch", []string{"php", abs("php/malkusch_lock.php")}},
 		{"protocol-only", []string{"/usr/bin/python3", abs("../locks/extclient/testdata/badclient.py"), "noop"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
