@@ -2,10 +2,12 @@ package harness
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/locks/extclient"
@@ -30,12 +32,14 @@ func (c *Config) validateClient() error {
 	return nil
 }
 
-// clientName names an external client after its program: the script's
-// base name without extension ("redispy_lock" for "python3 redispy_lock.py").
+// clientName names an external client after its program: the script an
+// interpreter runs ("redispy_lock" for "python3 redispy_lock.py"), else
+// the program itself ("sleep" for "sleep 1000": an argument is not a
+// name).
 func clientName(argv []string) string {
 	name := argv[0]
 	for _, a := range argv[1:] {
-		if !strings.HasPrefix(a, "-") {
+		if !strings.HasPrefix(a, "-") && namesScript(a) {
 			name = a
 			break
 		}
@@ -46,6 +50,20 @@ func clientName(argv []string) string {
 		return "client"
 	}
 	return name
+}
+
+// namesScript says whether a client's argument looks like the script its
+// program runs: a path, a file name with an extension (not "1.5"), or a
+// file that exists.
+func namesScript(arg string) bool {
+	if strings.ContainsRune(arg, filepath.Separator) {
+		return true
+	}
+	if ext := strings.TrimPrefix(filepath.Ext(arg), "."); ext != "" && unicode.IsLetter(rune(ext[0])) {
+		return true
+	}
+	st, err := os.Stat(arg)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // externalClient starts the client process for one client process number.

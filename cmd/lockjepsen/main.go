@@ -48,8 +48,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// exitError carries an exit code through cobra.
-type exitError struct{ code int }
+// exitError carries an exit code through cobra, with the message already
+// printed on stderr and the error it came from, for --json.
+type exitError struct {
+	code  int
+	msg   string
+	cause error
+}
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
@@ -190,7 +195,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			if cfg.Backend, err = be.backend(cmd.Context()); err != nil {
 				return failure(stderr, err)
 			}
-			return runAndReport(cmd.Context(), cfg, stdout, stderr, o)
+			return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
 		},
 	}
 	f := cmd.Flags()
@@ -228,7 +233,7 @@ printed, and results.json is written only where --out says.`,
 			res, err := harness.CheckContext(cmd.Context(), dir, out)
 			if err != nil && cmd.Context().Err() != nil && !harness.IsUsage(err) {
 				fmt.Fprintf(stderr, "lockjepsen: interrupted: the check of %s stopped before its verdict; nothing was written\n", dir)
-				return exitError{exitNotMet}
+				return exitError{code: exitNotMet}
 			}
 			if err != nil {
 				return failure(stderr, err)
@@ -413,7 +418,7 @@ const stopOnFirstHelp = "end the run at the first overlap of two believed holds 
 
 func usageErr(stderr io.Writer, err error) error {
 	fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
-	return exitError{exitUsage}
+	return exitError{code: exitUsage, msg: err.Error(), cause: err}
 }
 
 func failure(stderr io.Writer, err error) error {
@@ -423,24 +428,24 @@ func failure(stderr io.Writer, err error) error {
 	var ie *harness.InterruptedError
 	if errors.As(err, &ie) {
 		fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
-		return exitError{exitNotMet}
+		return exitError{code: exitNotMet, msg: err.Error(), cause: err}
 	}
 	fmt.Fprintf(stderr, "lockjepsen: harness failure: %v\n", err)
 	var he *harness.HarnessError
 	if errors.As(err, &he) && he.Dir != "" {
 		fmt.Fprintf(stderr, "the run's files so far are in %s\n", he.Dir)
 	}
-	return exitError{exitHarness}
+	return exitError{code: exitHarness, msg: "harness failure: " + err.Error(), cause: err}
 }
 
 func verdictExit(res *harness.Results) error {
 	if res.HarnessFailed() {
-		return exitError{exitHarness}
+		return exitError{code: exitHarness}
 	}
 	if res.MetExpectation {
 		return nil
 	}
-	return exitError{exitNotMet}
+	return exitError{code: exitNotMet}
 }
 
 func printSummary(w io.Writer, dir string, res *harness.Results) {

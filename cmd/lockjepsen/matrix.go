@@ -465,14 +465,14 @@ func (m *matrixRunner) run(ctx context.Context) error {
 	res.tally()
 	if err := m.writeFiles(res); err != nil {
 		fmt.Fprintf(m.stderr, "lockjepsen: harness failure: write the matrix files: %v\n", err)
-		return exitError{exitHarness}
+		return exitError{code: exitHarness}
 	}
 	m.print(res)
 	switch {
 	case harnessFailed:
-		return exitError{exitHarness}
+		return exitError{code: exitHarness}
 	case !res.Met:
-		return exitError{exitNotMet}
+		return exitError{code: exitNotMet}
 	}
 	return nil
 }

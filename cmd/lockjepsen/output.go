@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,13 +36,48 @@ func (o *output) check(stderr io.Writer) error {
 // runAndReport runs one test with progress, prints its outcome and
 // returns the command's error: the verdict's exit code, or a harness
 // failure.
-func runAndReport(ctx context.Context, cfg harness.Config, stdout, stderr io.Writer, o output) error {
-	out, err := runWithProgress(ctx, cfg, stderr, o, "")
+// A configuration is validated before anything starts, so that a value
+// refused there names where it came from (fs's flags: a line of --config,
+// or a flag that set it).
+func runAndReport(ctx context.Context, cfg harness.Config, fs *pflag.FlagSet, stdout, stderr io.Writer, o output) error {
+	err := cfg.Validate()
+	var out *harness.Outcome
+	if err == nil {
+		out, err = runWithProgress(ctx, cfg, stderr, o, "")
+	}
 	if err != nil {
-		return failure(stderr, err)
+		err = failure(stderr, explainOrigin(err, fs))
+		o.reportFailure(stdout, err)
+		return err
 	}
 	o.report(stdout, stderr, out)
 	return verdictExit(out.Results)
+}
+
+// failureJSON is the --json object of a run that gave no results: the
+// error (as on stderr), the exit code, and the run's files if any.
+type failureJSON struct {
+	Dir      string `json:"dir,omitempty"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// reportFailure prints, with --json, the object of a run that failed
+// before its results: a script reading stdout must get JSON either way.
+func (o output) reportFailure(stdout io.Writer, err error) {
+	if !o.json {
+		return
+	}
+	f := failureJSON{Error: "failed", ExitCode: exitHarness}
+	var ee exitError
+	if errors.As(err, &ee) {
+		f.ExitCode, f.Error = ee.code, ee.msg
+	}
+	var he *harness.HarnessError
+	if errors.As(ee.cause, &he) && he.Dir != "" {
+		f.Dir = absDir(he.Dir)
+	}
+	json.NewEncoder(stdout).Encode(f)
 }
 
 // runWithProgress runs one test, showing progress on stderr unless quiet:
