@@ -225,6 +225,9 @@ printed, and results.json is written only where --out says.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
+			if st, err := os.Stat(out); out != "" && err == nil && !st.IsDir() {
+				return usageErr(stderr, fmt.Errorf("--out %s is a file; give a directory for results.json and porcupine's pictures", out))
+			}
 			if p, err := runfile.FindHistory(dir); err == nil {
 				if st, err := os.Stat(p); err == nil {
 					fmt.Fprintf(stderr, "checking %s (%.1f MB of history)\n", p, float64(st.Size())/1e6)
@@ -247,6 +250,12 @@ printed, and results.json is written only where --out says.`,
 				fmt.Fprintf(stderr, "warning: %s\n", res.NotWritten)
 			}
 			printSummary(stdout, dir, res)
+			if out != "" && res.NotWritten != "" {
+				// --out asked for the results there: the verdict printed
+				// is all the user gets, which a script must not take for
+				// success.
+				return usageErr(stderr, fmt.Errorf("--out %s: nothing was written", out))
+			}
 			return verdictExit(res)
 		},
 	}
@@ -289,7 +298,7 @@ matrix's: 1 when some run did not meet its expectation.`,
 			}
 			if matrix != "" {
 				if err := reports.WriteMatrix(matrix, args, title); err != nil {
-					return failure(stderr, err)
+					return outputFailure(stderr, "--matrix "+matrix, err)
 				}
 				fmt.Fprintf(stdout, "Matrix: %s\n", matrix)
 				return nil
@@ -297,7 +306,7 @@ matrix's: 1 when some run did not meet its expectation.`,
 			for _, dir := range args {
 				path, err := reports.WriteRun(dir)
 				if err != nil {
-					return failure(stderr, err)
+					return outputFailure(stderr, "the report of "+dir, err)
 				}
 				fmt.Fprintf(stdout, "Report: %s\n", path)
 			}

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // output is how a command reports: the full summary with progress (the
@@ -157,4 +160,14 @@ func (o output) report(stdout, stderr io.Writer, out *harness.Outcome) {
 			fmt.Fprintf(stdout, "Report: %s\n", out.Report)
 		}
 	}
+}
+
+// outputFailure is a failure to write where the user said: a path that
+// does not exist, is not a directory, or cannot be written is bad input
+// (exit 2); anything else (a full disk) is the harness's failure.
+func outputFailure(stderr io.Writer, what string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) || runfile.IsReadOnly(err) {
+		return usageErr(stderr, fmt.Errorf("%s: %v", what, err))
+	}
+	return failure(stderr, fmt.Errorf("%s: %w", what, err))
 }
