@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 
@@ -105,16 +106,34 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 
 // drawReport renders a finished run's report.html. The report is for
 // people: a failure to draw it must not lose the verdict, which is stored
-// already; and after Ctrl-C it is left for `lockjepsen report`.
+// already; and after Ctrl-C it is left for `lockjepsen report`. An
+// interrupt that came after the run's check (while the report was drawn)
+// is recorded in the run as any other: its verdict and history are kept,
+// but it did not finish, and a report drawn before the record is removed,
+// since it would claim the opposite.
 func drawReport(ctx context.Context, out *harness.Outcome, err error) (*harness.Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if ctx.Err() != nil {
-		out.ReportError = fmt.Errorf("interrupted before the report was drawn: lockjepsen report %s draws it", out.Dir)
+	if os.Getenv(harness.HoldEnv) == harness.PhaseReport {
+		<-ctx.Done() // a test delivers its signal here
+	}
+	if ctx.Err() == nil {
+		out.Report, out.ReportError = reports.WriteRun(out.Dir)
+	}
+	if ctx.Err() == nil {
 		return out, nil
 	}
-	out.Report, out.ReportError = reports.WriteRun(out.Dir)
+	if !out.Results.Interrupted {
+		if err := harness.RecordInterrupt(out, harness.PhaseReport); err != nil {
+			return out, err
+		}
+	}
+	if out.Report != "" {
+		os.Remove(out.Report)
+		out.Report = ""
+	}
+	out.ReportError = fmt.Errorf("interrupted before the report was drawn: lockjepsen report %s draws it", out.Dir)
 	return out, nil
 }
 
