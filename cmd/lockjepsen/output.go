@@ -90,7 +90,7 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 	if o.quiet {
 		cfg.Progress = nil
 		out, err := harness.Run(ctx, cfg)
-		return drawReport(ctx, out, err)
+		return drawReport(ctx, out, err, stderr)
 	}
 	p := newProgress(stderr, cfg, prefix)
 	cfg.Progress = &harnessLines{p: p}
@@ -101,7 +101,7 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 	if err == nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "%swriting the report\n", prefix)
 	}
-	return drawReport(ctx, out, err)
+	return drawReport(ctx, out, err, stderr)
 }
 
 // drawReport renders a finished run's report.html. The report is for
@@ -111,12 +111,14 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 // is recorded in the run as any other: its verdict and history are kept,
 // but it did not finish, and a report drawn before the record is removed,
 // since it would claim the opposite.
-func drawReport(ctx context.Context, out *harness.Outcome, err error) (*harness.Outcome, error) {
+func drawReport(ctx context.Context, out *harness.Outcome, err error, stderr io.Writer) (*harness.Outcome, error) {
 	if err != nil {
 		return out, err
 	}
 	if os.Getenv(harness.HoldEnv) == harness.PhaseReport {
-		<-ctx.Done() // a test delivers its signal here
+		// A test delivers its signal here.
+		fmt.Fprintf(stderr, "holding in phase %s until interrupted (%s is set)\n", harness.PhaseReport, harness.HoldEnv)
+		<-ctx.Done()
 	}
 	if ctx.Err() == nil {
 		out.Report, out.ReportError = reports.WriteRun(out.Dir)
