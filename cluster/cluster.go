@@ -316,7 +316,7 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("system %q has no replicas: min-replicas options are for systems %q and %q", s.System, Sentinel, RedisCluster)
 	}
 	if s.System == RedisCluster {
-		if err := s.validateMinReplicas(1); err != nil {
+		if err := s.validateMinReplicas(s.Replicas()); err != nil {
 			return err
 		}
 	}
@@ -336,14 +336,33 @@ func (s Spec) validateSentinel() error {
 	if d.Sentinels < 1 || d.Sentinels%2 == 0 {
 		return fmt.Errorf("system %q needs an odd number of sentinels, at least 1, not %d", s.System, d.Sentinels)
 	}
-	// Sentinel takes both timings in whole milliseconds.
-	if d.DownAfter < time.Millisecond || d.DownAfter%time.Millisecond != 0 {
-		return fmt.Errorf("sentinel down-after %v must be a positive whole number of milliseconds", d.DownAfter)
+	// Sentinel takes both timings in whole milliseconds, and reads its
+	// configuration file's with atoi: past 2^31-1 ms (24.8 days) the value
+	// wraps and Sentinel refuses to start. No run lasts more than a day.
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"down-after", d.DownAfter}, {"failover-timeout", d.FailoverTimeout}} {
+		if t.d < time.Millisecond || t.d > MaxSentinelTiming || t.d%time.Millisecond != 0 {
+			return fmt.Errorf("sentinel %s %v must be a whole number of milliseconds between 1ms and %v", t.name, t.d, MaxSentinelTiming)
+		}
 	}
-	if d.FailoverTimeout < time.Millisecond || d.FailoverTimeout%time.Millisecond != 0 {
-		return fmt.Errorf("sentinel failover-timeout %v must be a positive whole number of milliseconds", d.FailoverTimeout)
+	return d.validateMinReplicas(d.Replicas())
+}
+
+// MaxSentinelTiming bounds down-after and failover-timeout.
+const MaxSentinelTiming = 24 * time.Hour
+
+// Replicas is how many replicas each primary of the spec has: every node
+// but the primary on Sentinel, one on Redis Cluster, none elsewhere.
+func (s Spec) Replicas() int {
+	switch s.System {
+	case Sentinel:
+		return s.Nodes - 1
+	case RedisCluster:
+		return 1
 	}
-	return d.validateMinReplicas(d.Nodes - 1)
+	return 0
 }
 
 // validateMinReplicas checks the min-replicas options against the number

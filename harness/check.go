@@ -187,11 +187,7 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 	}
 	var incomplete []string
 	if info.Interrupted {
-		in := ""
-		if info.InterruptedIn != "" {
-			in = " during its " + info.InterruptedIn + " phase"
-		}
-		incomplete = append(incomplete, "the run was interrupted"+in)
+		incomplete = append(incomplete, interruptedIn(info.InterruptedIn))
 	}
 	if !finished {
 		incomplete = append(incomplete, "the run never finished (no "+RunInfoFile+"): the harness was killed, or is still running")
@@ -205,14 +201,7 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 		incomplete = append(incomplete, "the history is truncated: "+read.TruncatedAt)
 	}
 	out.Incomplete = strings.Join(incomplete, "; ")
-	out.MetExpectation = met(cfg.Expect, out.Verdict)
-	if out.MetExpectation && cfg.Expect == ExpectSafe && out.Incomplete != "" {
-		out.MetExpectation = false
-		out.Why = "safe on what was recorded, but the evidence is incomplete (" + out.Incomplete + "): a safe expectation needs a whole run"
-	}
-	if out.MetExpectation && cfg.Expect == ExpectSafe {
-		out.Vacuous = vacuous(cfg, out.Exercised)
-	}
+	judgeExpectation(out, cfg)
 	if out.NotWritten != "" {
 		return nil
 	}
@@ -229,6 +218,28 @@ func finishResults(out *Results, cfg Config, info RunInfo, finished bool, read *
 		return err
 	}
 	return nil
+}
+
+// interruptedIn says in words that the run was interrupted in phase.
+func interruptedIn(phase string) string {
+	if phase == "" {
+		return "the run was interrupted"
+	}
+	return "the run was interrupted during its " + phase + " phase"
+}
+
+// judgeExpectation decides whether the results meet the run's
+// expectation: the verdict must be the one expected, and a safe one must
+// rest on a whole run.
+func judgeExpectation(out *Results, cfg Config) {
+	out.MetExpectation, out.Why, out.Vacuous = met(cfg.Expect, out.Verdict), "", ""
+	if out.MetExpectation && cfg.Expect == ExpectSafe && out.Incomplete != "" {
+		out.MetExpectation = false
+		out.Why = "safe on what was recorded, but the evidence is incomplete (" + out.Incomplete + "): a safe expectation needs a whole run"
+	}
+	if out.MetExpectation && cfg.Expect == ExpectSafe {
+		out.Vacuous = vacuous(cfg, out.Exercised)
+	}
 }
 
 // keepBetterReading refuses, as a usage error naming both readings, to

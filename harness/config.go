@@ -279,6 +279,9 @@ func (c *Config) validateRun() error {
 	if strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == ".." {
 		return usage("--name %q must be a plain name, not a path", c.Name)
 	}
+	if n := len(c.TestName()); n > MaxNameLength {
+		return usage("--name: the run's name is %d bytes long, and names a directory of the store, at most %d bytes; give a shorter --name", n, MaxNameLength)
+	}
 	if runfile.Reserved(c.TestName()) {
 		return usage("--name %q is reserved in the store (%s); choose another name", c.TestName(), strings.Join(runfile.ReservedNames, ", "))
 	}
@@ -289,6 +292,10 @@ func (c *Config) validateRun() error {
 	}
 	return nil
 }
+
+// MaxNameLength bounds a run's name, a directory of the store: most file
+// systems take 255 bytes a name, and the store adds nothing to it.
+const MaxNameLength = 255
 
 // The values of --record-failed-acquires.
 const (
@@ -321,6 +328,21 @@ func (c *Config) validateLock() error {
 	}
 	if err := locks.CheckNodes(c.Lock, c.system().lockNodes(c.NodeCount())); err != nil {
 		return usage("--lock %s on --system %s: %v", c.Lock, c.System, err)
+	}
+	return c.validateWaitReplicas()
+}
+
+// validateWaitReplicas refuses a WAIT for more replicas than the system
+// has: no grant could ever be acknowledged, and the run would report the
+// lock stuck.
+func (c *Config) validateWaitReplicas() error {
+	if c.Lock != locks.WaitName {
+		return nil
+	}
+	want := max(c.WaitReplicas, 1) // the wait lock's default
+	spec := c.spec(".").WithDefaults()
+	if have := spec.Replicas(); want > have {
+		return usage("--wait-replicas %d: --system %s with %d nodes has %d replica(s), so no grant could ever be acknowledged; give --wait-replicas 1..%d or more --nodes", want, c.System, c.NodeCount(), have, have)
 	}
 	return nil
 }
@@ -377,17 +399,25 @@ func (c *Config) ClockJumpDuration() (time.Duration, error) {
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > 1e6 {
 			return 0, fmt.Errorf("%q is not a multiple of the TTL (e.g. 1.5ttl)", s)
 		}
-		return time.Duration(x * float64(c.TTL)), nil
+		d := time.Duration(x * float64(c.TTL))
+		if d > maxClockJump || d < -maxClockJump {
+			return 0, fmt.Errorf("%s of --ttl %s is %s, more than a day", s, c.TTL, d)
+		}
+		return d, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("%q is neither a duration (750ms, -2s) nor a multiple of the TTL (1.5ttl)", s)
 	}
-	if d > 24*time.Hour || d < -24*time.Hour {
+	if d > maxClockJump || d < -maxClockJump {
 		return 0, fmt.Errorf("%s is more than a day", d)
 	}
 	return d, nil
 }
+
+// maxClockJump bounds a clock jump however it is written: a node's clock
+// moved further than any run lasts is a typo.
+const maxClockJump = 24 * time.Hour
 
 // TestName is the run's name in the store.
 func (c *Config) TestName() string {

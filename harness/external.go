@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/locks"
@@ -51,12 +53,14 @@ func ClientRunsOn(argv []string, system string) (bool, []string) {
 	return extclient.RunsOn(d.Systems, system), extclient.Systems(d.Systems)
 }
 
-// clientName names an external client after its program: the script's
-// base name without extension ("redispy_lock" for "python3 redispy_lock.py").
+// clientName names an external client after its program: the script an
+// interpreter runs ("redispy_lock" for "python3 redispy_lock.py"), else
+// the program itself ("sleep" for "sleep 1000": an argument is not a
+// name).
 func clientName(argv []string) string {
 	name := argv[0]
 	for _, a := range argv[1:] {
-		if !strings.HasPrefix(a, "-") {
+		if !strings.HasPrefix(a, "-") && namesScript(a) {
 			name = a
 			break
 		}
@@ -67,6 +71,20 @@ func clientName(argv []string) string {
 		return "client"
 	}
 	return name
+}
+
+// namesScript says whether a client's argument looks like the script its
+// program runs: a path, a file name with an extension (not "1.5"), or a
+// file that exists.
+func namesScript(arg string) bool {
+	if strings.ContainsRune(arg, filepath.Separator) {
+		return true
+	}
+	if ext := strings.TrimPrefix(filepath.Ext(arg), "."); ext != "" && unicode.IsLetter(rune(ext[0])) {
+		return true
+	}
+	st, err := os.Stat(arg)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // extOptions are the options of every external client of the run. A

@@ -462,6 +462,12 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis = []string{"meteor"} }, "--nemesis"},
 		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
 		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
+		// Issue 34 items 10 and 13: what the system or the store cannot
+		// take is refused before anything starts.
+		{func(c *harness.Config) { c.System, c.Lock, c.WaitReplicas = "sentinel", "wait", 9 }, "--wait-replicas 9"},
+		{func(c *harness.Config) { c.Nemesis, c.ClockJump = []string{"clock-jump"}, "1000000ttl" }, "--clock-jump"},
+		{func(c *harness.Config) { c.Name = strings.Repeat("n", 256) }, "--name"},
+		{func(c *harness.Config) { c.System, c.DownAfter = "sentinel", 1000*time.Hour }, "down-after"},
 		// etcd's own locks live in contrib; a lock of the user's runs there too.
 		{func(c *harness.Config) { c.System, c.CustomLock, c.TTL = "etcd", true, 1500*time.Millisecond }, "whole seconds"},
 		{func(c *harness.Config) {

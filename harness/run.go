@@ -84,7 +84,39 @@ const (
 	PhaseRecovery  = "recovery"
 	PhaseFinishing = "finishing"
 	PhaseCheck     = "check"
+	// PhaseReport is after the check, while the caller draws the report.
+	PhaseReport = "report"
 )
+
+// RecordInterrupt marks a run that Run finished as interrupted after all,
+// in phase: an interrupt that came after its check, while the caller was
+// still at work on it (drawing the report). run.json says so, and the
+// results are judged again as any interrupted run's are: the verdict
+// stands, with its history, but a safe expectation is not met by a run
+// that did not finish. out.Results is updated in place.
+func RecordInterrupt(out *Outcome, phase string) error {
+	infoPath := filepath.Join(out.Dir, RunInfoFile)
+	var info RunInfo
+	if err := readJSON(infoPath, &info); err != nil {
+		return &HarnessError{Dir: out.Dir, Err: fmt.Errorf("record the interrupt: %w", err)}
+	}
+	info.Interrupted, info.InterruptedIn = true, phase
+	if err := writeJSON(infoPath, info); err != nil {
+		return &HarnessError{Dir: out.Dir, Err: fmt.Errorf("record the interrupt: %w", err)}
+	}
+	res := out.Results
+	res.Interrupted = true
+	what := interruptedIn(phase)
+	if res.Incomplete != "" {
+		what += "; " + res.Incomplete
+	}
+	res.Incomplete = what
+	judgeExpectation(res, out.Config)
+	if err := writeJSON(filepath.Join(out.Dir, ResultsFile), res); err != nil {
+		return &HarnessError{Dir: out.Dir, Err: fmt.Errorf("record the interrupt: %w", err)}
+	}
+	return nil
+}
 
 // Run performs one test. Cancelling ctx (Ctrl-C) ends the run early in any
 // phase: the faults are healed, the servers stop, what was recorded is

@@ -326,6 +326,9 @@ func (r *Review) closes(row Row) string {
 		still += "; no evidence with " + andList(vacuous) + " (not exercised)"
 	}
 	if len(closed) == 0 {
+		if len(failed) == 0 && len(vacuous) == 0 && r.Interrupted && slices.ContainsFunc(row.Tried, func(c Cell) bool { return c.State == StateSkipped }) {
+			return name + ": the review was interrupted before any mitigation was tried to its end."
+		}
 		if len(failed) == 0 && len(vacuous) == 0 {
 			return name + ": no mitigation was tried" + r.whyNoMitigation(row) + "."
 		}

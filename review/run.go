@@ -176,6 +176,12 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 		ref := p.runOne(ctx, cfg, mit != nil && mit.OnResource)
 		cell.Runs = append(cell.Runs, ref.RunRef)
 		p.say("review: %s, seed %d: %s", label, seed, ref.summary())
+		if ctx.Err() != nil && !ref.unsafe {
+			// A run cut short found nothing: no evidence that the
+			// threat is absent, nor that a mitigation closes it.
+			cell.State, cell.Note = StateSkipped, "the review was interrupted during this cell; its runs are kept but are no evidence"
+			return cell
+		}
 		if cell.Story == "" {
 			cell.Story = ref.story
 		}

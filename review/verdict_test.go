@@ -38,12 +38,13 @@ var (
 func TestVerdictWording(t *testing.T) {
 	cols := []Column{{Name: "fencing", Title: "fencing tokens", OnResource: true}, {Name: "fsync-always", Title: "appendfsync always"}}
 	cases := []struct {
-		name    string
-		rows    []Row
-		verdict string
-		kinds   []string
-		want    []string
-		absent  []string
+		name        string
+		interrupted bool
+		rows        []Row
+		verdict     string
+		kinds       []string
+		want        []string
+		absent      []string
 	}{
 		{
 			name: "a correct lock",
@@ -83,11 +84,26 @@ func TestVerdictWording(t *testing.T) {
 			},
 			absent: []string{"The lock held"},
 		},
+		{
+			// Issue 34 item 13: an interrupted review said no mitigation
+			// could be tried here; and a mitigation's cell cut short,
+			// having found nothing, is no evidence that it closes the
+			// threat.
+			name:        "an interrupted review",
+			interrupted: true,
+			rows: []Row{
+				{Threat: "client-pause", Configured: cellOf("client-pause", "", StateUnsafe, []checker.Answers{useLoss, clean}, map[string]int{checker.MomentStaleActs: 14}),
+					Tried: []Cell{{Threat: "client-pause", Mitigation: "fencing", State: StateSkipped, Note: "the review was interrupted during this cell; its runs are kept but are no evidence"}}},
+			},
+			verdict: LockHeld,
+			want:    []string{"Client pause: the review was interrupted before any mitigation was tried to its end."},
+			absent:  []string{"not found again", "could be tried here", "no mitigation was tried"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Review{Seeds: 2, Columns: cols, Rows: tc.rows}
-			r.finish(false)
+			r.finish(tc.interrupted)
 			if r.LockVerdict != tc.verdict {
 				t.Errorf("lock verdict %s, want %s", r.LockVerdict, tc.verdict)
 			}

@@ -833,8 +833,12 @@ func TestSentinelSpecValidation(t *testing.T) {
 		"even sentinels":     func(s *cluster.Spec) { s.Sentinels = 2 },
 		"negative sentinels": func(s *cluster.Spec) { s.Sentinels = -1 },
 		"sub-ms down-after":  func(s *cluster.Spec) { s.DownAfter = 1500 * time.Microsecond },
-		"min-replicas > n-1": func(s *cluster.Spec) { s.MinReplicasToWrite = 3 },
-		"fractional lag":     func(s *cluster.Spec) { s.MinReplicasMaxLag = 1500 * time.Millisecond },
+		// Sentinel's atoi wraps past 2^31-1 ms and refuses to start
+		// (issue 34 item 11): refused here, before anything starts.
+		"down-after past a day":       func(s *cluster.Spec) { s.DownAfter = 1000 * time.Hour },
+		"failover-timeout past a day": func(s *cluster.Spec) { s.FailoverTimeout = 1000 * time.Hour },
+		"min-replicas > n-1":          func(s *cluster.Spec) { s.MinReplicasToWrite = 3 },
+		"fractional lag":              func(s *cluster.Spec) { s.MinReplicasMaxLag = 1500 * time.Millisecond },
 		"sentinels on redlock": func(s *cluster.Spec) {
 			s.System, s.Nodes, s.Sentinels = cluster.Redlock, 5, 3
 		},

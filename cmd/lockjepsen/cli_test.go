@@ -86,6 +86,12 @@ func TestConfigFileErrorsPointAtTheLine(t *testing.T) {
 		{"list.yaml", "- lock\n- token\n", "list.yaml:1: the configuration must be a mapping"},
 		{"config.json", "{\n  \"lock\": \"token\",\n  \"time_limit\": \"1s\",\n  \"bogus\": 1\n}\n", `config.json:4: unknown field "bogus"`},
 		{"bad.json", "{\n  \"lock\": \"token\",\n  \"ttl\": 12,\n}\n", "bad.json:3: ttl: invalid value \"12\""},
+		// A value the flag parses but the configuration refuses, and a
+		// second document that would be ignored (issue 34, item 13).
+		{"range.yaml", "lock: token\nclients: 4\nttl: 5h\n", "range.yaml:3: --ttl must be between 10ms and 1h"},
+		{"jitter.yaml", "latency: 10ms\njitter: 50ms\n", "jitter.yaml:2: --jitter must be between 0 and --latency"},
+		{"two.yaml", "ttl: 500ms\n---\nttl: 1s\n", "two.yaml:3: a second YAML document"},
+		{"typo3.yaml", "tll: 1s\n", `typo3.yaml:1: unknown field "tll" (did you mean "ttl"?)`},
 	}
 	for _, tc := range cases {
 		path := filepath.Join(dir, tc.name)
@@ -419,5 +425,41 @@ func TestMatrixRunCommand(t *testing.T) {
 				t.Errorf("%s: %q lacks %q", r.Scenario, cmd, want)
 			}
 		}
+	}
+}
+
+// Output paths the user gave that cannot be written are bad input (exit
+// 2), and a --out that received nothing is not success; a flag of another
+// command in --config is not a typo of a flag of this one (issue 34
+// item 13).
+func TestOutputPathsAndMisplacedFields(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	shortRun(t, store)
+	dir := runDir(t, store)
+	tmp := t.TempDir()
+	file := writeFile(t, tmp, "a-file", "not a directory\n")
+	ttl := writeFile(t, tmp, "ttl.yaml", "ttl: 500ms\n")
+	cases := []struct {
+		args []string
+		want string
+		not  string
+	}{
+		{args: []string{"report", "--matrix", filepath.Join(tmp, "missing", "m.html"), dir}, want: "--matrix"},
+		{args: []string{"report", "--matrix", filepath.Join(file, "m.html"), dir}, want: "not a directory"},
+		{args: []string{"check", "--out", file, dir}, want: "is a file"},
+		{args: []string{"check", "--out", "/dev/null/results", dir}, want: "nothing was written"},
+		{args: []string{"matrix", "--config", ttl, "--store", store}, want: `unknown field "ttl": not a flag of this command`, not: "did you mean"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args[:2], " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, c.args...)
+			if code != exitUsage || !strings.Contains(stderr, c.want) || c.not != "" && strings.Contains(stderr, c.not) {
+				t.Fatalf("%v: exit %d, want %d with %q\n%s%s", c.args, code, exitUsage, c.want, stdout, stderr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, harness.ResultsFile)); err != nil {
+		t.Fatalf("the run's results.json: %v", err)
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/lockjepsen/lockjepsen/harness"
 )
 
 // A configuration file (--config FILE, YAML or JSON: JSON is YAML) is a
@@ -34,9 +38,9 @@ func applyConfigFile(path string, fs *pflag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("--config: %v", err)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return fmt.Errorf("%s", yamlError(path, err))
+	doc, err := oneDocument(path, b)
+	if err != nil {
+		return err
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil // an empty file sets nothing
@@ -59,6 +63,8 @@ func applyConfigFile(path string, fs *pflag.FlagSet) error {
 			msg := fmt.Sprintf("%s:%d: unknown field %q", path, k.Line, key)
 			if s := suggest(name, fs); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			} else {
+				msg += ": not a flag of this command (its --help lists them)"
 			}
 			return errors.New(msg)
 		}
@@ -72,8 +78,68 @@ func applyConfigFile(path string, fs *pflag.FlagSet) error {
 		if err := f.Value.Set(val); err != nil {
 			return fmt.Errorf("%s:%d: %s: invalid value %q: %v", path, v.Line, key, val, err)
 		}
+		setOrigin(fs, name, fmt.Sprintf("%s:%d", path, v.Line))
 	}
 	return nil
+}
+
+// oneDocument parses the file's one YAML document. A second one (after
+// "---") is refused rather than ignored: its settings would silently not
+// apply.
+func oneDocument(path string, b []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var doc, next yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, errors.New(yamlError(path, err))
+	}
+	err := dec.Decode(&next)
+	switch {
+	case errors.Is(err, io.EOF):
+		return &doc, nil
+	case err != nil:
+		return nil, errors.New(yamlError(path, err))
+	}
+	line := next.Line
+	if len(next.Content) > 0 {
+		line = next.Content[0].Line
+	}
+	return nil, fmt.Errorf("%s:%d: a second YAML document (after ---): a configuration file is one document; merge the two, or give each its own file", path, line)
+}
+
+// originKey is the flag annotation that says where a flag's value came
+// from when the user did not type it: "config.yaml:3", or the flag that
+// set it ("--duration").
+const originKey = "lockjepsen-origin"
+
+func setOrigin(fs *pflag.FlagSet, name, origin string) {
+	_ = fs.SetAnnotation(name, originKey, []string{origin})
+}
+
+var flagInMessage = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+
+// explainOrigin says where a refused value came from: the first flag the
+// refusal names whose value was set by a configuration file gets the
+// file's line in front ("config.yaml:3: --ttl must be ..."), and one set
+// by another flag is called by that flag's name ("--duration must be
+// ..." rather than --time-limit, which the user never typed). Other
+// errors are returned as they are.
+func explainOrigin(err error, fs *pflag.FlagSet) error {
+	if fs == nil || !harness.IsUsage(err) {
+		return err
+	}
+	msg := err.Error()
+	for _, m := range flagInMessage.FindAllStringSubmatch(msg, -1) {
+		f := fs.Lookup(m[1])
+		if f == nil || len(f.Annotations[originKey]) == 0 {
+			continue
+		}
+		origin := f.Annotations[originKey][0]
+		if strings.HasPrefix(origin, "--") {
+			return &harness.UsageError{Err: fmt.Errorf("%s (which sets %s)", strings.Replace(msg, m[0], origin, 1), m[0])}
+		}
+		return &harness.UsageError{Err: fmt.Errorf("%s: %w", origin, err)}
+	}
+	return err
 }
 
 // scalarValue is a node as a flag value: a scalar as written, a list of
@@ -113,9 +179,10 @@ func yamlError(path string, err error) string {
 	return path + ": " + msg
 }
 
-// suggest is the flag closest to name, if it is close enough to be a typo.
+// suggest is the flag closest to name, if it is close enough to be a typo:
+// at most one edit in three letters ("tll" for ttl, not "ttl" for all).
 func suggest(name string, fs *pflag.FlagSet) string {
-	best, bestD := "", 3
+	best, bestD := "", min(3, max(2, len(name)/3+1))
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)

@@ -48,8 +48,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// exitError carries an exit code through cobra.
-type exitError struct{ code int }
+// exitError carries an exit code through cobra, with the message already
+// printed on stderr and the error it came from, for --json.
+type exitError struct {
+	code  int
+	msg   string
+	cause error
+}
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
@@ -190,7 +195,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			if cfg.Backend, err = be.backend(cmd.Context()); err != nil {
 				return failure(stderr, err)
 			}
-			return runAndReport(cmd.Context(), cfg, stdout, stderr, o)
+			return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
 		},
 	}
 	f := cmd.Flags()
@@ -220,6 +225,9 @@ printed, and results.json is written only where --out says.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
+			if st, err := os.Stat(out); out != "" && err == nil && !st.IsDir() {
+				return usageErr(stderr, fmt.Errorf("--out %s is a file; give a directory for results.json and porcupine's pictures", out))
+			}
 			if p, err := runfile.FindHistory(dir); err == nil {
 				if st, err := os.Stat(p); err == nil {
 					fmt.Fprintf(stderr, "checking %s (%.1f MB of history)\n", p, float64(st.Size())/1e6)
@@ -228,7 +236,7 @@ printed, and results.json is written only where --out says.`,
 			res, err := harness.CheckContext(cmd.Context(), dir, out)
 			if err != nil && cmd.Context().Err() != nil && !harness.IsUsage(err) {
 				fmt.Fprintf(stderr, "lockjepsen: interrupted: the check of %s stopped before its verdict; nothing was written\n", dir)
-				return exitError{exitNotMet}
+				return exitError{code: exitNotMet}
 			}
 			if err != nil {
 				return failure(stderr, err)
@@ -242,6 +250,12 @@ printed, and results.json is written only where --out says.`,
 				fmt.Fprintf(stderr, "warning: %s\n", res.NotWritten)
 			}
 			printSummary(stdout, dir, res)
+			if out != "" && res.NotWritten != "" {
+				// --out asked for the results there: the verdict printed
+				// is all the user gets, which a script must not take for
+				// success.
+				return usageErr(stderr, fmt.Errorf("--out %s: nothing was written", out))
+			}
 			return verdictExit(res)
 		},
 	}
@@ -284,7 +298,7 @@ matrix's: 1 when some run did not meet its expectation.`,
 			}
 			if matrix != "" {
 				if err := reports.WriteMatrix(matrix, args, title); err != nil {
-					return failure(stderr, err)
+					return outputFailure(stderr, "--matrix "+matrix, err)
 				}
 				fmt.Fprintf(stdout, "Matrix: %s\n", matrix)
 				return nil
@@ -292,7 +306,7 @@ matrix's: 1 when some run did not meet its expectation.`,
 			for _, dir := range args {
 				path, err := reports.WriteRun(dir)
 				if err != nil {
-					return failure(stderr, err)
+					return outputFailure(stderr, "the report of "+dir, err)
 				}
 				fmt.Fprintf(stdout, "Report: %s\n", path)
 			}
@@ -413,7 +427,7 @@ const stopOnFirstHelp = "end the run at the first overlap of two believed holds 
 
 func usageErr(stderr io.Writer, err error) error {
 	fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
-	return exitError{exitUsage}
+	return exitError{code: exitUsage, msg: err.Error(), cause: err}
 }
 
 func failure(stderr io.Writer, err error) error {
@@ -423,24 +437,24 @@ func failure(stderr io.Writer, err error) error {
 	var ie *harness.InterruptedError
 	if errors.As(err, &ie) {
 		fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
-		return exitError{exitNotMet}
+		return exitError{code: exitNotMet, msg: err.Error(), cause: err}
 	}
 	fmt.Fprintf(stderr, "lockjepsen: harness failure: %v\n", err)
 	var he *harness.HarnessError
 	if errors.As(err, &he) && he.Dir != "" {
 		fmt.Fprintf(stderr, "the run's files so far are in %s\n", he.Dir)
 	}
-	return exitError{exitHarness}
+	return exitError{code: exitHarness, msg: "harness failure: " + err.Error(), cause: err}
 }
 
 func verdictExit(res *harness.Results) error {
 	if res.HarnessFailed() {
-		return exitError{exitHarness}
+		return exitError{code: exitHarness}
 	}
 	if res.MetExpectation {
 		return nil
 	}
-	return exitError{exitNotMet}
+	return exitError{code: exitNotMet}
 }
 
 func printSummary(w io.Writer, dir string, res *harness.Results) {

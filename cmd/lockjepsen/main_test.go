@@ -77,6 +77,18 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--time-limit", "1000h", "--store", store}, "--time-limit"},
 		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--node-timeout", "-1s", "--store", store}, "--node-timeout"},
 		{[]string{"test", "--record-failed-acquires", "some", "--store", store}, "--record-failed-acquires"},
+		// Refused up front, not after the servers started (issue 34,
+		// items 10, 11 and 13).
+		{[]string{"test", "--system", "sentinel", "--lock", "wait", "--wait-replicas", "9", "--store", store}, "--wait-replicas 9: --system sentinel with 3 nodes has 2 replica(s)"},
+		{[]string{"test", "--system", "sentinel", "--lock", "wait", "--nodes", "2", "--wait-replicas", "2", "--store", store}, "has 1 replica(s)"},
+		{[]string{"test", "--system", "sentinel", "--down-after", "1000h", "--store", store}, "down-after 1000h0m0s must be a whole number of milliseconds between 1ms and 24h"},
+		{[]string{"test", "--system", "sentinel", "--failover-timeout", "1000h", "--store", store}, "failover-timeout 1000h0m0s must be a whole number of milliseconds between 1ms and 24h"},
+		{[]string{"test", "--nemesis", "clock-jump", "--clock-jump", "1000h", "--store", store}, "more than a day"},
+		{[]string{"test", "--nemesis", "clock-jump", "--clock-jump", "1000000ttl", "--store", store}, "1000000ttl of --ttl 500ms is 138h53m20s, more than a day"},
+		{[]string{"test", "--nemesis", "clock-jump", "--clock-jump", "-200000ttl", "--store", store}, "more than a day"},
+		{[]string{"test", "--name", strings.Repeat("n", 300), "--store", store}, "--name: the run's name is 300 bytes long"},
+		{[]string{"soak", "--duration", "0", "--store", store}, "--duration must be positive"},
+		{[]string{"soak", "--duration", "1000h", "--store", store}, "--duration must be positive and at most 24h"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(t, tc.args...)

@@ -464,15 +464,15 @@ func (m *matrixRunner) run(ctx context.Context) error {
 	res.Runs = m.runs
 	res.tally()
 	if err := m.writeFiles(res); err != nil {
-		fmt.Fprintf(m.stderr, "lockjepsen: harness failure: write the matrix files: %v\n", err)
-		return exitError{exitHarness}
+		// The runs are stored: only the matrix's own files are missing.
+		return outputFailure(m.stderr, "write the matrix files", err)
 	}
 	m.print(res)
 	switch {
 	case harnessFailed:
-		return exitError{exitHarness}
+		return exitError{code: exitHarness}
 	case !res.Met:
-		return exitError{exitNotMet}
+		return exitError{code: exitNotMet}
 	}
 	return nil
 }

@@ -3,14 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // output is how a command reports: the full summary with progress (the
@@ -35,13 +40,48 @@ func (o *output) check(stderr io.Writer) error {
 // runAndReport runs one test with progress, prints its outcome and
 // returns the command's error: the verdict's exit code, or a harness
 // failure.
-func runAndReport(ctx context.Context, cfg harness.Config, stdout, stderr io.Writer, o output) error {
-	out, err := runWithProgress(ctx, cfg, stderr, o, "")
+// A configuration is validated before anything starts, so that a value
+// refused there names where it came from (fs's flags: a line of --config,
+// or a flag that set it).
+func runAndReport(ctx context.Context, cfg harness.Config, fs *pflag.FlagSet, stdout, stderr io.Writer, o output) error {
+	err := cfg.Validate()
+	var out *harness.Outcome
+	if err == nil {
+		out, err = runWithProgress(ctx, cfg, stderr, o, "")
+	}
 	if err != nil {
-		return failure(stderr, err)
+		err = failure(stderr, explainOrigin(err, fs))
+		o.reportFailure(stdout, err)
+		return err
 	}
 	o.report(stdout, stderr, out)
 	return verdictExit(out.Results)
+}
+
+// failureJSON is the --json object of a run that gave no results: the
+// error (as on stderr), the exit code, and the run's files if any.
+type failureJSON struct {
+	Dir      string `json:"dir,omitempty"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// reportFailure prints, with --json, the object of a run that failed
+// before its results: a script reading stdout must get JSON either way.
+func (o output) reportFailure(stdout io.Writer, err error) {
+	if !o.json {
+		return
+	}
+	f := failureJSON{Error: "failed", ExitCode: exitHarness}
+	var ee exitError
+	if errors.As(err, &ee) {
+		f.ExitCode, f.Error = ee.code, ee.msg
+	}
+	var he *harness.HarnessError
+	if errors.As(ee.cause, &he) && he.Dir != "" {
+		f.Dir = absDir(he.Dir)
+	}
+	json.NewEncoder(stdout).Encode(f)
 }
 
 // runWithProgress runs one test, showing progress on stderr unless quiet:
@@ -50,7 +90,7 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 	if o.quiet {
 		cfg.Progress = nil
 		out, err := harness.Run(ctx, cfg)
-		return drawReport(ctx, out, err)
+		return drawReport(ctx, out, err, stderr)
 	}
 	p := newProgress(stderr, cfg, prefix)
 	cfg.Progress = &harnessLines{p: p}
@@ -61,21 +101,41 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 	if err == nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "%swriting the report\n", prefix)
 	}
-	return drawReport(ctx, out, err)
+	return drawReport(ctx, out, err, stderr)
 }
 
 // drawReport renders a finished run's report.html. The report is for
 // people: a failure to draw it must not lose the verdict, which is stored
-// already; and after Ctrl-C it is left for `lockjepsen report`.
-func drawReport(ctx context.Context, out *harness.Outcome, err error) (*harness.Outcome, error) {
+// already; and after Ctrl-C it is left for `lockjepsen report`. An
+// interrupt that came after the run's check (while the report was drawn)
+// is recorded in the run as any other: its verdict and history are kept,
+// but it did not finish, and a report drawn before the record is removed,
+// since it would claim the opposite.
+func drawReport(ctx context.Context, out *harness.Outcome, err error, stderr io.Writer) (*harness.Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if ctx.Err() != nil {
-		out.ReportError = fmt.Errorf("interrupted before the report was drawn: lockjepsen report %s draws it", out.Dir)
+	if os.Getenv(harness.HoldEnv) == harness.PhaseReport {
+		// A test delivers its signal here.
+		fmt.Fprintf(stderr, "holding in phase %s until interrupted (%s is set)\n", harness.PhaseReport, harness.HoldEnv)
+		<-ctx.Done()
+	}
+	if ctx.Err() == nil {
+		out.Report, out.ReportError = reports.WriteRun(out.Dir)
+	}
+	if ctx.Err() == nil {
 		return out, nil
 	}
-	out.Report, out.ReportError = reports.WriteRun(out.Dir)
+	if !out.Results.Interrupted {
+		if err := harness.RecordInterrupt(out, harness.PhaseReport); err != nil {
+			return out, err
+		}
+	}
+	if out.Report != "" {
+		os.Remove(out.Report)
+		out.Report = ""
+	}
+	out.ReportError = fmt.Errorf("interrupted before the report was drawn: lockjepsen report %s draws it", out.Dir)
 	return out, nil
 }
 
@@ -121,4 +181,14 @@ func (o output) report(stdout, stderr io.Writer, out *harness.Outcome) {
 			fmt.Fprintf(stdout, "Report: %s\n", out.Report)
 		}
 	}
+}
+
+// outputFailure is a failure to write where the user said: a path that
+// does not exist, is not a directory, or cannot be written is bad input
+// (exit 2); anything else (a full disk) is the harness's failure.
+func outputFailure(stderr io.Writer, what string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) || runfile.IsReadOnly(err) {
+		return usageErr(stderr, fmt.Errorf("%s: %v", what, err))
+	}
+	return failure(stderr, fmt.Errorf("%s: %w", what, err))
 }

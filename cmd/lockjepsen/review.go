@@ -113,7 +113,7 @@ func printReview(w io.Writer, r *review.Review, out string) error {
 		for _, c := range append([]review.Cell{row.Configured}, row.Tried...) {
 			if c.State == review.StateError {
 				fmt.Fprintf(w, "harness failure in %s %s: %s\n", c.Threat, c.Mitigation, c.Note)
-				return exitError{exitHarness}
+				return exitError{code: exitHarness}
 			}
 		}
 	}

@@ -97,7 +97,7 @@ another fault schedule.`,
 			if !o.quiet && !o.json {
 				fmt.Fprintf(stderr, "scenario %s: %s (expect %s)\n", sc.Name, sc.Shows, sc.Expect)
 			}
-			return runAndReport(cmd.Context(), cfg, stdout, stderr, o)
+			return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
 		},
 	}
 	f := cmd.Flags()

@@ -246,12 +246,11 @@ func writeMerged(dirs []string, outDir, junit string, o output, stdout, stderr i
 	}
 	m := &matrixRunner{outDir: outDir, junit: junit, title: res.Title, stdout: stdout, stderr: stderr, o: o}
 	if err := m.writeFiles(res); err != nil {
-		fmt.Fprintf(stderr, "lockjepsen: harness failure: write the merged matrix: %v\n", err)
-		return exitError{exitHarness}
+		return outputFailure(stderr, "write the merged matrix", err)
 	}
 	m.print(res)
 	if !res.Met {
-		return exitError{exitNotMet}
+		return exitError{code: exitNotMet}
 	}
 	return nil
 }

@@ -98,6 +98,10 @@ func TestSignalInEveryPhase(t *testing.T) {
 			}},
 		{phase: harness.PhaseFinishing, hold: true,
 			args: []string{"test", "--time-limit", "1s", "--recovery", "0s"}},
+		// After the check, while the report is drawn (issue 34, item 9):
+		// the run was checked whole, but it is interrupted all the same.
+		{phase: harness.PhaseReport, hold: true,
+			args: []string{"test", "--time-limit", "1s", "--recovery", "0s"}},
 	}
 	for _, c := range cases {
 		t.Run(c.phase, func(t *testing.T) {
@@ -125,6 +129,13 @@ func TestSignalInEveryPhase(t *testing.T) {
 			waitExit(t, cmd, out)
 			if code := cmd.ProcessState.ExitCode(); code != exitNotMet {
 				t.Fatalf("exit %d after SIGINT, want %d:\n%s", code, exitNotMet, out)
+			}
+			if strings.Contains(out.String(), "Expected safe: met.") {
+				t.Fatalf("an interrupted run claims its expectation met:\n%s", out)
+			}
+			var stored harness.Results
+			if err := runfile.ReadJSON(filepath.Join(dir, harness.ResultsFile), &stored); err == nil && (!stored.Interrupted || stored.MetExpectation) {
+				t.Fatalf("results.json: interrupted %v, met %v; want interrupted, not met\n%s", stored.Interrupted, stored.MetExpectation, out)
 			}
 			var info harness.RunInfo
 			if err := runfile.ReadJSON(filepath.Join(dir, harness.RunInfoFile), &info); err != nil {

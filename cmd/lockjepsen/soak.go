@@ -39,6 +39,7 @@ records failed acquires as per-second counts and keeps the history small.`
 			if err := f.Set("time-limit", duration.String()); err != nil {
 				return usageErr(stderr, err)
 			}
+			setOrigin(f, "time-limit", "--duration") // a refusal names the flag given
 		}
 		return run(c, a)
 	}
