@@ -26,7 +26,7 @@ type Schedule struct {
 	PhaseStart int64 `json:"phase_start_ns"`
 	// PhaseRan is how long the fault phase lasted: the time limit, or
 	// less when the run stopped early (at its first violation).
-	PhaseRan time.Duration `json:"phase_ran_ns"`
+	PhaseRan time.Duration    `json:"phase_ran_ns"`
 	Faults   []ScheduledFault `json:"faults"`
 }
 
