@@ -133,6 +133,8 @@ type page struct {
 	// Exercised lists every dangerous moment with its count, zeros
 	// included; nil for a run checked before moments were counted.
 	Exercised []exercisedRow
+	// Lineage: the run replays another, or was shrunk from one.
+	Lineage *lineage
 }
 
 // exercisedRow is one dangerous moment on the page.
@@ -250,6 +252,7 @@ func pageOf(rf *runFiles, m *model) *page {
 	pg.StatRows = statRows(pg.Stats)
 	pg.Faults = m.faultRows()
 	pg.Files = fileLinks(rf, m)
+	pg.Lineage = lineageOf(rf.dir, info)
 	return pg
 }
 
