@@ -128,6 +128,11 @@ func store(ctx context.Context, req Request, r *HarnessRunner, found *Result, or
 	if err := copyDir(found.Dir, dir); err != nil {
 		return nil, fmt.Errorf("store the shrunk run: %w", err)
 	}
+	// Named as stored, so that its replays are named after it too.
+	cfg.Name, cfg.Command = name, []string{"lockjepsen", "shrink", req.Dir}
+	if err := runfile.WriteJSON(filepath.Join(dir, runfile.ConfigFile), cfg); err != nil {
+		return nil, err
+	}
 	best := found.Best
 	out := &runfile.Shrunk{
 		Original: req.Dir, Faults: len(best.Faults), Clients: len(best.Clients), Keys: best.Keys, FaultPhase: best.TimeLimit,
