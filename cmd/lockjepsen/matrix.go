@@ -58,9 +58,9 @@ type matrixRun struct {
 	Why        string  `json:"why,omitempty"`
 	// Vacuous: a safe expectation met with none of its faults' dangerous
 	// moments: no evidence (harness.ThreatMoments).
-	Vacuous     string `json:"vacuous,omitempty"`
+	Vacuous string `json:"vacuous,omitempty"`
 	// Shrink is the command that shrinks an unsafe run (offered, not run).
-	Shrink string `json:"shrink,omitempty"`
+	Shrink      string `json:"shrink,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Error       string `json:"error,omitempty"`
 
