@@ -521,6 +521,8 @@ func fileLinks(rf *runFiles, m *model) []fileLink {
 	add(runfile.ConfigFile, "the configuration, with the command line")
 	add(runfile.RunInfoFile, "start, end, server version, nodes, harness errors")
 	add(runfile.NodesFile, "the node processes")
+	add(runfile.ScheduleFile, "the faults the nemesis executed, with their offsets: what lockjepsen replay plays again")
+	add(runfile.ShrunkFile, "how lockjepsen shrink reduced the original run to this one")
 	names := map[string]bool{}
 	for _, n := range m.nodes {
 		names[n.Name] = true
