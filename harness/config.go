@@ -36,6 +36,9 @@ type Config struct {
 	// Script replaces the random schedule with timed steps (named
 	// scenarios use it); Nemesis is then ignored.
 	Script []nemesis.Step `json:"script,omitempty"`
+	// ReplayOf names the run whose schedule Script replays (see
+	// ReplayConfig); run.json records it and the report links it.
+	ReplayOf string `json:"replay_of,omitempty"`
 
 	// Locker, when set, replaces the named lock: a user's own lock under
 	// test. It is called once per client process with a connection to the

@@ -274,7 +274,7 @@ func TestStoreLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{runfile.CompressedHistoryFile, "results.json", "config.json", "run.json", "nodes.json", "nodes/n1/redis.log"} {
+	for _, f := range []string{runfile.CompressedHistoryFile, "results.json", "config.json", "run.json", "nodes.json", runfile.ScheduleFile, "nodes/n1/redis.log"} {
 		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}

@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		cfg.CustomLockName = clientName(cfg.Client)
 	}
 	start := time.Now()
-	r := &runner{cfg: cfg, info: &RunInfo{Started: start, Described: describe(cfg)}, hold: os.Getenv(HoldEnv)}
+	r := &runner{cfg: cfg, info: &RunInfo{Started: start, Described: describe(cfg), ReplayOf: cfg.ReplayOf}, hold: os.Getenv(HoldEnv)}
 	r.setPhase(PhaseStartup)
 	r.info.Reaped = r.reap(ctx)
 	dir, err := newRunDir(cfg.Store, cfg.TestName(), start)
@@ -363,6 +363,9 @@ type runner struct {
 	// stopRun ends the fault and client phases early (set while they run).
 	clientErrs []string
 	stopRun    context.CancelFunc
+	// faultsEnded is when the fault phase's time ran out or it was
+	// stopped, for schedule.json.
+	faultsEnded *time.Time
 }
 
 func (r *runner) say(format string, a ...any) {
@@ -693,13 +696,20 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 	defer stopClients()
 	faultCtx, stopFaults := context.WithTimeout(stopCtx, cfg.TimeLimit)
 	defer stopFaults()
+	r.noteFaultsEnded(faultCtx)
 	r.setPhase(PhaseFaults)
 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		played := r.recordSchedule(rec, fp.sched)
 		healErr = fp.sched.Run(faultCtx)
+		if err := played(); err != nil {
+			r.mu.Lock()
+			r.info.Errors = append(r.info.Errors, err.Error())
+			r.mu.Unlock()
+		}
 		if stopCtx.Err() != nil {
 			return // stopped early: no recovery phase
 		}

@@ -101,6 +101,12 @@ type Options struct {
 	// MaxWitnesses is how many violation stories the failure message tells
 	// (default 3).
 	MaxWitnesses int
+	// Shrink, when the test fails with a violation, searches for the
+	// smallest run that still breaks the lock the same way (package
+	// shrink), within ShrinkBudget (default 5m), and adds it and the
+	// way to replay it to the failure message.
+	Shrink       bool
+	ShrinkBudget time.Duration
 }
 
 // Config is the harness configuration that Run would use for o (with the
@@ -223,6 +229,9 @@ func Run(tb testing.TB, o Options) *harness.Outcome {
 	out.Report, out.ReportError = reports.WriteRun(out.Dir)
 	tb.Logf("lockjepsen: %s; files in %s", verdictWord(out.Results), absDir(out.Dir))
 	if msg := Failure(out, o.MaxWitnesses); msg != "" {
+		if o.Shrink {
+			msg += "\n" + shrinkFailure(ctx, o, out)
+		}
 		tb.Error(msg)
 	}
 	return out

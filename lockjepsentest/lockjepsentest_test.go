@@ -238,3 +238,24 @@ func TestCustomLockIsNamedAsCustom(t *testing.T) {
 		})
 	}
 }
+
+// A failing test with Shrink set says what its run shrank to and how to
+// replay it from Go. The plain-DEL lock breaks under a client pause
+// (see shrink.TestShrinkDelRelease); the run stops at its first
+// violation.
+func TestShrinkOnFailure(t *testing.T) {
+	redistest.RequireBinary(t)
+	rec := &recorder{TB: t}
+	rec.run(lockjepsentest.Options{Locker: namedLock(locks.SetnxDel), Nemesis: []string{"client-pause"}, Clients: 4,
+		TimeLimit: harnesstest.UnsafeTimeLimit, StopOnFirstViolation: true, Store: t.TempDir(), Shrink: true})
+	if rec.fatal != "" || len(rec.errors) != 1 {
+		t.Fatalf("want one failure, got %q (fatal %q)", rec.errors, rec.fatal)
+	}
+	msg := rec.errors[0]
+	for _, want := range []string{"shrunk: minimal reproduction: ", "lockjepsentest.Replay(t, opts, "} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure message lacks %q:\n%s", want, msg)
+		}
+	}
+	t.Log(msg)
+}

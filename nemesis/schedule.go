@@ -71,6 +71,25 @@ type Schedule struct {
 	// phase's context given to Run ends earlier, when the phase's time is
 	// up. A delayed restart outlives the fault phase but not an interrupt.
 	Interrupt context.Context
+	// OnPlayed, when set, is told of every action once it was started (or
+	// failed to start), so that the run can store the schedule it
+	// executed and a replay can play it again (see Played).
+	OnPlayed func(Played)
+
+	start time.Time // when Run began: the fault phase's clock
+}
+
+// Played is one executed action: At is when the schedule took it up
+// (drew it, or reached its script step), Applied when the fault was in
+// place; they differ by the wait for a grant of an action aimed after
+// one. Action is as planned: a script's primary placeholder stays, so
+// that a replay aims at the primary of its own time; Hit are the nodes
+// the fault was applied to.
+type Played struct {
+	At, Applied time.Duration
+	Action      Action
+	Hit         []string
+	Err         error
 }
 
 // NewSchedule builds the faults named and checks, before anything runs,
@@ -133,6 +152,7 @@ func (s *Schedule) template(name string) Action {
 // injection is recorded and the schedule goes on; a failure to heal is
 // returned (the run reports it as a harness error).
 func (s *Schedule) Run(ctx context.Context) error {
+	s.start = time.Now()
 	if len(s.Script) > 0 {
 		s.runScript(ctx)
 	} else if len(s.Names) > 0 {
@@ -207,6 +227,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 		placed = func() {}
 	}
 	f := s.Faults[a.Fault]
+	at, planned := time.Since(s.start), *a
 	if a.AfterGrant && s.Env.Granted != nil {
 		// Drop a grant seen earlier: the fault must follow a fresh one.
 		select {
@@ -236,6 +257,9 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	}
 	err := f.Start(ctx, s.Env, a)
 	once.Do(placed)
+	if s.OnPlayed != nil {
+		s.OnPlayed(Played{At: at, Applied: time.Since(s.start), Action: planned, Hit: append([]string(nil), a.Nodes...), Err: err})
+	}
 	if !quiet || err != nil {
 		phase := "start"
 		if err != nil {

@@ -133,6 +133,8 @@ type page struct {
 	// Exercised lists every dangerous moment with its count, zeros
 	// included; nil for a run checked before moments were counted.
 	Exercised []exercisedRow
+	// Lineage: the run replays another, or was shrunk from one.
+	Lineage *lineage
 }
 
 // exercisedRow is one dangerous moment on the page.
@@ -250,6 +252,7 @@ func pageOf(rf *runFiles, m *model) *page {
 	pg.StatRows = statRows(pg.Stats)
 	pg.Faults = m.faultRows()
 	pg.Files = fileLinks(rf, m)
+	pg.Lineage = lineageOf(rf.dir, info)
 	return pg
 }
 
@@ -518,6 +521,8 @@ func fileLinks(rf *runFiles, m *model) []fileLink {
 	add(runfile.ConfigFile, "the configuration, with the command line")
 	add(runfile.RunInfoFile, "start, end, server version, nodes, harness errors")
 	add(runfile.NodesFile, "the node processes")
+	add(runfile.ScheduleFile, "the faults the nemesis executed, with their offsets: what lockjepsen replay plays again")
+	add(runfile.ShrunkFile, "how lockjepsen shrink reduced the original run to this one")
 	names := map[string]bool{}
 	for _, n := range m.nodes {
 		names[n.Name] = true

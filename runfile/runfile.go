@@ -109,6 +109,9 @@ type RunInfo struct {
 	// Described is what the run tested, in words, as the harness that ran
 	// it knew it: reports show this rather than keep lists of their own.
 	Described *Description `json:"described,omitempty"`
+	// ReplayOf is the run directory whose fault schedule this run
+	// replayed (`lockjepsen replay`), as given.
+	ReplayOf string `json:"replay_of,omitempty"`
 }
 
 // Description says in words what a run's lock, workload and faults are.

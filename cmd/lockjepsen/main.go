@@ -149,7 +149,8 @@ input, 3 the harness itself failed.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newTestCmd(args, stdout, stderr), newSoakCmd(args, stdout, stderr), newScenarioCmd(args, stdout, stderr), newMatrixCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
-		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr), newReviewCmd(stdout, stderr), newHistoryCmd(stdout, stderr))
+		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr), newReviewCmd(stdout, stderr), newHistoryCmd(stdout, stderr),
+		newReplayCmd(args, stdout, stderr), newShrinkCmd(stdout, stderr))
 	return root
 }
 

@@ -58,7 +58,9 @@ type matrixRun struct {
 	Why        string  `json:"why,omitempty"`
 	// Vacuous: a safe expectation met with none of its faults' dangerous
 	// moments: no evidence (harness.ThreatMoments).
-	Vacuous     string `json:"vacuous,omitempty"`
+	Vacuous string `json:"vacuous,omitempty"`
+	// Shrink is the command that shrinks an unsafe run (offered, not run).
+	Shrink      string `json:"shrink,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Error       string `json:"error,omitempty"`
 
@@ -561,6 +563,7 @@ func (r *matrixRun) fill(out *harness.Outcome) {
 	if res.Incomplete != "" {
 		r.details = append(r.details, "Incomplete: "+res.Incomplete)
 	}
+	r.Shrink = shrinkOffer(r.Dir, res)
 	if len(res.Errors) > 0 {
 		r.Error = strings.Join(res.Errors, "; ")
 	}
@@ -634,6 +637,11 @@ func (m *matrixRunner) print(res *matrixResults) {
 	for _, r := range res.Runs {
 		if r.Vacuous != "" {
 			fmt.Fprintf(w, "VACUOUS %s: %s\n", r.Scenario, strings.TrimPrefix(r.Vacuous, "vacuous: "))
+		}
+	}
+	for _, r := range res.Runs {
+		if r.Shrink != "" {
+			fmt.Fprintf(w, "shrink %s: %s\n", r.Scenario, r.Shrink)
 		}
 	}
 	if res.Report != "" {

@@ -109,6 +109,7 @@ func (rf *reviewFlags) plan(stderr io.Writer) (*review.Plan, error) {
 func printReview(w io.Writer, r *review.Review, out string) error {
 	fmt.Fprintln(w, r.Verdict)
 	fmt.Fprintf(w, "Review: %s\n", filepath.Join(absDir(out), review.PageFile))
+	printShrinkOffers(w, r)
 	for _, row := range r.Rows {
 		for _, c := range append([]review.Cell{row.Configured}, row.Tried...) {
 			if c.State == review.StateError {
