@@ -71,7 +71,7 @@ exit code is 0 when every replay showed it, 1 otherwise.`,
 				return failure(stderr, err)
 			}
 			if times == 1 {
-				return runAndReport(cmd.Context(), cfg, stdout, stderr, o)
+				return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
 			}
 			return replayTimes(cmd.Context(), dir, cfg, times, stdout, stderr)
 		},
@@ -129,7 +129,7 @@ func replayTimes(ctx context.Context, dir string, cfg harness.Config, n int, std
 	}
 	fmt.Fprintf(stdout, "reproduced %d of %d: %s came back in %d of %d replays of %s\n", k, ran, what, k, ran, dir)
 	if k < n {
-		return exitError{exitNotMet}
+		return exitError{code: exitNotMet}
 	}
 	return nil
 }
