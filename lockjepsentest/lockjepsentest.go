@@ -87,7 +87,8 @@ type Options struct {
 	// stuck or any.
 	Expect string
 	// StopOnFirstViolation ends the run at the first overlap of two
-	// believed holds. With Expect "unsafe" and a generous TimeLimit, the
+	// believed holds, or at the first damage to the protected resource (a
+	// lost update, or a stale fence refused) when none came first. With Expect "unsafe" and a generous TimeLimit, the
 	// test costs little when the lock breaks early, and does not depend
 	// on a short run happening to hit the fault.
 	StopOnFirstViolation bool
