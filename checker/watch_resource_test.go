@@ -1,9 +1,13 @@
 package checker
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
 )
@@ -208,4 +212,69 @@ func randomCounterHistory(rng *rand.Rand) *hb {
 		b.ev(t, p, typ, ps.f, ps.key, v)
 	}
 	return b
+}
+
+// A lock's own renewals (background events) change nothing the checkers
+// find: the holder's belief is its operations'. Random histories with
+// renewals sprinkled in, at the instants of their neighbours, get the
+// results of the same histories without them, but for event positions.
+func TestBackgroundRenewalsChangeNothing(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for i := 0; i < 500; i++ {
+		b := randomHistory(rng)
+		plain := b.build(t)
+		with := &hb{events: append([]history.Op(nil), b.events...)}
+		for n := rng.Intn(6); n > 0; n-- {
+			at := plain[rng.Intn(len(plain))]
+			outcome := []history.Type{ok, fail, info}[rng.Intn(3)]
+			with.ev(at.Time/1e6, rng.Intn(3), history.Background, history.Extend, "k0",
+				&history.Value{TTL: ms(1000), Token: "a", From: history.I64(at.Time), Outcome: outcome})
+		}
+		for _, opts := range []Options{{}, {TTL: time.Duration(ms(20))}} {
+			want, got := Check(plain, opts), Check(with.build(t), opts)
+			if d := diffResults(withoutIndices(t, want), withoutIndices(t, got)); d != "" {
+				t.Fatalf("history %d: renewals changed the results: %s", i, d)
+			}
+		}
+	}
+}
+
+// withoutIndices is r with every event position zeroed: events added to a
+// history move the others.
+func withoutIndices(t *testing.T, r *Results) *Results {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // Never is beyond a float's exact integers
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	var zero func(v any)
+	zero = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if strings.Contains(k, "index") {
+					x[k] = 0
+				} else {
+					zero(e)
+				}
+			}
+		case []any:
+			for _, e := range x {
+				zero(e)
+			}
+		}
+	}
+	zero(m)
+	b, _ = json.Marshal(m)
+	var out Results
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
 }
