@@ -189,6 +189,9 @@ func scan(ops []history.Op) *analysis {
 			a.summaries = append(a.summaries, i)
 			continue
 		}
+		if op.Type == history.Background {
+			continue // a lock's own renewal: no operation of the holder's
+		}
 		ps := procs.get(op.Process)
 		if op.Type == history.Invoke {
 			ps.pending = i

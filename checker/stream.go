@@ -125,6 +125,9 @@ func (s *Stream) Add(op history.Op) {
 	}
 	s.stats.last = op.Time
 	s.events++
+	if op.Type == history.Background {
+		return // a lock's own renewal: the holder's belief is its operations'
+	}
 	s.moments.add(&op)
 	switch {
 	case op.Process == history.NemesisProcess:

@@ -480,7 +480,7 @@ func memLeases(ops []history.Op) ([]memCall, []*memLease) {
 				endCur(p, i)
 				crashed[p] = true
 			}
-		case op.Type == history.Summary:
+		case op.Type == history.Summary, op.Type == history.Background:
 		case op.Type == history.Invoke:
 			crashed[op.Process] = false
 			pending[op.Process] = len(calls)

@@ -88,8 +88,8 @@ func (w *Watcher) observe(op history.Op) {
 		w.nemesis(op)
 		return
 	}
-	if op.Type == history.Summary {
-		return // failed acquires: no hold, and no completion of a call
+	if op.Type == history.Summary || op.Type == history.Background {
+		return // failed acquires, a lock's own renewals: no completion of a call
 	}
 	ps := w.proc(op.Process)
 	if op.Type == history.Invoke {

@@ -95,6 +95,7 @@ func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Res
 		Errors:       append([]string(nil), info.Errors...),
 		ClientPanics: info.ClientPanics,
 		StoppedEarly: info.StoppedEarly,
+		StoppedBy:    info.StoppedBy,
 		NotWritten:   notWritten,
 
 		CheckedAlongsideRun: live != nil,

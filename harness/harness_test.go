@@ -150,14 +150,15 @@ func TestScenarios(t *testing.T) {
 			// remaining validity + TTL/2. In that quarter of a second
 			// past the key's expiry one of nine clients retrying every
 			// 0-2 ms takes the lock and reads the value the staller read,
-			// so the staller's late write loses an update: every pause
-			// does it, and about seven come in the 3 s run.
-			// StopOnFirstViolation cannot shorten it: no two believed
-			// holds overlap, only the data suffers.
+			// so the staller's late write repeats a value written: a lost
+			// update at every pause. No two believed holds overlap, only
+			// the data suffers, and the run stops at the first lost
+			// update.
 			Name: "counter under token: the lock looks fine, the data does not",
 			Edit: func(c *harness.Config) {
 				c.Workload = "counter"
 				c.Nemesis = []string{"client-pause"}
+				harnesstest.UntilViolation(c)
 			},
 			Verdict: checker.VerdictUnsafe,
 			Check: func(t *testing.T, out *harness.Outcome) {
@@ -165,20 +166,23 @@ func TestScenarios(t *testing.T) {
 				if r.Violations != 0 {
 					t.Errorf("exclusion found %d violations; the pause is after the lease, so it must find none", r.Violations)
 				}
-				if r.Resource.Valid || r.Resource.LostUpdates == 0 && r.Resource.Duplicates == 0 {
+				if r.Resource.Valid || r.Resource.Duplicates == 0 {
 					t.Errorf("resource: %+v", r.Resource)
 				}
+				requireStoppedAtDamage(t, out, checker.DamageLostUpdate)
 			},
 		},
 		{
-			// Safe, and a stale write must be rejected: each pause (see
+			// Safe, and a stale write must be refused: each pause (see
 			// the case above) lets another client read with a newer
-			// fence while the staller sleeps.
+			// fence while the staller sleeps. The run stops at the first
+			// refusal.
 			Name: "counter under fenced: stale writes are rejected",
 			Edit: func(c *harness.Config) {
 				c.Workload = "counter"
 				c.Lock = locks.Fenced
 				c.Nemesis = []string{"client-pause"}
+				c.StopOnFirstViolation, c.TimeLimit = true, harnesstest.UnsafeTimeLimit
 			},
 			Verdict: checker.VerdictSafe,
 			Check: func(t *testing.T, out *harness.Outcome) {
@@ -189,6 +193,7 @@ func TestScenarios(t *testing.T) {
 				if r.Resource.LostUpdates != 0 {
 					t.Errorf("%d lost updates", r.Resource.LostUpdates)
 				}
+				requireStoppedAtDamage(t, out, checker.DamageRefusedStale)
 			},
 		},
 	}
@@ -251,6 +256,44 @@ func requireDELWitness(t *testing.T, out *harness.Outcome) {
 		}
 	}
 	t.Fatalf("no violation has another process's release that may have deleted the first holder's key; first: %s", r.Exclusion.Violations[0].Story)
+}
+
+// requireStoppedAtDamage checks that a run stopped at its first resource
+// damage, of kind, says so in its results and run.json, and that its
+// recorded history, replayed, stops at the event the resource checker
+// names, and that the history before that event does not stop.
+func requireStoppedAtDamage(t *testing.T, out *harness.Outcome, kind string) {
+	t.Helper()
+	r := out.Results
+	if r.StoppedBy != kind || !strings.Contains(r.StoppedEarly, "damage to the resource") {
+		t.Fatalf("stopped by %q (%q), want %s", r.StoppedBy, r.StoppedEarly, kind)
+	}
+	if info := harnesstest.ReadRunInfo(t, out.Dir); info.StoppedBy != kind || info.StoppedEarly != r.StoppedEarly {
+		t.Fatalf("run.json: stopped by %q (%q)", info.StoppedBy, info.StoppedEarly)
+	}
+	ops := harnesstest.ReadHistory(t, out.Dir).Ops
+	at, by, why := harness.ReplayFirstStop(ops)
+	if at < 0 || by != kind || why != r.StoppedEarly {
+		t.Fatalf("the history replayed stops at event %d by %q (%q); the run stopped by %q (%q)", at, by, why, kind, r.StoppedEarly)
+	}
+	if at2, _, _ := harness.ReplayFirstStop(ops[:at]); at2 >= 0 {
+		t.Fatalf("the history before event %d stops already at event %d", at, at2)
+	}
+	// The checkers' own witness: the later completion of a pair of
+	// writes of one value, or a refused read or write.
+	switch op := ops[at]; kind {
+	case checker.DamageLostUpdate:
+		for _, il := range r.Resource.Interleaved {
+			if max(il.First.Index, il.Second.Index) == at {
+				return
+			}
+		}
+		t.Fatalf("event %d is not the later write of any interleaving the resource checker lists", at)
+	case checker.DamageRefusedStale:
+		if op.Type != history.Fail || (op.F != history.Write && op.F != history.Read) {
+			t.Fatalf("event %d is %s, not a refused read or write", at, op)
+		}
+	}
 }
 
 func requireReproducible(t *testing.T, out *harness.Outcome) {

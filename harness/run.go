@@ -783,49 +783,31 @@ func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, ps *primary
 
 // stopOnFirstViolation watches the history as it is recorded and ends the
 // run's fault and client phases at the first overlap of two believed
-// holds. With StopGrace it goes on until the earlier holder's hold has
-// ended, so that what it did while it still believed (a stale write a
+// holds or the first damage to the protected resource (firstStop). With
+// StopGrace, after an overlap, it goes on until the earlier holder's hold
+// has ended, so that what it did while it still believed (a stale write a
 // fenced resource refused) is in the history, or StopGrace after the
 // overlap, whichever comes first: a wall-clock grace alone cut a loaded
 // CI run off before the woken holder wrote. The checkers then judge the
 // whole history as usual. The returned function disarms a grace timer
 // still pending.
 func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.CancelFunc) (disarm func()) {
-	w := checker.NewWatcher()
-	var first *checker.WatchViolation
-	done := false
+	fs := newFirstStop(r.cfg.StopGrace > 0)
 	var grace *time.Timer
 	rec.Observe(func(op history.Op) {
-		if done {
-			return
+		act, by, why := fs.observe(op)
+		if by != "" {
+			r.mu.Lock()
+			r.info.StoppedEarly, r.info.StoppedBy = why, by
+			r.mu.Unlock()
 		}
-		v := w.Observe(op)
-		if v == nil {
-			// The recorder's times strictly increase, so an overlap seen
-			// now cannot be undone by an end at the same instant.
-			v = w.Done()
-		}
-		switch {
-		case v == nil:
-			return
-		case first != nil:
-			if first.EarlierHoldEnded() {
-				done = true
-				stop()
-			}
-			return
-		}
-		first = v
-		r.mu.Lock()
-		r.info.StoppedEarly = fmt.Sprintf("stopped at the first violation (--stop-on-first-violation): process %d was granted %s at %s while process %d still believed it held it",
-			v.Second, v.Key, time.Duration(v.At).Round(time.Millisecond), v.First)
-		if r.cfg.StopGrace > 0 {
-			grace = time.AfterFunc(r.cfg.StopGrace, stop)
-		}
-		r.mu.Unlock()
-		if r.cfg.StopGrace == 0 {
-			done = true
+		switch act {
+		case stopNow:
 			stop() // cancelling records nothing: safe under the recorder's lock
+		case startGrace:
+			r.mu.Lock()
+			grace = time.AfterFunc(r.cfg.StopGrace, stop)
+			r.mu.Unlock()
 		}
 	})
 	return func() {

@@ -99,6 +99,10 @@ func appendValue(b []byte, v *Value) []byte {
 		field("nodes")
 		b = appendStrings(b, v.Nodes)
 	}
+	if v.Outcome != "" {
+		field("outcome")
+		b = appendString(b, string(v.Outcome))
+	}
 	if v.Phase != "" {
 		field("phase")
 		b = appendString(b, v.Phase)
@@ -340,7 +344,7 @@ func (v *validator) check(op *Op, line int) error {
 		return &FormatError{v.name, line, fmt.Sprintf(format, a...)}
 	}
 	if !op.Type.valid() {
-		return bad("type %q is not one of invoke, ok, fail, info, summary", op.Type)
+		return bad("type %q is not one of invoke, ok, fail, info, summary, background", op.Type)
 	}
 	if op.F == "" {
 		return bad(`missing "f"`)
@@ -362,8 +366,11 @@ func (v *validator) check(op *Op, line int) error {
 	if !clientF(op.F) {
 		return bad("f %q is not one of acquire, release, extend, read, write", op.F)
 	}
-	if op.Type == Summary {
+	switch op.Type {
+	case Summary:
 		return checkSummary(op, v.lastTime, bad)
+	case Background:
+		return checkBackground(op, bad)
 	}
 	p, isPending := v.open[op.Process]
 	switch {
@@ -421,6 +428,25 @@ func checkSummary(op *Op, now int64, bad func(string, ...any) error) error {
 		return bad("summary by process %d needs value.count > 0, value.from and value.to", op.Process)
 	case *val.From < 0 || *val.From > *val.To || *val.To > now:
 		return bad("summary by process %d spans %d..%d, which is not within 0..%d", op.Process, *val.From, *val.To, now)
+	}
+	return nil
+}
+
+// checkBackground: a background event is a renewal (f extend) of a key,
+// whole, with its outcome and its send no later than its completion.
+func checkBackground(op *Op, bad func(string, ...any) error) error {
+	val := op.Value
+	switch {
+	case op.F != Extend:
+		return bad("background %s by process %d: only renewals (extend) are recorded in the background", op.F, op.Process)
+	case op.Key == "":
+		return bad(`background extend by process %d has no "key"`, op.Process)
+	case val == nil || val.From == nil:
+		return bad("background extend by process %d has no value.from", op.Process)
+	case *val.From < 0 || *val.From > op.Time:
+		return bad("background extend by process %d was sent at %d, not within 0..%d", op.Process, *val.From, op.Time)
+	case val.Outcome != OK && val.Outcome != Fail && val.Outcome != Info:
+		return bad("background extend by process %d has value.outcome %q, want ok, fail or info", op.Process, val.Outcome)
 	}
 	return nil
 }

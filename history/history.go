@@ -15,6 +15,16 @@
 // failed in that second (value.count), the first one's invoke (value.from)
 // and the last one's completion (value.to). A summary does not interrupt
 // the process's invoke/completion pairs.
+//
+// A "background" event is something a client's lock did on its own,
+// beside the holder's operations: with f "extend", one renewal by a
+// watchdog that keeps the lease alive in the background (Redisson's), at
+// its completion, with the renewal's send (value.from), its outcome
+// (value.outcome: "ok", "fail" or "info") and, when ok, the lease's
+// validity as the lock then knew it (value.valid_until). It does not
+// interrupt the process's invoke/completion pairs, and it changes nothing
+// the holder believes: the checkers skip it, and the report draws it, so
+// that a renewer that stopped before the key expired shows.
 package history
 
 import (
@@ -32,6 +42,9 @@ const (
 	Info   Type = "info"
 	// Summary counts failed acquires that are not recorded one by one.
 	Summary Type = "summary"
+	// Background is a lock's own act beside the holder's operations (a
+	// watchdog's renewal), recorded whole at its completion.
+	Background Type = "background"
 )
 
 // Operation names (the "f" field) of client operations.
@@ -89,6 +102,10 @@ type Value struct {
 	From  *int64 `json:"from,omitempty"`
 	To    *int64 `json:"to,omitempty"`
 
+	// Outcome is a background event's: ok, fail or info, as a completion's
+	// type says.
+	Outcome Type `json:"outcome,omitempty"`
+
 	// Nemesis fields.
 	Phase   string   `json:"phase,omitempty"`   // "start", "stop", "error" or "skipped"
 	Targets []string `json:"targets,omitempty"` // what the fault hits, readable
@@ -112,7 +129,7 @@ func I64(v int64) *int64 { return &v }
 
 func (t Type) valid() bool {
 	switch t {
-	case Invoke, OK, Fail, Info, Summary:
+	case Invoke, OK, Fail, Info, Summary, Background:
 		return true
 	}
 	return false

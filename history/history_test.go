@@ -20,6 +20,8 @@ func TestRoundTrip(t *testing.T) {
 		{Index: 2, Time: 30, Process: NemesisProcess, Type: Info, F: "client-pause", Value: &Value{Phase: "start", Clients: []int{3}, Targets: []string{"client 3"}, Detail: `stall "long" <1s>`}},
 		{Index: 3, Time: 40, Process: 3, Type: Invoke, F: Write, Key: "lock-0", Value: &Value{N: I64(0), Fence: I64(7)}},
 		{Index: 4, Time: 50, Process: 3, Type: Info, F: Write, Key: "lock-0", Error: "i/o timeout\n\"x\""},
+		{Index: 5, Time: 60, Process: 3, Type: Background, F: Extend, Key: "lock-0", Value: &Value{TTL: 500, Token: "p3.1", From: I64(55), Outcome: OK, ValidUntil: I64(550)}},
+		{Index: 6, Time: 70, Process: 3, Type: Background, F: Extend, Key: "lock-0", Value: &Value{TTL: 500, Token: "p3.1", From: I64(65), Outcome: Info}, Error: "timeout"},
 	}
 	var buf bytes.Buffer
 	for i := range ops {
@@ -196,6 +198,12 @@ func TestDecodeRejectsOddEvents(t *testing.T) {
 		{"nemesis without value", line(0, `"process":"nemesis","type":"info","f":"client-pause"`), "no value.phase"},
 		{"nemesis without phase", line(0, `"process":"nemesis","type":"info","f":"client-pause","value":{"targets":["n1"]}`), "no value.phase"},
 		{"nemesis with an unknown phase", line(0, `"process":"nemesis","type":"info","f":"client-pause","value":{"phase":"begin"}`), `phase "begin"`},
+		{"background acquire", line(0, `"process":0,"type":"background","f":"acquire","key":"k","value":{"from":1,"outcome":"ok"}`), "only renewals"},
+		{"background without key", line(0, `"process":0,"type":"background","f":"extend","value":{"from":1,"outcome":"ok"}`), `no "key"`},
+		{"background without from", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"outcome":"ok"}`), "value.from"},
+		{"background sent after it completed", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":3,"outcome":"ok"}`), "not within 0..2"},
+		{"background without outcome", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":1}`), "value.outcome"},
+		{"background with an odd outcome", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":1,"outcome":"invoke"}`), "value.outcome"},
 		{"summary of a release", line(0, `"process":0,"type":"summary","f":"release","key":"k","value":{"count":2,"from":0,"to":1}`), "only failed acquires"},
 		{"summary without key", line(0, `"process":0,"type":"summary","f":"acquire","value":{"count":2,"from":0,"to":1}`), `no "key"`},
 		{"summary without count", line(0, `"process":0,"type":"summary","f":"acquire","key":"k","value":{"from":0,"to":1}`), "value.count > 0"},
@@ -229,6 +237,12 @@ func TestDecodeAcceptsHarnessEvents(t *testing.T) {
 	}
 	// mutex workload, token lock without fence, one with fence, no TTL
 	ok(3, Acquire, "lock-0", &Value{TTL: 5e8}, &Value{Token: "p3.1", ValidUntil: I64(0)})
+	// a watchdog's renewals, one while the holder's own operation is open
+	rec.Record(Op{Process: 3, Type: Invoke, F: Read, Key: "lock-0", Value: &Value{}})
+	for _, out := range []Type{OK, Fail, Info} {
+		rec.Record(Op{Process: 3, Type: Background, F: Extend, Key: "lock-0", Value: &Value{TTL: 5e8, Token: "p3.1", From: I64(rec.Now()), Outcome: out}})
+	}
+	rec.Record(Op{Process: 3, Type: OK, F: Read, Key: "lock-0", Value: &Value{N: I64(0)}})
 	ok(3, Extend, "lock-0", &Value{TTL: 5e8, Token: "p3.1"}, &Value{ValidUntil: I64(9e8)})
 	ok(3, Release, "lock-0", &Value{Token: "p3.1"}, nil)
 	ok(4, Acquire, "lock-1", &Value{TTL: 5e8}, &Value{Token: "p4.1", Fence: I64(0), ValidUntil: I64(4e8)})

@@ -378,6 +378,10 @@ func (p *lineParser) value(op *Op) bool {
 			v.Token, ok = p.text()
 		case "phase":
 			v.Phase, ok = p.interned()
+		case "outcome":
+			var s string
+			s, ok = p.interned()
+			v.Outcome = Type(s)
 		case "detail":
 			v.Detail, ok = p.text()
 		case "targets":

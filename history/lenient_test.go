@@ -18,15 +18,16 @@ func TestReadLenientMatchesDecode(t *testing.T) {
 		{Index: 3, Time: 4, Process: 3, Type: Invoke, F: "write", Key: "lock-0", Value: &Value{N: I64(-1), Fence: I64(7)}},
 		{Index: 4, Time: 5, Process: 3, Type: Fail, F: "write", Key: "lock-0", Error: "stale fence é"},
 		{Index: 5, Time: 6, Process: 3, Type: Invoke, F: "read", Key: "lock-0", Value: &Value{}},
+		{Index: 6, Time: 7, Process: 3, Type: Background, F: "extend", Key: "lock-0", Value: &Value{TTL: 500, Token: "p3.1", From: I64(6), Outcome: Fail}, Error: "not held"},
 	}
 	var buf bytes.Buffer
 	for i := range ops {
 		buf.Write(AppendJSON(nil, &ops[i]))
 		buf.WriteByte('\n')
 	}
-	buf.WriteString(`{"index":6, "time":7,"process":3,"type":"ok","f":"read","key":"lock-0","value":{"n":5},"extra":1}` + "\n")
+	buf.WriteString(`{"index":7, "time":8,"process":3,"type":"ok","f":"read","key":"lock-0","value":{"n":5},"extra":1}` + "\n")
 	buf.WriteString("not json\n")
-	buf.WriteString(`{"index":7,"time":8`)
+	buf.WriteString(`{"index":8,"time":9`)
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)

@@ -34,8 +34,8 @@ func Pair(ops []Op) (operations []Operation, nemesis []Op) {
 		switch {
 		case op.Process == NemesisProcess:
 			nemesis = append(nemesis, *op)
-		case op.Type == Summary:
-			// counted failures: not an operation of their own
+		case op.Type == Summary, op.Type == Background:
+			// counted failures, a lock's own renewals: not operations
 		case op.Type == Invoke:
 			open[op.Process] = len(operations)
 			operations = append(operations, Operation{Invoke: *op})

@@ -18,6 +18,13 @@
 // faults, checks the history, and fails the test with the verdict and the
 // story of the first violations. The run's files (history, results, report)
 // are kept when the test fails, and their path is logged.
+//
+// Use the clients in nodes (locks.Conn.Client): they stamp when each
+// operation's first request went out, and the lease model counts the TTL
+// from there. A lock that dials Redis itself (from locks.Conn.Addr) must
+// stamp that instant on its leases (locks.Started), or on a loaded machine
+// an honest lease can be flagged as over-claiming; examples/mylock's Dial
+// does.
 package lockjepsentest
 
 import (
@@ -87,7 +94,8 @@ type Options struct {
 	// stuck or any.
 	Expect string
 	// StopOnFirstViolation ends the run at the first overlap of two
-	// believed holds. With Expect "unsafe" and a generous TimeLimit, the
+	// believed holds, or at the first damage to the protected resource (a
+	// lost update, or a stale fence refused) when none came first. With Expect "unsafe" and a generous TimeLimit, the
 	// test costs little when the lock breaks early, and does not depend
 	// on a short run happening to hit the fault.
 	StopOnFirstViolation bool

@@ -57,11 +57,22 @@ func Definite(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-// Started is a lease whose lock stamps, in its own process, when it began
-// the grant (or the latest extend): a client of another language reads
-// its clock just before it calls its lock, as the harness does for a lock
-// in Go. The lease model counts the TTL from that stamp, since the pipe
-// between the processes delays the start by more than its tolerance.
+// Started is a lease whose lock stamps when it began the grant (or the
+// latest extend): the lease model counts the TTL from that stamp, as no
+// server can start a key's TTL before the request that set it was sent.
+// Without one it counts from the harness's invocation, which comes
+// earlier, by as long as a loaded machine takes to get into the lock; an
+// honest lease then looks as if it claimed more than the server keeps.
+//
+// A lock on the clients the harness gives it (Conn.Client) needs no stamp:
+// those clients stamp the first command each operation sends. Implement
+// Started when the lock sends through anything else: a Go lock that dials
+// Redis itself (from Conn.Addr, or with connections of its own), or a
+// client of another language, which reads its clock just before it calls
+// its lock. Take the stamp with time.Now() just before the first request
+// goes out, and keep the zero time until there is one; a zero stamp
+// counts as none. examples/mylock is a lock that dials for itself and
+// stamps.
 type Started interface {
 	StartedAt() time.Time
 }

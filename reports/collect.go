@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/lockjepsen/lockjepsen/checker"
@@ -22,7 +23,32 @@ type laneData struct {
 	bars   *barAcc
 	leases [][2]int64 // acquire invoke to valid_until, zoomed lanes only
 	ops    *opStream  // the process's operations, zoomed lanes only
-	sc     scale
+	// renewals are the lock's own, in the background (a watchdog's),
+	// zoomed lanes only.
+	renewals []strip
+	sc       scale
+}
+
+// renewal adds a background renewal to a zoomed lane if it shows in the
+// window.
+func (l *laneData) renewal(op *history.Op) {
+	v := op.Value
+	if l.ops == nil || v == nil || v.From == nil || op.Time < l.sc.t0 || *v.From > l.sc.t1 || len(l.renewals) >= maxZoomLeases {
+		return
+	}
+	from := *v.From
+	title := fmt.Sprintf("process %d's lock renewed %s in the background %s–%s: %s", op.Process, op.Key, fmtTP(from), fmtTP(op.Time), v.Outcome)
+	cls := "renewal"
+	if v.Outcome == history.OK {
+		title += fmt.Sprintf("; the key lives until %s at the earliest", fmtTP(from+v.TTL))
+	} else {
+		cls += " op-" + string(v.Outcome)
+		if op.Error != "" {
+			title += ": " + op.Error
+		}
+	}
+	l.renewals = append(l.renewals, strip{x0: l.sc.clampX(from), x1: l.sc.clampX(op.Time), cls: cls, title: title,
+		t0: from, t1: op.Time, f: history.Extend, n: 1, proc: op.Process})
 }
 
 // maxZoomLeases bounds the leases drawn in one zoomed lane: a zoom whose
@@ -124,6 +150,15 @@ func (c *collector) add(op *history.Op) {
 		// Failed acquires counted, not recorded one by one: they have no
 		// bar in a lane, latency or hold, only a place in the rates.
 		c.thr.addSummary(op)
+		return
+	}
+	if op.Type == history.Background {
+		// A lock's own renewal: a tick in the zoomed lanes, so that a
+		// renewer that stopped before the key expired shows; never a
+		// hold, a latency or a rate.
+		for _, l := range c.zoomBy[op.Process] {
+			l.renewal(op)
+		}
 		return
 	}
 	if op.Process == history.NemesisProcess {

@@ -107,8 +107,8 @@ func (s *holdSweep) add(op *history.Op) {
 		s.nemesis(op)
 		return
 	}
-	if op.Type == history.Summary {
-		return // failed acquires: no hold, and no completion of a call
+	if op.Type == history.Summary || op.Type == history.Background {
+		return // failed acquires, a lock's own renewals: no completion of a call
 	}
 	ps := s.proc(op.Process)
 	if op.Type == history.Invoke {

@@ -352,6 +352,9 @@ func (m *model) drawClientLane(s *svg, sp timelineSpec, ln lane, y float64) {
 		for _, st := range ld.ops.bin.out {
 			st.draw(s, y+laneH-3)
 		}
+		for _, st := range ld.renewals {
+			st.draw(s, y)
+		}
 	}
 	for _, b := range ld.bars.out {
 		cls := "hold"

@@ -37,6 +37,8 @@ type Results struct {
 	// StoppedEarly says why the run ended before its time limit (the
 	// first violation, when asked to stop there).
 	StoppedEarly string `json:"stopped_early,omitempty"`
+	// StoppedBy is what it stopped at (runfile.Info.StoppedBy).
+	StoppedBy string `json:"stopped_by,omitempty"`
 	// CheckedAlongsideRun says that the checkers ran on the events as
 	// they were recorded, not on the history read back; `lockjepsen
 	// check` reads it back and clears this.

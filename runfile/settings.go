@@ -77,8 +77,10 @@ type Settings struct {
 	Name   string `json:"name"`
 	Expect string `json:"expect"`
 	// StopOnFirstViolation ends the fault phase as soon as two believed
-	// holds of one key overlap: the faults are healed, the clients stop
-	// (no recovery phase) and the history is checked as usual. A test or
+	// holds of one key overlap, or the protected resource first suffers
+	// (a lost update, or a stale fence refused): the faults are healed,
+	// the clients stop (no recovery phase) and the history is checked as
+	// usual. A test or
 	// CI gate that expects a violation can then give the run a generous
 	// time limit without paying for it when the lock breaks early.
 	StopOnFirstViolation bool `json:"stop_on_first_violation,omitempty"`

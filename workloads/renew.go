@@ -27,8 +27,10 @@ const (
 	// RenewWatchdog: a background renewer extends every TTL/3 while the
 	// holder works, as Redisson's watchdog does; the holder has no
 	// deadline of its own and believes until it releases. The renewals
-	// are the library's business and are not in the history, as a
-	// library's keep-alives are not.
+	// are the library's business: the history records each as the
+	// process's background event (history.Background), which changes
+	// nothing the holder believes, so that a renewer that stopped before
+	// the key expired shows.
 	RenewWatchdog = "watchdog"
 )
 
@@ -96,14 +98,15 @@ func (c *client) increment(ctx context.Context, key string, fence *int64) bool {
 	return ok && c.writeCounter(ctx, key, n+1, fence)
 }
 
-// withWatchdog gives a lease just granted a background renewer in the
-// watchdog mode, started inside the acquire as a library's lock call
+// withWatchdog gives a lease of key just granted a background renewer in
+// the watchdog mode, started inside the acquire as a library's lock call
 // starts its own.
-func (c Config) withWatchdog(lease locks.Lease) locks.Lease {
-	if !renews(c.Workload) || c.RenewMode != RenewWatchdog {
+func (c *client) withWatchdog(lease locks.Lease, key string) locks.Lease {
+	if !renews(c.cfg.Workload) || c.cfg.RenewMode != RenewWatchdog {
 		return lease
 	}
-	wl := &watchdogLease{Lease: lease, ttl: c.TTL, stop: make(chan struct{}), resume: make(chan struct{})}
+	wl := &watchdogLease{Lease: lease, ttl: c.cfg.TTL, stop: make(chan struct{}), resume: make(chan struct{}),
+		rec: c.env.Rec, process: c.process, key: key}
 	wl.wg.Add(1)
 	go wl.renew()
 	return wl
@@ -114,10 +117,13 @@ func (c Config) withWatchdog(lease locks.Lease) locks.Lease {
 // thread of a process.
 type watchdogLease struct {
 	locks.Lease
-	ttl  time.Duration
-	wg   sync.WaitGroup
-	once sync.Once
-	stop chan struct{}
+	rec     *history.Recorder
+	process int
+	key     string
+	ttl     time.Duration
+	wg      sync.WaitGroup
+	once    sync.Once
+	stop    chan struct{}
 
 	mu     sync.Mutex
 	paused bool
@@ -147,10 +153,33 @@ func (w *watchdogLease) renew() {
 			case <-resume:
 			}
 		}
+		from := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), w.ttl)
-		w.Lease.Extend(ctx, w.ttl) // a failed renewal is the library's to hide, as a watchdog's is
+		err := w.Lease.Extend(ctx, w.ttl) // a failed renewal is the library's to hide, as a watchdog's is
 		cancel()
+		w.recordRenewal(from, err)
 	}
+}
+
+// recordRenewal records one renewal, sent at from, as the process's
+// background event: the holder is not told, as a watchdog's is not.
+func (w *watchdogLease) recordRenewal(from time.Time, err error) {
+	if w.rec == nil {
+		return
+	}
+	v := &history.Value{TTL: int64(w.ttl), Token: w.Lease.Token(), From: history.I64(w.rec.At(from)), Outcome: history.OK}
+	op := history.Op{Process: w.process, Type: history.Background, F: history.Extend, Key: w.key, Value: v}
+	switch {
+	case err != nil && definite(err):
+		v.Outcome, op.Error = history.Fail, err.Error()
+	case err != nil:
+		v.Outcome, op.Error = history.Info, err.Error()
+	default:
+		if vu := w.Lease.ValidUntil(); !vu.IsZero() {
+			v.ValidUntil = history.I64(w.rec.At(vu))
+		}
+	}
+	w.rec.Record(op)
 }
 
 func (w *watchdogLease) end() {

@@ -297,7 +297,7 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		if l == nil {
 			return nil, errors.New("lock returned neither a lease nor an error")
 		}
-		l = c.cfg.withWatchdog(l)
+		l = c.withWatchdog(l, key)
 		lease = l
 		v := c.leaseValue(l, sent)
 		v.Token, v.Fence = l.Token(), fenceOf(l)

@@ -424,7 +424,7 @@ func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on after the first violation until the earlier holder's hold ends, but at most this long, so that what it did while it still believed (a stale write a fenced resource refused) is recorded")
 }
 
-const stopOnFirstHelp = "end the run at the first overlap of two believed holds (faults healed, no recovery phase); the history is checked as usual. Give a generous --time-limit: it costs nothing when the lock breaks early"
+const stopOnFirstHelp = "end the run at the first overlap of two believed holds, or at the first damage to the protected resource (a lost update, or a stale fence refused) (faults healed, no recovery phase); the history is checked as usual. Give a generous --time-limit: it costs nothing when the lock breaks early"
 
 func usageErr(stderr io.Writer, err error) error {
 	fmt.Fprintf(stderr, "lockjepsen: %v\n", err)

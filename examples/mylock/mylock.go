@@ -7,6 +7,16 @@
 // still holds our token. Options.PlainDEL releases with a plain DEL
 // instead, the common mistake that lets a client whose lease ran out delete
 // the next holder's lock; lockjepsen catches it under client pauses.
+//
+// Its leases implement locks.Started: each stamps when its grant or extend
+// began, just before the first request went out. lockjepsen's lease model
+// counts the TTL from there. A lock on the clients lockjepsen hands it
+// (locks.Conn.Client) needs no stamp of its own, since those clients stamp
+// the first command each operation sends. A lock that dials Redis itself
+// (Dial, on locks.Conn.Addr) has no such stamp, and without StartedAt the
+// model counts the TTL from the harness's invocation instead. On a loaded
+// machine the lock may send its request milliseconds after that, so an
+// honest lease looks as if it claimed more time than the server keeps.
 package mylock
 
 import (
@@ -30,6 +40,7 @@ type Options struct {
 // Lock is one client's lock. It implements locks.Locker.
 type Lock struct {
 	rdb    redis.UniversalClient
+	own    *redis.Client // the client Dial made, closed by Close
 	prefix string
 	opts   Options
 	seq    atomic.Int64
@@ -39,6 +50,29 @@ type Lock struct {
 // client).
 func New(rdb redis.UniversalClient, prefix string, opts Options) *Lock {
 	return &Lock{rdb: rdb, prefix: prefix, opts: opts}
+}
+
+// Dial returns a lock on a Redis client of its own to addr, as a team's
+// lock that manages its connections does. lockjepsen closes it after the
+// run (Close).
+func Dial(addr, prefix string, opts Options) *Lock {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: addr,
+		// One attempt per call: a retry would hide an unknown outcome.
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+	})
+	l := New(rdb, prefix, opts)
+	l.own = rdb
+	return l
+}
+
+// Close closes the client Dial made.
+func (l *Lock) Close() error {
+	if l.own == nil {
+		return nil
+	}
+	return l.own.Close()
 }
 
 var (
@@ -58,7 +92,7 @@ func (l *Lock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (l
 	if !ok {
 		return nil, locks.ErrNotAcquired
 	}
-	return &lease{l: l, key: key, token: token, until: start.Add(ttl - drift(ttl))}, nil
+	return &lease{l: l, key: key, token: token, started: start, until: start.Add(ttl - drift(ttl))}, nil
 }
 
 // drift is the safety margin of the lease: Redis expires keys on its own
@@ -66,11 +100,16 @@ func (l *Lock) TryAcquire(ctx context.Context, key string, ttl time.Duration) (l
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 type lease struct {
-	l     *Lock
-	key   string
-	token string
-	until time.Time
+	l       *Lock
+	key     string
+	token   string
+	started time.Time // when the grant or the latest extend began
+	until   time.Time
 }
+
+// StartedAt implements locks.Started: the stamp taken just before the
+// grant's or the latest extend's request was sent.
+func (s *lease) StartedAt() time.Time { return s.started }
 
 func (s *lease) Token() string         { return s.token }
 func (s *lease) ValidUntil() time.Time { return s.until }
@@ -86,7 +125,7 @@ func (s *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if n == 0 {
 		return locks.ErrNotHeld
 	}
-	s.until = start.Add(ttl - drift(ttl))
+	s.started, s.until = start, start.Add(ttl-drift(ttl))
 	return nil
 }
 
@@ -106,3 +145,5 @@ func (s *lease) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+var _ locks.Started = (*lease)(nil)

@@ -105,6 +105,9 @@ func Run(t *testing.T, cfg harness.Config) *harness.Outcome {
 		if r.StoppedEarly == "" && r.Violations > 0 {
 			t.Errorf("the checkers found %d violations but the run did not stop at the first", r.Violations)
 		}
+		if r.StoppedEarly == "" && r.Resource != nil && r.Resource.Duplicates > 0 {
+			t.Errorf("the resource checker found %d repeated writes but the run did not stop at the first", r.Resource.Duplicates)
+		}
 		t.Logf("stopped after %s: %s", took, r.StoppedEarly)
 	}
 	return out

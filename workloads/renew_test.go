@@ -1,0 +1,94 @@
+package workloads
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/locks"
+)
+
+// A watchdog's renewals are in the history as its process's background
+// events. When the renewer stops (a client pause pauses it), the history
+// shows its last renewal, and the key expires no earlier than a TTL after
+// that renewal was sent: the Redisson story (#3636, #5698), where the
+// holder is never told. Real server; waits are polls with generous
+// deadlines, and no duration is asserted but the server's own TTL.
+func TestWatchdogRenewalsAreRecorded(t *testing.T) {
+	_, rdb := redistest.Start(t)
+	rec, err := history.Create(filepath.Join(t.TempDir(), "history.jsonl"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	renewals := 0
+	rec.Observe(func(op history.Op) {
+		if op.Type == history.Background {
+			mu.Lock()
+			renewals++
+			mu.Unlock()
+		}
+	})
+	const ttl = time.Second
+	lock, err := locks.NewRedisLock(rdb, locks.Token, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := lock.TryAcquire(ctx, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{cfg: Config{Workload: Renew, RenewMode: RenewWatchdog, TTL: ttl}, env: Env{Rec: rec}, process: 1}
+	wl := c.withWatchdog(lease, "k").(*watchdogLease)
+	defer wl.StopRenewal()
+	poll(t, "three renewals", func() bool { mu.Lock(); defer mu.Unlock(); return renewals >= 3 })
+	wl.PauseRenewal() // as a client pause does
+	poll(t, "the key to expire", func() bool { return rdb.Exists(ctx, "k").Val() == 0 })
+	gone := rec.Now()
+	wl.StopRenewal()
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := history.ReadFile(rec.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *history.Op
+	for i := range res.Ops {
+		op := &res.Ops[i]
+		if op.Type != history.Background || op.Process != 1 || op.Key != "k" || op.F != history.Extend {
+			t.Fatalf("unexpected event %s", op)
+		}
+		if op.Time > gone {
+			t.Fatalf("renewal %s after the key expired at %d: the renewer did not stop", op, gone)
+		}
+		if op.Value.Outcome == history.OK {
+			last = op
+		}
+	}
+	if last == nil {
+		t.Fatalf("no ok renewal among %d", len(res.Ops))
+	}
+	// Redis counts the TTL from when it ran the PEXPIRE, after the send,
+	// in whole milliseconds.
+	if expiry := *last.Value.From + int64(ttl); expiry > gone+int64(time.Millisecond) {
+		t.Fatalf("the key was gone at %d, before the last renewal (sent at %d) could expire at %d", gone, *last.Value.From, expiry)
+	}
+	t.Logf("%d renewals; the last sent at %s, the key gone by %s", len(res.Ops), time.Duration(*last.Value.From), time.Duration(gone))
+}
+
+func poll(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
