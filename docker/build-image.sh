@@ -17,6 +17,7 @@
 #   io.lockjepsen.inputs              hash of the inputs (a changed input rebuilds)
 #
 # Idempotent: if the tag exists with the same input hash, nothing is done.
+# Concurrent runs wait for each other (flock), then find the images built.
 # Environment: LOCKJEPSEN_REDIS_IMAGE (tag, default lockjepsen/redis:7.0.15-debian),
 # LOCKJEPSEN_TOXIPROXY_IMAGE (default lockjepsen/toxiproxy:2.5.0), CC.
 set -euo pipefail
@@ -37,6 +38,15 @@ for arg in "$@"; do
 done
 
 die() { echo "build-image.sh: $*" >&2; exit 1; }
+
+# One build at a time on this machine: scripts/test starts one in the
+# background while it vets the code, and the docker tests' own call must
+# wait for it and then find the images up to date, rather than build them
+# a second time beside it.
+if command -v flock >/dev/null; then
+	exec 9>"${TMPDIR:-/tmp}/lockjepsen-build-image.lock"
+	flock 9
+fi
 
 command -v docker >/dev/null || die "the docker CLI is missing (apt-get install docker.io)"
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 ||

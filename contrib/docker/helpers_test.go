@@ -70,6 +70,9 @@ const (
 	// sentinel system's two agreement waits), so that the error that
 	// ends a slow start is the backend's, which says what was missing.
 	startDeadline = docker.StartTimeout + docker.ReadyTimeout + 2*docker.SentinelAgreeTimeout
+	// rdbTimeout bounds each dial, read and write of the tests' own
+	// clients (rdb).
+	rdbTimeout = 5 * time.Second
 )
 
 // start starts a cluster and registers its Close (and a check that nothing
@@ -124,10 +127,14 @@ func requireGone(t *testing.T, c *docker.Cluster) {
 	}
 }
 
+// rdb is a client for the tests' own checks on a node, without retries.
+// Its timeouts are for a loaded machine: with 300 ms, a SET on a healthy
+// container timed out while four tests of this package ran beside a
+// busy machine's load (a paused node's PING still times out, later).
 func rdb(t *testing.T, addr string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true,
-		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+		DialTimeout: rdbTimeout, ReadTimeout: rdbTimeout, WriteTimeout: rdbTimeout})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
