@@ -115,7 +115,7 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 	ph, pp := splitAddr(primary.AnnounceAddr())
 	for _, s := range c.sentinels {
 		host, port := splitAddr(s.AnnounceAddr())
-		conf := cluster.SentinelConf(spec, ph, pp, host, port, false)
+		conf := cluster.SentinelConf(spec, ph, pp, host, port)
 		if err := os.WriteFile(s.ConfigFile, []byte(conf), 0o644); err != nil {
 			return fmt.Errorf("start sentinel %s: write config: %w", s.Name, err)
 		}
