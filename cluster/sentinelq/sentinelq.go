@@ -214,6 +214,11 @@ func Poll(ctx context.Context, what string, check func(context.Context) error) e
 
 // CheckHealthy is one check of WaitHealthy.
 func (d *Deployment) CheckHealthy(ctx context.Context) error {
+	// TILT first: while it lasts, nothing else a sentinel says matters
+	// (it acts on none of it), and the error says what to wait for.
+	if err := d.CheckTilt(ctx); err != nil {
+		return err
+	}
 	addrs, errs := d.MasterAddrs(ctx)
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -227,9 +232,6 @@ func (d *Deployment) CheckHealthy(ctx context.Context) error {
 	primary, ok := d.ByAnnounce(addrs[0])
 	if !ok {
 		return fmt.Errorf("the sentinels name %s as primary, which is no node of this cluster", addrs[0])
-	}
-	if err := d.CheckTilt(ctx); err != nil {
-		return err
 	}
 	if err := d.CheckReplication(ctx, primary); err != nil {
 		return err
