@@ -8,14 +8,12 @@ import (
 // SentinelConf is a sentinel's configuration file: it monitors the primary
 // at primaryHost:primaryPort with a majority quorum and announces
 // announceHost:announcePort, the address other sentinels reach it at (its
-// inbound link). Backends whose processes know each other by name set
-// hostnames, so that the sentinels resolve and report names, not addresses.
-func SentinelConf(spec Spec, primaryHost, primaryPort, announceHost, announcePort string, hostnames bool) string {
+// inbound link). Both hosts are IP addresses: Sentinel resolves a hostname
+// (resolve-hostnames) in its event loop, on every reconnection, and a
+// lookup that hangs stalls the sentinel.
+func SentinelConf(spec Spec, primaryHost, primaryPort, announceHost, announcePort string) string {
 	m := MasterName
 	lines := []string{"# Written by lockjepsen; Sentinel rewrites this file with what it learns."}
-	if hostnames {
-		lines = append(lines, "sentinel resolve-hostnames yes", "sentinel announce-hostnames yes")
-	}
 	lines = append(lines,
 		fmt.Sprintf("sentinel monitor %s %s %s %d", m, primaryHost, primaryPort, spec.Sentinels/2+1),
 		fmt.Sprintf("sentinel down-after-milliseconds %s %d", m, spec.DownAfter.Milliseconds()),

@@ -396,10 +396,11 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 		return err
 	}
 	// Always stop the servers, whatever happens below; a panic elsewhere
-	// in the harness still runs this. What could not be removed is said:
-	// the next run's reaping removes it.
+	// in the harness still runs this. What could not be removed is said,
+	// and kept in run.json: the next run's reaping removes it.
 	defer func() {
 		if err := sys.cl.Close(context.Background()); err != nil {
+			r.info.CleanupFailures = runfile.CleanupFailures(err)
 			r.say("warning: stopping the %s system: %v", r.cfg.System, err)
 		}
 	}()

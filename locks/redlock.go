@@ -53,7 +53,18 @@ type RedlockOptions struct {
 	DriftFactor float64
 	// NodeTimeout bounds each node's answer: default min(TTL/10, 50ms), so
 	// that a dead node costs a small part of the validity, not all of it.
+	// It is a budget for the command's round trip: a node without a
+	// connection ready is connected first (see ConnectTimeout).
 	NodeTimeout time.Duration
+	// ConnectTimeout bounds the connection that an operation opens ahead,
+	// before its clock starts, to each node that has none ready: go-redis
+	// dials and sends HELLO on a new connection, which on a loaded
+	// machine takes longer than NodeTimeout and would make a live node
+	// count as unavailable. The operation waits for these connections
+	// only until a quorum of nodes has one, for at most half the time
+	// left on its context (ConnectTimeout without a deadline); a slower
+	// one goes on in the background for the next operation. Default 1 s.
+	ConnectTimeout time.Duration
 	// Tries per TryAcquire: default 1, because the harness's workload
 	// already retries after a random backoff and records every attempt.
 	Tries int
@@ -73,6 +84,10 @@ type Redlock struct {
 	opts   RedlockOptions
 	quorum int
 	seq    atomic.Int64
+	// dialing[i] is set while a connection to node i is being opened
+	// ahead (warmUp): one at a time, so that a node cut off does not
+	// collect one hanging PING per attempt.
+	dialing []atomic.Bool
 }
 
 // NewRedlock returns a Redlock on nodes (any count ≥ 1 here; New insists on
@@ -93,6 +108,9 @@ func NewRedlock(nodes []Conn, opts RedlockOptions) (*Redlock, error) {
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 50 * time.Millisecond
 	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = time.Second
+	}
 	ns := make([]Conn, len(nodes))
 	for i, n := range nodes {
 		if n.Client == nil {
@@ -103,7 +121,7 @@ func NewRedlock(nodes []Conn, opts RedlockOptions) (*Redlock, error) {
 		}
 		ns[i] = n
 	}
-	return &Redlock{nodes: ns, opts: opts, quorum: len(ns)/2 + 1}, nil
+	return &Redlock{nodes: ns, opts: opts, quorum: len(ns)/2 + 1, dialing: make([]atomic.Bool, len(ns))}, nil
 }
 
 // Quorum is the number of nodes that must grant: N/2+1.
@@ -114,6 +132,61 @@ func (l *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 		return l.opts.NodeTimeout
 	}
 	return max(min(ttl/10, 50*time.Millisecond), time.Millisecond)
+}
+
+// warmUp opens a connection ahead to every node whose client has none
+// idle, so that the node budget of the operation that follows covers its
+// command's round trip and not go-redis's dial and HELLO. It returns once
+// a quorum of nodes has a connection ready, every connection it opened
+// is up or failed, ctx ends, or half of ctx's remaining time (at most
+// ConnectTimeout) has passed. The operation reads its clock after this, so
+// the validity TTL − elapsed − drift still counts every moment in which a
+// node may have set its key.
+//
+// The PINGs run on a context of their own: they are not the operation's
+// requests (a stamp of its first send must be its first command on the
+// key), and a connection still opening when the operation goes on is kept
+// for the next one.
+func (l *Redlock) warmUp(ctx context.Context) {
+	ready, started := 0, 0
+	opened := make(chan bool, len(l.nodes))
+	for i, n := range l.nodes {
+		if n.Client.PoolStats().IdleConns > 0 {
+			ready++
+			continue
+		}
+		if !l.dialing[i].CompareAndSwap(false, true) {
+			continue // a connection is already opening
+		}
+		started++
+		go func() {
+			defer l.dialing[i].Store(false)
+			cctx, cancel := context.WithTimeout(context.Background(), l.opts.ConnectTimeout)
+			defer cancel()
+			opened <- n.Client.Ping(cctx).Err() == nil
+		}()
+	}
+	if started == 0 || ready >= l.quorum {
+		return
+	}
+	wait := l.opts.ConnectTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for ; started > 0 && ready < l.quorum; started-- {
+		select {
+		case ok := <-opened:
+			if ok {
+				ready++
+			}
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // now returns the lock's clock and the real clock. With the default clock
@@ -172,6 +245,7 @@ func (l *Redlock) triesError(last, unknown error) error {
 
 func (l *Redlock) attempt(ctx context.Context, key string, ttl time.Duration) (Lease, error) {
 	token := l.opts.TokenPrefix + "." + strconv.FormatInt(l.seq.Add(1), 10)
+	l.warmUp(ctx)
 	start, _ := l.now()
 	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		return c.SetNX(ctx, key, token, ttl).Result()
@@ -359,6 +433,7 @@ func (le *redlockLease) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("redlock extend %s: needs a positive TTL, got %v", le.key, ttl)
 	}
 	l := le.lock
+	l.warmUp(ctx)
 	start, _ := l.now()
 	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		n, err := extendScript.Run(ctx, c, []string{le.key}, le.token, ttl.Milliseconds()).Int64()
@@ -395,6 +470,7 @@ func (le *redlockLease) Release(ctx context.Context) error {
 	le.mu.Lock()
 	ttl := le.ttl
 	le.mu.Unlock()
+	l.warmUp(ctx)
 	t := l.onAll(ctx, l.nodeTimeout(ttl), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		n, err := releaseScript.Run(ctx, c, []string{le.key}, le.token).Int64()
 		return n == 1, err

@@ -100,6 +100,12 @@ type RunInfo struct {
 	// Reaped are servers, containers and files of earlier, killed runs
 	// that this run removed.
 	Reaped []string `json:"reaped,omitempty"`
+	// CleanupFailures are what the backend could not stop, remove or heal
+	// when the run closed its system (a container or network left, a
+	// toxic left on a compose deployment's proxy), one line each: the
+	// next run reaps what is left, and this says what that will be. They
+	// do not change the verdict: the history was complete before.
+	CleanupFailures []string `json:"cleanup_failures,omitempty"`
 	// InterruptedIn names the phase an interrupt (Ctrl-C) stopped:
 	// start-up, faults, recovery or finishing.
 	InterruptedIn string `json:"interrupted_in,omitempty"`
@@ -116,6 +122,23 @@ type RunInfo struct {
 	// ReplayOf is the run directory whose fault schedule this run
 	// replayed (`lockjepsen replay`), as given.
 	ReplayOf string `json:"replay_of,omitempty"`
+}
+
+// CleanupFailures are the lines of run.json's cleanup_failures for the
+// error of a cluster's Close: one per failure that errors.Join put
+// together, however deeply.
+func CleanupFailures(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, CleanupFailures(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
 }
 
 // Description says in words what a run's lock, workload and faults are.

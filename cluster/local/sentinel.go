@@ -24,9 +24,12 @@ import (
 // processes to it.
 
 const (
-	// HealthyTimeout bounds WaitHealthy (and so Start) when the caller's
-	// context has no deadline of its own.
+	// HealthyTimeout bounds Failover (and the etcd system's WaitHealthy)
+	// when the caller's context has no deadline of its own.
 	HealthyTimeout = sentinelq.HealthyTimeout
+	// WaitHealthyTimeout bounds WaitHealthy (and so Start) when the
+	// caller's context has no deadline of its own: it waits out TILT too.
+	WaitHealthyTimeout = sentinelq.WaitHealthyTimeout
 	// adminTimeout bounds each command the backend itself sends. A paused
 	// or cut-off process must cost a poll, not the whole wait.
 	adminTimeout = sentinelq.AdminTimeout
@@ -112,7 +115,7 @@ func (c *Cluster) setupSentinel(spec cluster.Spec, sentinelBinary string, withCl
 	ph, pp := splitAddr(primary.AnnounceAddr())
 	for _, s := range c.sentinels {
 		host, port := splitAddr(s.AnnounceAddr())
-		conf := cluster.SentinelConf(spec, ph, pp, host, port, false)
+		conf := cluster.SentinelConf(spec, ph, pp, host, port)
 		if err := os.WriteFile(s.ConfigFile, []byte(conf), 0o644); err != nil {
 			return fmt.Errorf("start sentinel %s: write config: %w", s.Name, err)
 		}
@@ -216,10 +219,10 @@ func (c *Cluster) Primary(ctx context.Context) (string, error) {
 	return d.Primary(ctx)
 }
 
-// WaitHealthy polls until every sentinel names the same primary, every
-// other node replicates from it and has caught up with it, and every
-// sentinel sees every replica and every other sentinel as healthy. Without
-// a deadline on ctx it gives up after HealthyTimeout.
+// WaitHealthy polls until every sentinel names the same primary and is out
+// of TILT mode, every other node replicates from it and has caught up with
+// it, and every sentinel sees every replica and every other sentinel as
+// healthy. Without a deadline on ctx it gives up after WaitHealthyTimeout.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	if c.slots != nil {
 		return c.slots.WaitHealthy(ctx)

@@ -714,6 +714,73 @@ func isolatedPrimarySplitBrain(t *testing.T) error {
 }
 
 // The controller acts on sentinels too, and Close leaves nothing behind.
+// TestSentinelWaitHealthyWaitsOutTilt pauses every sentinel for longer
+// than Sentinel's tilt trigger (2 s), which puts each in TILT mode when it
+// runs again (it did in 10 rounds of 10 on this machine: a paused process
+// cannot run its timer, so the gap can only be longer than the pause).
+// WaitHealthy must not call the system healthy while any is in TILT: with
+// a short deadline it fails and names TILT; with a long one it returns
+// only once every sentinel has logged leaving TILT.
+func TestSentinelWaitHealthyWaitsOutTilt(t *testing.T) {
+	t.Parallel()
+	cl, _ := startSentinel(t, false, nil)
+	w := watchSentinels(t, cl)
+	sentinels := cl.Sentinels()
+	for _, s := range sentinels {
+		if err := cl.Pause(s.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second) // not a wait for a condition: the gap the sentinels' timers must see
+	for _, s := range sentinels {
+		if err := cl.Resume(s.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, waitDeadline, "every sentinel in TILT mode", func() error {
+		w.look(context.Background())
+		if len(w.tilted) < len(sentinels) {
+			return fmt.Errorf("in TILT so far: %v", w.tilted)
+		}
+		return nil
+	})
+	// TILT lasts 30 s from here (Sentinel's tilt-period): each of these
+	// short waits must end in an error, naming TILT once every sentinel
+	// answers INFO.
+	eventually(t, waitDeadline, "WaitHealthy failing on TILT", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := cl.WaitHealthy(ctx)
+		if err == nil {
+			now, _ := w.look(context.Background())
+			t.Fatalf("WaitHealthy passed before any of its errors named TILT mode (in TILT after it: %v)", now)
+		}
+		if !strings.Contains(err.Error(), "TILT mode") {
+			return err
+		}
+		t.Logf("WaitHealthy, while in TILT: %v", err)
+		return nil
+	})
+	// Shorten the rest of TILT (SENTINEL DEBUG applies to a TILT under
+	// way); the wait is the same, only shorter.
+	for _, s := range sentinels {
+		if err := client(t, s.Addr).Do(context.Background(), "SENTINEL", "DEBUG", "TILT-PERIOD", "3000").Err(); err != nil {
+			t.Fatalf("sentinel %s: SENTINEL DEBUG TILT-PERIOD: %v", s.Name, err)
+		}
+	}
+	waitHealthy(t, cl)
+	for _, s := range sentinels {
+		b, err := os.ReadFile(s.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "-tilt #tilt mode exited") {
+			logTails(t, sentinels)
+			t.Fatalf("WaitHealthy returned before sentinel %s left TILT mode", s.Name)
+		}
+	}
+}
+
 func TestSentinelControlAndClose(t *testing.T) {
 	t.Parallel()
 	requireSentinel(t)

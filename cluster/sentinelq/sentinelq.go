@@ -41,6 +41,19 @@ const (
 	AdminTimeout = 500 * time.Millisecond
 	// PollEvery is the interval between two checks of a poll.
 	PollEvery = 50 * time.Millisecond
+	// TiltPeriod is how long a sentinel stays in TILT mode after its
+	// timer last saw a gap of more than 2 s (a stall of the machine, a
+	// paused sentinel) or its clock jump back: Sentinel's tilt-period,
+	// which only SENTINEL DEBUG changes. In TILT a sentinel watches but
+	// acts on nothing, and a primary that fails meanwhile is not failed
+	// over at all once down-after is short: when TILT ends, the replicas'
+	// links to it have been down too long for Sentinel to promote one.
+	TiltPeriod = 30 * time.Second
+	// WaitHealthyTimeout bounds WaitHealthy when the caller's context
+	// has no deadline of its own: a sentinel that has just entered TILT
+	// needs TiltPeriod to leave it, and then the topology as long as
+	// ever (HealthyTimeout).
+	WaitHealthyTimeout = HealthyTimeout + TiltPeriod
 )
 
 // Proc is one redis-server or redis-sentinel process of a deployment.
@@ -150,13 +163,23 @@ func (d *Deployment) Primary(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("primary: no majority of %d sentinels agrees (answers %v): %w", len(d.Sentinels), votes, errors.Join(errs...))
 }
 
-// WaitHealthy polls until every sentinel names the same primary, every
-// other node replicates from it and has caught up with it, and every
-// sentinel sees every replica and every other sentinel as healthy. Without
-// a deadline on ctx it gives up after HealthyTimeout.
+// WaitHealthy polls until every sentinel names the same primary and is out
+// of TILT mode, every other node replicates from the primary and has
+// caught up with it, and every sentinel sees every replica and every other
+// sentinel as healthy. Without a deadline on ctx it gives up after
+// WaitHealthyTimeout.
+//
+// TILT is waited out so that no fault is aimed at a system whose sentinels
+// would not act on it (see TiltPeriod); when the deadline passes first,
+// the error names the sentinels still in TILT.
 func (d *Deployment) WaitHealthy(ctx context.Context) error {
 	if len(d.Sentinels) == 0 {
 		return errors.New("wait healthy: the cluster has no sentinels")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, WaitHealthyTimeout)
+		defer cancel()
 	}
 	return Poll(ctx, "healthy sentinel topology", d.CheckHealthy)
 }
@@ -191,6 +214,11 @@ func Poll(ctx context.Context, what string, check func(context.Context) error) e
 
 // CheckHealthy is one check of WaitHealthy.
 func (d *Deployment) CheckHealthy(ctx context.Context) error {
+	// TILT first: while it lasts, nothing else a sentinel says matters
+	// (it acts on none of it), and the error says what to wait for.
+	if err := d.CheckTilt(ctx); err != nil {
+		return err
+	}
 	addrs, errs := d.MasterAddrs(ctx)
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -214,6 +242,53 @@ func (d *Deployment) CheckHealthy(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// CheckTilt checks that no sentinel is in TILT mode (INFO sentinel). The
+// error names every sentinel that is, and for how long it has been.
+func (d *Deployment) CheckTilt(ctx context.Context) error {
+	var tilted []string
+	for _, s := range d.Sentinels {
+		ictx, cancel := context.WithTimeout(ctx, AdminTimeout)
+		txt, err := s.Client.Info(ictx, "sentinel").Result()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("sentinel %s: info sentinel: %w", s.Name, err)
+		}
+		on, since, err := Tilt(txt)
+		switch {
+		case err != nil:
+			return fmt.Errorf("sentinel %s: %w", s.Name, err)
+		case on && since >= 0:
+			tilted = append(tilted, fmt.Sprintf("%s (for %v)", s.Name, since))
+		case on:
+			tilted = append(tilted, s.Name)
+		}
+	}
+	if len(tilted) > 0 {
+		return fmt.Errorf("sentinels in TILT mode: %s; a sentinel in TILT acts on no failure, and leaves TILT %v after its timer last stalled for more than 2 s (a paused sentinel or a stalled machine)",
+			strings.Join(tilted, ", "), TiltPeriod)
+	}
+	return nil
+}
+
+// Tilt reads a sentinel's INFO sentinel reply: whether it is in TILT mode
+// and since how long (-1 when the reply does not say, as before Redis 7).
+// A reply without sentinel_tilt is no sentinel's.
+func Tilt(info string) (on bool, since time.Duration, err error) {
+	f := InfoFields(info)
+	v, ok := f["sentinel_tilt"]
+	if !ok {
+		return false, 0, errors.New("INFO sentinel has no sentinel_tilt field: is this a sentinel?")
+	}
+	if v != "0" && v != "1" {
+		return false, 0, fmt.Errorf("INFO sentinel: sentinel_tilt:%s, want 0 or 1", v)
+	}
+	since = -1
+	if secs, err := strconv.Atoi(f["sentinel_tilt_since_seconds"]); err == nil && secs >= 0 {
+		since = time.Duration(secs) * time.Second
+	}
+	return v == "1", since, nil
 }
 
 // CheckReplication checks that the named node is a primary that lists every

@@ -80,3 +80,45 @@ func TestPollSaysWhatWasWrong(t *testing.T) {
 		t.Errorf("Poll: %v after %d checks", err, n)
 	}
 }
+
+// The replies of a real redis-sentinel 7.0.15 (INFO sentinel, its CRLF
+// line ends kept): before and just after a SIGSTOP of 3 s, which put it in
+// TILT mode. The local backend's TestSentinelWaitHealthyWaitsOutTilt
+// provokes TILT in real sentinels the same way; these cases pin down the
+// parsing, and what an older or foreign reply gives.
+const (
+	infoSteady = "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:0\r\nsentinel_tilt_since_seconds:-1\r\n" +
+		"sentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\nsentinel_simulate_failure_flags:0\r\n" +
+		"master0:name=m,status=ok,address=127.0.0.77:27001,slaves=0,sentinels=1\r\n"
+	infoTilted = "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:1\r\nsentinel_tilt_since_seconds:1\r\n" +
+		"sentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\nsentinel_simulate_failure_flags:0\r\n" +
+		"master0:name=m,status=ok,address=127.0.0.77:27001,slaves=0,sentinels=1\r\n"
+)
+
+func TestTilt(t *testing.T) {
+	for _, c := range []struct {
+		name, info string
+		on         bool
+		since      time.Duration
+		err        string
+	}{
+		{name: "steady", info: infoSteady, since: -1},
+		{name: "tilted", info: infoTilted, on: true, since: time.Second},
+		{name: "before Redis 7 (no since)", info: "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:1\r\n", on: true, since: -1},
+		{name: "a redis-server's INFO", info: "# Server\r\nredis_version:7.0.15\r\n", err: "no sentinel_tilt field"},
+		{name: "garbled", info: "sentinel_tilt:yes\r\n", err: "want 0 or 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			on, since, err := Tilt(c.info)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("Tilt: %v; want an error with %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || on != c.on || since != c.since {
+				t.Fatalf("Tilt: %v %v %v; want %v %v", on, since, err, c.on, c.since)
+			}
+		})
+	}
+}

@@ -80,7 +80,9 @@ type Cluster struct {
 	// for configuring the nodes.
 	sentinels []*node
 	toxi      *node
-	admins    []*redis.Client
+	// toxiIP is the toxiproxy container's address on the private network.
+	toxiIP string
+	admins []*redis.Client
 
 	// The cluster system (rediscluster.go): its shared queries. Its
 	// toxiproxy server is toxi and internal, as above.

@@ -67,10 +67,7 @@ func (c *Cluster) startRedisCluster(ctx context.Context, spec cluster.Spec, imag
 		return fmt.Errorf("the cluster system's internal network: %w", err)
 	}
 	// Redis Cluster announces an IP address, not a name.
-	toxiIP, err := c.toxi.c.ContainerIP(ctx)
-	if err != nil || toxiIP == "" {
-		return fmt.Errorf("the cluster system's internal network: the toxiproxy container's address: %q %v", toxiIP, err)
-	}
+	toxiIP := c.toxiIP
 	c.slots = &clusterq.Deployment{}
 	for i, n := range c.nodes {
 		n.announce = net.JoinHostPort(toxiIP, strconv.Itoa(nodeProxyBase+i+1))
@@ -80,7 +77,7 @@ func (c *Cluster) startRedisCluster(ctx context.Context, spec cluster.Spec, imag
 	if c.resource != nil {
 		nodes = append(nodes, c.resource)
 	}
-	err = c.startAll(ctx, nodes, func(n *node) ctrSpec {
+	err := c.startAll(ctx, nodes, func(n *node) ctrSpec {
 		if n == c.resource {
 			return redisContainer(image, []string{"--appendonly", "no"}, nil)
 		}

@@ -41,14 +41,15 @@ const (
 // until the topology is healthy.
 func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, toxiImage, preload string) error {
 	proxies := map[string][]toxiproxy.Proxy{}
+	proxyPorts := map[*node]int{}
 	addProxy := func(n *node, port, upstreamPort int) {
 		proxies[n.name] = []toxiproxy.Proxy{{
 			Name:     InternalProxyName(n.name),
-			Listen:   net.JoinHostPort("0.0.0.0", strconv.Itoa(port)),
+			Listen:   listenOn(port),
 			Upstream: net.JoinHostPort(n.name, strconv.Itoa(upstreamPort)),
 			Enabled:  true,
 		}}
-		n.announce = net.JoinHostPort(InternalHost, strconv.Itoa(port))
+		proxyPorts[n] = port
 	}
 	for i := 1; i <= spec.Nodes; i++ {
 		role := cluster.RoleReplica
@@ -69,9 +70,14 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	}
 
 	// The toxiproxy server first: every other process is configured with
-	// its address, and the sentinels resolve its name when they start.
+	// its address. Its IP, not its name: Sentinel resolves a hostname in
+	// its event loop on every reconnection, and one lookup on Docker's
+	// DNS that hung under load stalled a sentinel.
 	if err := c.startToxiproxy(ctx, toxiImage, proxies); err != nil {
 		return fmt.Errorf("the sentinel system's internal network: %w", err)
+	}
+	for n, port := range proxyPorts {
+		n.announce = net.JoinHostPort(c.toxiIP, strconv.Itoa(port))
 	}
 
 	primary := c.nodes[0]
@@ -142,9 +148,9 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 
 	err = c.startAll(ctx, c.sentinels, func(n *node) ctrSpec {
 		host, port, _ := net.SplitHostPort(n.announce)
-		// Every process is known by the toxiproxy server's name; the
+		// Every process is known by the toxiproxy server's IP; the
 		// announced address is the sentinel's internal proxy.
-		conf := cluster.SentinelConf(spec, ph, pp, host, port, true)
+		conf := cluster.SentinelConf(spec, ph, pp, host, port)
 		return ctrSpec{
 			image: image,
 			cmd: []string{"redis-sentinel", sentinelConfigFile,
@@ -173,15 +179,19 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 }
 
 // startToxiproxy starts the toxiproxy server container, with the given
-// proxies, under the name InternalHost, and makes it the cluster's
-// internal network.
+// proxies, under the name InternalHost, makes it the cluster's internal
+// network, and learns its IP on the private network (toxiIP), which the
+// cluster's processes are told and announce.
 func (c *Cluster) startToxiproxy(ctx context.Context, image string, proxies map[string][]toxiproxy.Proxy) error {
 	c.toxi = &node{name: "toxiproxy", role: "toxiproxy", logPath: filepath.Join(c.dir, "nodes", "toxiproxy", "toxiproxy.log")}
 	var in *internalNet
 	ready := func(ctx context.Context, n *node) error {
 		id := n.c.GetContainerID()
 		in = newInternalNet(n.addr(), proxies, true, func(ctx context.Context) error {
-			return restartContainer(ctx, c.eng.cli, "toxiproxy", id)
+			if err := restartContainer(ctx, c.eng.cli, "toxiproxy", id); err != nil {
+				return err
+			}
+			return c.checkToxiIP(ctx)
 		})
 		in.check = checkOf(c.eng.cli, id)
 		return in.waitReady(ctx)
@@ -190,7 +200,26 @@ func (c *Cluster) startToxiproxy(ctx context.Context, image string, proxies map[
 	if err := c.startNode(ctx, c.toxi, s, ready); err != nil {
 		return err
 	}
-	c.internal = in
+	ip, err := c.toxi.c.ContainerIP(ctx)
+	if err != nil || ip == "" {
+		return fmt.Errorf("the toxiproxy container's address on network %s: %q %v", c.net.Name, ip, err)
+	}
+	c.toxiIP, c.internal = ip, in
+	return nil
+}
+
+// checkToxiIP checks that a restarted toxiproxy server is back on the IP
+// that every process announces. Docker gives a restarted container its
+// address again unless another container took it meanwhile, which none
+// of the cluster's should (the nodes keep theirs while killed).
+func (c *Cluster) checkToxiIP(ctx context.Context) error {
+	ip, err := c.toxi.c.ContainerIP(ctx)
+	if err != nil {
+		return fmt.Errorf("the restarted toxiproxy container's address: %w", err)
+	}
+	if ip != c.toxiIP {
+		return fmt.Errorf("the restarted toxiproxy container is on %q, not on %s, which every process of the cluster announces: the cluster's internal links are gone", ip, c.toxiIP)
+	}
 	return nil
 }
 

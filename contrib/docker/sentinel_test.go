@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
@@ -24,6 +25,28 @@ var (
 	_ cluster.SentinelCluster = (*docker.ComposeCluster)(nil)
 	_ nemesis.InternalNet     = (*docker.ComposeCluster)(nil)
 )
+
+// containerIP is the IP of the cluster's container of name on its
+// network, as Docker reports it.
+func containerIP(t *testing.T, c *docker.Cluster, name string) string {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cli.ContainerInspect(ctx, c.Containers()[name], client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := res.Container.NetworkSettings.Networks[c.Network()]
+	if ep == nil || !ep.IPAddress.IsValid() {
+		t.Fatalf("container of %s has no address on network %s", name, c.Network())
+	}
+	return ep.IPAddress.String()
+}
 
 func role(ctx context.Context, c *redis.Client) string {
 	info, err := c.Info(ctx, "replication").Result()
@@ -107,12 +130,25 @@ func TestSentinelOnDocker(t *testing.T) {
 	if len(nodes) != 3 || len(sentinels) != cluster.DefaultSentinels {
 		t.Fatalf("%d nodes, %d sentinels", len(nodes), len(sentinels))
 	}
+	// Every process announces its internal proxy by the toxiproxy
+	// container's IP, as Docker reports it, and no sentinel resolves
+	// hostnames: Docker's DNS once hung a sentinel under load.
+	toxiIP := containerIP(t, c, "toxiproxy")
 	byName := map[string]cluster.Node{}
 	for _, n := range append(append([]cluster.Node{}, nodes...), sentinels...) {
 		byName[n.Name] = n
-		want := docker.InternalHost + ":"
+		want := toxiIP + ":"
 		if !strings.HasPrefix(n.Announce, want) || n.Announce == n.Addr {
 			t.Errorf("%s announces %q, want its internal proxy %s<port>", n.Name, n.Announce, want)
+		}
+	}
+	for _, s := range sentinels {
+		for _, param := range []string{"resolve-hostnames", "announce-hostnames"} {
+			// A map in RESP3, the client's protocol.
+			v, err := rdb(t, s.Addr).Do(ctx, "SENTINEL", "CONFIG", "GET", param).Result()
+			if m, _ := v.(map[any]any); err != nil || m[param] != "no" {
+				t.Errorf("sentinel %s: %s is %v (%v), want no", s.Name, param, v, err)
+			}
 		}
 	}
 	if nodes[0].Role != cluster.RolePrimary || nodes[1].Role != cluster.RoleReplica {

@@ -22,9 +22,12 @@ import (
 // backends ignore cluster.Spec.Mesh. Instead a toxiproxy server runs as a
 // container on the same private network, under the hostname
 // InternalHost, with one proxy "net-<name>" per node and per sentinel that
-// forwards to that process. Every process of the sentinel system is told
-// its proxy's address and announces it (replica-announce-ip/port, sentinel
-// announce-ip/port, replicaof and sentinel monitor name it too), so all of
+// forwards to that process (by the process's container name, which the
+// toxiproxy server resolves off its event loop). Every process of the
+// sentinel system is told its proxy's address, the toxiproxy container's
+// IP and the proxy's port, and announces it (replica-announce-ip/port,
+// sentinel announce-ip/port, replicaof and sentinel monitor name it too;
+// no process resolves a name), so all of
 // the cluster's own traffic into a process flows through its net-* proxy:
 // a fault on net-X cuts X off from its replicas, its primary's replication
 // stream and the sentinels, while clients, who reach X on its published
@@ -33,10 +36,11 @@ import (
 // through nemesis.InternalNet (CutInternal, HealInternal).
 
 const (
-	// InternalHost is the toxiproxy server's name on the private network:
-	// every process of the sentinel system is announced as
-	// InternalHost:<port of its net-* proxy>. Sentinel resolves and
-	// announces hostnames (resolve-hostnames, announce-hostnames yes).
+	// InternalHost is the toxiproxy server's name on the private network,
+	// for people inspecting it: the processes are told and announce its
+	// IP (<IP>:<port of its net-* proxy>), never this name, since
+	// Sentinel resolves names in its event loop and one lookup on
+	// Docker's DNS hung under load.
 	InternalHost = "toxiproxy"
 	// ToxiproxyAPIPort is the toxiproxy server's HTTP API port.
 	ToxiproxyAPIPort = 8474
