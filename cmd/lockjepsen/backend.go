@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
+	sshbackend "github.com/lockjepsen/lockjepsen/contrib/ssh"
 	"github.com/lockjepsen/lockjepsen/harness"
 )
 
@@ -16,12 +18,18 @@ import (
 // default), containers, or a docker compose deployment.
 type backendFlags struct {
 	name, image, topology string
+	// The ssh backend: the hosts file, trust on first use, dry run.
+	hosts         string
+	trust, dryRun bool
 }
 
 func (b *backendFlags) flags(f *pflag.FlagSet) {
 	f.StringVar(&b.name, "backend", "local", "where the system runs: local (redis-server processes), docker (containers, testcontainers-go) or compose (a docker compose deployment)")
 	f.StringVar(&b.image, "image", "", "docker: the Redis image (default $LOCKJEPSEN_REDIS_IMAGE, else "+docker.DefaultImage+", built by docker/build-image.sh; elsewhere "+docker.OfficialImage+")")
 	f.StringVar(&b.topology, "topology", docker.DefaultTopologyFile, "compose: the topology file the compose setup provides")
+	f.StringVar(&b.hosts, "hosts", "", "ssh: the hosts file (hosts.yaml) listing every process and the host it runs on (docs/remote.md)")
+	f.BoolVar(&b.trust, "trust-on-first-use", false, "ssh: accept and record the key of a host the known_hosts file does not have (a changed key is always refused)")
+	f.BoolVar(&b.dryRun, "dry-run", false, "ssh: print every command the run would execute on each host, and run none")
 }
 
 // backend returns nil for the local backend (the harness's default). A
@@ -41,6 +49,15 @@ func (b *backendFlags) backend(ctx context.Context) (cluster.Backend, error) {
 			return docker.ComposeBackend{TopologyFile: b.topology}, nil
 		}
 		return docker.Backend{Image: b.image}, nil
+	case "ssh":
+		if b.hosts == "" {
+			return nil, &harness.UsageError{Err: errors.New("--backend ssh needs --hosts hosts.yaml (docs/remote.md)")}
+		}
+		h, err := sshbackend.LoadHosts(b.hosts)
+		if err != nil {
+			return nil, &harness.UsageError{Err: err}
+		}
+		return sshbackend.New(h, sshbackend.NewRunner(h, b.trust, b.dryRun, os.Stdout)), nil
 	}
-	return nil, &harness.UsageError{Err: fmt.Errorf("--backend %q is unknown; want local, docker or compose", b.name)}
+	return nil, &harness.UsageError{Err: fmt.Errorf("--backend %q is unknown; want local, docker, compose or ssh", b.name)}
 }

@@ -1,0 +1,187 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
+	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
+)
+
+func sentinelSpec(t *testing.T) cluster.Spec {
+	return cluster.Spec{System: cluster.Sentinel, Nodes: 3, Sentinels: 3, Dir: t.TempDir(), Persistence: cluster.PersistNone}
+}
+
+func TestUnknownHostKeyIsRefused(t *testing.T) {
+	f := hostsFixture(t)
+	empty := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := f.hostsFile(t, empty, 1, 0)
+	r := NewRunner(h, false, false, nil)
+	defer r.Close()
+	_, err := New(h, r).Start(context.Background(), cluster.Spec{System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: cluster.PersistNone})
+	if !errors.Is(err, ErrUnknownHost) {
+		t.Fatalf("start against an unknown host: %v, want %v", err, ErrUnknownHost)
+	}
+	if out := f.onHost(t, 0, "ls /var/lib/lockjepsen 2>/dev/null"); out != "" {
+		t.Errorf("something ran on the unknown host: %s", out)
+	}
+	// Trusting on first use records the key, and a second runner without
+	// trust then knows it.
+	r2 := NewRunner(h, true, false, nil)
+	defer r2.Close()
+	if _, err := r2.Run(context.Background(), h.Nodes[0], "true"); err != nil {
+		t.Fatalf("trust on first use: %v", err)
+	}
+	r3 := NewRunner(h, false, false, nil)
+	defer r3.Close()
+	if _, err := r3.Run(context.Background(), h.Nodes[0], "true"); err != nil {
+		t.Fatalf("after trust on first use: %v", err)
+	}
+}
+
+func TestDryRunRunsNothing(t *testing.T) {
+	f := hostsFixture(t)
+	h := f.hostsFile(t, f.knownHosts(t), 3, 3)
+	var out bytes.Buffer
+	r := NewRunner(h, false, true, &out)
+	cl, err := New(h, r).Start(context.Background(), sentinelSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.(*Cluster)
+	for _, step := range []func() error{
+		func() error { return c.Pause("n1") }, func() error { return c.Resume("n1") },
+		func() error { return c.CutInternal(context.Background(), "n1", proxy.Fault{Mode: proxy.Partition}) },
+		func() error { return c.HealInternal(context.Background(), "n1") },
+		func() error { return cl.Close(context.Background()) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"redis-server /var/lib/lockjepsen/n1/server.conf", "redis-sentinel", "kill -STOP", "iptables -A LOCKJEPSEN", "replicaof " + f.addrs[0]} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run does not print %q:\n%s", want, out.String())
+		}
+	}
+	for i := 0; i < testHosts; i++ {
+		if got := f.onHost(t, i, "ls /var/lib/lockjepsen 2>/dev/null"); got != "" {
+			t.Errorf("the dry run ran something on host %d: %s", i+1, got)
+		}
+	}
+}
+
+// TestSentinelOnHosts starts the sentinel system over SSH, cuts the
+// primary off from its cluster with iptables until the sentinels promote
+// another node, heals it, pauses and kills a node, and checks that Close
+// leaves every host healed, with the logs collected.
+func TestSentinelOnHosts(t *testing.T) {
+	f := hostsFixture(t)
+	h := f.hostsFile(t, f.knownHosts(t), 3, 3)
+	r := NewRunner(h, false, false, nil)
+	defer r.Close()
+	spec := sentinelSpec(t)
+	spec.FakeClock = true
+	ctx := context.Background()
+	cl, err := New(h, r).Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.(*Cluster)
+	closed := false
+	defer func() {
+		if !closed {
+			cl.Close(ctx)
+		}
+	}()
+	primary, err := c.Primary(ctx)
+	if err != nil || primary != "n1" {
+		t.Fatalf("primary %q, %v; want n1", primary, err)
+	}
+	if err := c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Partition}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.onHost(t, 0, "cat /var/lib/lockjepsen/n1/"+markerFile); !strings.Contains(got, "iptables -D LOCKJEPSEN") {
+		t.Errorf("the marker does not list the rules to undo:\n%s", got)
+	}
+	pctx, cancel := context.WithTimeout(ctx, sentinelq.HealthyTimeout)
+	err = sentinelq.Poll(pctx, "a new primary", func(ctx context.Context) error {
+		if p, err := c.Primary(ctx); err != nil || p == "n1" {
+			return errors.New("n1 is still primary")
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		t.Fatalf("the sentinels did not promote another node while n1 was cut off: %v", err)
+	}
+	if err := c.HealInternal(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.onHost(t, 0, "iptables -S "+Chain+" | grep -- -A"); out != "" {
+		t.Errorf("rules left after healing n1:\n%s", out)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatalf("after the heal: %v", err)
+	}
+	for _, step := range []func() error{
+		func() error { return c.Pause("n2") }, func() error { return c.Resume("n2") },
+		func() error { return c.Kill("n3", false) }, func() error { return c.Restart(ctx, "n3") },
+		func() error { return c.SetClock("n2", time.Minute) }, func() error { return c.SetClock("n2", 0) },
+		func() error { return c.Pause("n3") }, // left for Close to heal
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed = true
+	if err := cl.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.healthyHosts(t)
+	for _, file := range []string{"nodes/n1/redis.log", "nodes/s1/sentinel.conf", "ssh-commands.log"} {
+		if st, err := os.Stat(filepath.Join(spec.Dir, file)); err != nil || st.Size() == 0 {
+			t.Errorf("%s was not collected: %v", file, err)
+		}
+	}
+}
+
+// TestKilledRunIsHealedByTheNext leaves a fault and the servers behind,
+// as a control process killed by SIGKILL would (no Close), and checks
+// that the next run's ReapOrphans heals every host from the markers.
+func TestKilledRunIsHealedByTheNext(t *testing.T) {
+	f := hostsFixture(t)
+	h := f.hostsFile(t, f.knownHosts(t), 1, 0)
+	r := NewRunner(h, false, false, nil)
+	ctx := context.Background()
+	cl, err := New(h, r).Start(ctx, cluster.Spec{System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: cluster.PersistNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.(*Cluster)
+	if err := c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Reject}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause("n1"); err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the control process dies here
+
+	r2 := NewRunner(h, false, false, nil)
+	defer r2.Close()
+	healed := New(h, r2).ReapOrphans(ctx)
+	if len(healed) < 2 {
+		t.Errorf("the next run says it healed %d things, want the pause and the server:\n%s", len(healed), strings.Join(healed, "\n"))
+	}
+	f.healthyHosts(t)
+}
