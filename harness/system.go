@@ -141,6 +141,10 @@ var etcdSystem = systemDriver{
 	version: func(ctx context.Context, addr string, info *RunInfo) { info.EtcdVersion = local.EtcdVersion(ctx, addr) },
 }
 
+// Spec is what the backend is asked to start for the configuration, with
+// dir for the servers' files (a backend's dry run shows it).
+func (c *Config) Spec(dir string) cluster.Spec { return c.spec(dir) }
+
 // spec is what the backend is asked to start for the configuration.
 func (c *Config) spec(dir string) cluster.Spec {
 	s := cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: dir, Persistence: c.Persistence}

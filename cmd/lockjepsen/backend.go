@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -32,9 +33,10 @@ func (b *backendFlags) flags(f *pflag.FlagSet) {
 	f.BoolVar(&b.dryRun, "dry-run", false, "ssh: print every command the run would execute on each host, and run none")
 }
 
-// backend returns nil for the local backend (the harness's default). A
+// backend returns nil for the local backend (the harness's default). A dry
+// run of the ssh backend prints its commands to stdout. A
 // missing Docker engine is refused at once, before anything starts.
-func (b *backendFlags) backend(ctx context.Context) (cluster.Backend, error) {
+func (b *backendFlags) backend(ctx context.Context, stdout io.Writer) (cluster.Backend, error) {
 	switch b.name {
 	case "", "local":
 		if b.image != "" {
@@ -50,6 +52,9 @@ func (b *backendFlags) backend(ctx context.Context) (cluster.Backend, error) {
 		}
 		return docker.Backend{Image: b.image}, nil
 	case "ssh":
+		if b.dryRun && b.trust {
+			return nil, &harness.UsageError{Err: errors.New("--dry-run dials no host, so --trust-on-first-use has no key to record; run without --dry-run to trust a host")}
+		}
 		if b.hosts == "" {
 			return nil, &harness.UsageError{Err: errors.New("--backend ssh needs --hosts hosts.yaml (docs/remote.md)")}
 		}
@@ -57,7 +62,31 @@ func (b *backendFlags) backend(ctx context.Context) (cluster.Backend, error) {
 		if err != nil {
 			return nil, &harness.UsageError{Err: err}
 		}
-		return sshbackend.New(h, sshbackend.NewRunner(h, b.trust, b.dryRun, os.Stdout)), nil
+		return sshbackend.New(h, sshbackend.NewRunner(h, b.trust, b.dryRun, stdout)), nil
 	}
 	return nil, &harness.UsageError{Err: fmt.Errorf("--backend %q is unknown; want local, docker, compose or ssh", b.name)}
+}
+
+// printDryRun prints every command the run would execute on each host
+// and runs none; the run itself is not started (with no server up, its
+// verdict would mean nothing). Only the ssh backend has one.
+func (b *backendFlags) printDryRun(ctx context.Context, cfg harness.Config, stdout, stderr io.Writer) error {
+	be, ok := cfg.Backend.(sshbackend.Backend)
+	if !ok {
+		return usageErr(stderr, fmt.Errorf("--dry-run is for --backend ssh, not --backend %s", b.name))
+	}
+	if err := cfg.Validate(); err != nil {
+		return failure(stderr, err)
+	}
+	// The spec's directory would receive the nodes' logs; a dry run
+	// collects none, and keeps nothing.
+	dir, err := os.MkdirTemp("", "lockjepsen-dry-run-")
+	if err != nil {
+		return failure(stderr, fmt.Errorf("dry run: %w", err))
+	}
+	defer os.RemoveAll(dir)
+	if err := be.DryRun(ctx, cfg.Spec(dir), stdout); err != nil {
+		return failure(stderr, err)
+	}
+	return nil
 }

@@ -193,8 +193,11 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 				cfg.TTL = time.Second // etcd's leases are whole seconds
 			}
 			cfg.Command = append([]string{"lockjepsen"}, args...)
-			if cfg.Backend, err = be.backend(cmd.Context()); err != nil {
+			if cfg.Backend, err = be.backend(cmd.Context(), stdout); err != nil {
 				return failure(stderr, err)
+			}
+			if be.dryRun {
+				return be.printDryRun(cmd.Context(), cfg, stdout, stderr)
 			}
 			return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
 		},

@@ -151,7 +151,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	for _, s := range c.sentinels {
-		conf := s.sentinelHead() + cluster.SentinelConf(c.spec, primary.Address, strconv.Itoa(primary.Port), s.Address, strconv.Itoa(s.Port), false)
+		conf := s.sentinelHead() + cluster.SentinelConf(c.spec, primary.Address, strconv.Itoa(primary.Port), s.Address, strconv.Itoa(s.Port))
 		if err := c.launch(ctx, s, conf); err != nil {
 			return err
 		}

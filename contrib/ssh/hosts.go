@@ -238,6 +238,12 @@ func (h *Hosts) validate() error {
 				bad("%s %q has characters lockjepsen will not put on a remote command line", field, v)
 			}
 		}
+		if p.Address != "" && net.ParseIP(p.Address) == nil {
+			// Sentinel is configured without resolve-hostnames: it would
+			// resolve names in its event loop, where a hung lookup stalls
+			// it (cluster.SentinelConf).
+			bad("address %q is not an IP address: the servers announce it to each other, so give the host's IP (address:)", p.Address)
+		}
 		if p.Primary && p.Role != RoleRedis {
 			bad("primary: true is for a redis node")
 		}

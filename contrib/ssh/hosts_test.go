@@ -66,6 +66,7 @@ func TestParseHostsRefuses(t *testing.T) {
 		{"shell characters", "nodes:\n  - name: n1\n    ssh: h\n    key: k\n    dir: /d;rm\n", "will not put on a remote command line"},
 		{"run mode", "nodes:\n  - name: n1\n    ssh: h\n    key: k\n    dir: /d\n    run: systemd\n", `run "systemd"`},
 		{"two primaries", "defaults: {ssh: h, key: k, dir: /d}\nnodes:\n  - {name: n1, primary: true}\n  - {name: n2, primary: true, port: 7000}\n", "at most one"},
+		{"address by name", "nodes:\n  - name: n1\n    ssh: 10.0.0.1\n    key: k\n    dir: /d\n    address: redis-a\n", `address "redis-a" is not an IP address`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseHosts("hosts.yaml", []byte(c.text))
