@@ -66,7 +66,7 @@ def why(row):
     f = findings(cell)
     if f:
         parts.append(f)
-    if state in ("stuck", "error", "unknown", "skipped") or (state not in ("unsafe", "not-found", "not-exercised") and not f):
+    if state in ("error", "unknown", "skipped") or (state not in ("unsafe", "not-found", "not-exercised", "stuck") and not f):
         note = cell.get("note") or cell.get("story") or ""
         parts.append(f"cell {state}" + (f": {note}" if note else ""))
     m = moments(cell)
@@ -80,13 +80,14 @@ def why(row):
 
 def summary(meta, review):
     if review is None:
-        return f"| {TITLES.get(meta['library'], meta['library'])} | {meta['system']} | no review (exit {meta['exit']}) | | | | |"
+        return f"| {TITLES.get(meta['library'], meta['library'])} | {meta['system']} | no review (exit {meta['exit']}) | | | | | |"
     mech = "; ".join(f"{m['kind']}{'/' + m['cause'] if m.get('cause') else ''} ×{m['count']} ({', '.join(m['threats'])})"
                      for m in review.get("mechanisms") or []) or "none"
     dep = ", ".join(d["threat"] for d in review.get("deployment") or []) or "none"
     use = ", ".join(review.get("use_unsafe") or []) or "none"
     nx = ", ".join(review.get("not_exercised") or []) or "none"
-    return f"| {TITLES.get(meta['library'], meta['library'])} | {meta['system']} | `{review['lock_verdict']}` | {mech} | {dep} | {use} | {nx} |"
+    stuck = ", ".join(r["threat"] for r in review["rows"] if r["configured"].get("state") == "stuck") or "none"
+    return f"| {TITLES.get(meta['library'], meta['library'])} | {meta['system']} | `{review['lock_verdict']}` | {mech} | {dep} | {use} | {stuck} | {nx} |"
 
 
 def detail(meta, review, directory):
@@ -105,7 +106,10 @@ def detail(meta, review, directory):
               "|---|---|---|---|---|"]
     for row in review["rows"]:
         c = row["configured"]
-        lines.append(f"| {row['threat']} | {cell_text(c.get('lock_state'))} | {cell_text(c.get('deployment_state'))} | "
+        # A stuck cell found no violation: its lock is not held, it is
+        # unavailable (every answer's "not found" says nothing of that).
+        lock = "**stuck**" if c.get("state") == "stuck" else cell_text(c.get("lock_state"))
+        lines.append(f"| {row['threat']} | {lock} | {cell_text(c.get('deployment_state'))} | "
                      f"{cell_text(c.get('use_state'))} | {why(row)} |")
     lines.append("")
     return lines
@@ -114,8 +118,8 @@ def detail(meta, review, directory):
 def render(root):
     reviews = load(root)
     lines = [BEGIN, "",
-             "| library | system | lock verdict | the lock's own findings (kind ×count, threats) | the deployment lost the key under | the use unsafe under | not exercised |",
-             "|---|---|---|---|---|---|---|"]
+             "| library | system | lock verdict | the lock's own findings (kind ×count, threats) | the deployment lost the key under | the use unsafe under | stuck under | not exercised |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [summary(m, r) for m, r, _ in reviews]
     lines.append("")
     for m, r, d in reviews:
