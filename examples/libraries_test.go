@@ -105,3 +105,32 @@ func TestPHPClientOnRedlockHolderFaults(t *testing.T) {
 		})
 	}
 }
+
+// The PHP clients on Sentinel (Predis) answer every request while the
+// primary is killed and the sentinels fail over: Predis by default
+// retries a command that failed on the primary 20 times, 1 s apart, so a
+// lock call during the outage would block past the protocol's reply
+// timeout and the harness would take the client for hung (as the first
+// Symfony and Laravel reviews on Sentinel did). The clients make one
+// attempt per request (lockjepsen_client.php, sentinel_attempts). Kills
+// aimed at the primary with clients hammering it make certain that
+// commands meet a dead primary; the verdict is the library's.
+func TestPHPClientsOnSentinelAnswerThroughAFailover(t *testing.T) {
+	for _, argv := range [][]string{{"php", "php/symfony_lock.php"}, {"php", "php/laravel_lock.php"}} {
+		t.Run(argv[1], func(t *testing.T) {
+			requireRuntime(t, php...)
+			t.Parallel()
+			cfg := harnesstest.ShortConfig(t)
+			cfg.System, cfg.Client, cfg.Expect = cluster.Sentinel, client(t, argv...), harness.ExpectAny
+			cfg.Nemesis, cfg.Targets = []string{"kill"}, "primary"
+			cfg.TimeLimit, cfg.Recovery = 9*time.Second, 2*time.Second
+			r := harnesstest.Run(t, cfg).Results
+			if len(r.Errors) > 0 {
+				t.Fatalf("errors: %v", r.Errors)
+			}
+			if r.Exercised == nil || r.Exercised.NodeFaults == 0 {
+				t.Fatalf("no kill hit the primary while it held a live lease\n%s", strings.Join(r.Summary(), "\n"))
+			}
+		})
+	}
+}

@@ -461,6 +461,37 @@ func init() {
 				c.Workload, c.Nemesis = workloads.Counter, []string{"client-pause"}
 			})},
 
+		// The lock libraries teams use (issue 35; docs/libraries.md has
+		// each one's review), through their clients in examples/: each
+		// library's most telling case. Not tagged with their systems, so
+		// that the CI gate's default tag:sentinel (which installs no PHP)
+		// does not pick them up; tag:library and --all run them.
+		{Name: "symfony-server-kill-stuck", Expect: stuck, Tags: []string{"library", "client", "php", "single"},
+			Shows: "Symfony Lock's RedisStore on phpredis, the server killed and restarted at once: a client that spoke during the outage has a connection phpredis marked failed, and no later command reconnects it; nobody gets the lock again",
+			Edit:  then(client("php", "examples/php/symfony_lock.php"), func(c *harness.Config) { serverFault(c, "kill") })},
+		{Name: "laravel-client-pause", Expect: unsafe, Tags: []string{"library", "client", "php", "single"},
+			Shows: "Laravel's Cache::lock() gives its holder no deadline: a holder paused past its key's whole second still believes, and another client holds the lock",
+			Edit: then(client("php", "examples/php/laravel_lock.php"), func(c *harness.Config) {
+				// A lock with no deadline is paused for 2 TTL: twice the
+				// key's lifetime of a whole second.
+				c.Nemesis, c.TTL = []string{"client-pause"}, time.Second
+			})},
+		{Name: "malkusch-client-pause", Expect: unsafe, Tags: []string{"library", "client", "php", "single"},
+			Shows: "malkusch/lock's synchronized() never tells its callback the lock is gone: a callback paused past the key's timeout + 1 s runs beside the next holder's",
+			Edit: then(client("php", "examples/php/malkusch_lock.php"), func(c *harness.Config) {
+				// The key lives timeout + 1 s (3 s); the pause of a lock
+				// with no deadline is 2 TTL (4 s).
+				c.Nemesis, c.TTL = []string{"client-pause"}, 2*time.Second
+				c.TimeLimit = 5 * time.Second
+			})},
+		{Name: "redispy-sentinel-kill-after-acquire", Expect: unsafe, Tags: []string{"library", "client", "python"},
+			Shows: "redis-py's Lock on Sentinel: the primary killed right after a grant, before replication; the promoted replica grants the lock again while the holder holds it",
+			Edit: then(sentinel, func(c *harness.Config) {
+				c.Client = []string{debianPython, "examples/python/redispy_lock.py"}
+				c.ScriptName = "sentinel-kill-after-acquire"
+				c.TTL, c.Hold = 5*time.Second, "3s..4500ms" // as sentinel-kill-after-acquire
+			})},
+
 		// Redlock and redsync.
 		{Name: "redlock-baseline", Expect: safe, Tags: []string{"redlock"},
 			Shows: "our Redlock over five independent nodes with no faults: safe",

@@ -67,8 +67,7 @@ final class LaravelLock
         }
         $this->cache = new Repository(new RedisStore(new RedisManager(null, $driver, $config)));
         if ($driver === 'predis' && ($init['system'] ?? '') === 'sentinel') {
-            // Predis asks a sentinel with a 100 ms timeout by default.
-            $this->cache->getStore()->connection()->client()->getConnection()->setSentinelTimeout($timeout);
+            LockJepsen\sentinel_attempts($this->cache->getStore()->connection()->client()->getConnection(), $init);
         }
     }
 

@@ -99,6 +99,23 @@ function uris(array $nodes): array
 }
 
 /**
+ * One attempt per request on Sentinel, within the run's op timeout. Predis
+ * asks a sentinel with a 100 ms timeout by default, and retries a command
+ * that failed on the primary 20 times, 1 s apart
+ * (Predis/Connection/Aggregate/SentinelReplication.php, $retryLimit and
+ * $retryWait): a lock call made during a failover blocks for up to 20 s,
+ * past the protocol's reply timeout, where the harness takes the client
+ * for hung. Without the retries a failed command still forgets the
+ * primary it had, and the next one asks the sentinels again; the harness
+ * makes the next attempt.
+ */
+function sentinel_attempts(\Predis\Connection\Aggregate\SentinelReplication $sentinel, array $init): void
+{
+    $sentinel->setSentinelTimeout($init['op_timeout_ms'] / 1000);
+    $sentinel->setRetryLimit(0);
+}
+
+/**
  * A Predis client of the system, made as Predis's documentation shows:
  * the sentinels and the service on Sentinel, the seed nodes on Redis
  * Cluster, one node otherwise.
@@ -110,8 +127,7 @@ function predis(array $init): \Predis\Client
         case 'sentinel':
             $options += ['replication' => 'sentinel', 'service' => $init['master_name']];
             $client = new \Predis\Client(uris($init['sentinels']), $options);
-            // Predis asks a sentinel with a 100 ms timeout by default.
-            $client->getConnection()->setSentinelTimeout($init['op_timeout_ms'] / 1000);
+            sentinel_attempts($client->getConnection(), $init);
             return $client;
         case 'cluster':
             return new \Predis\Client(uris($init['nodes']), $options + ['cluster' => 'redis']);

@@ -17,6 +17,13 @@
  * (getRemainingLifetime()), which the client reports as its belief, and
  * can refresh it (extend).
  *
+ * The connections are made once, for the life of the process, as a
+ * long-lived worker (Messenger, a daemon) holds them. phpredis never
+ * reconnects a connection it marked failed (a command while the server
+ * was down), and RedisStore has no reconnect of its own: after a server
+ * kill this client, like such a worker, stays without that server
+ * (docs/libraries.md).
+ *
  *     lockjepsen test --client 'php examples/php/symfony_lock.php'
  *     lockjepsen test --system sentinel --client 'php examples/php/symfony_lock.php'
  */
