@@ -68,12 +68,12 @@ const RestartTTL = 2 * time.Second
 
 // Threats lists every threat, in the order a review runs and shows them.
 var Threats = []Threat{
-	{Name: "client-pause", Title: "client pause (a GC pause, a stalled VM)",
+	{Name: nemesis.ClientPause, Title: "client pause (a GC pause, a stalled VM)",
 		Catches:     "Kleppmann's pause: a holder acts after its lease (only fencing saves the resource); a lock with no deadline of its own, as etcd 3.4.3's lock (Jepsen)",
 		Inject:      func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientPause} },
 		Moments:     []string{checker.MomentStaleActs, checker.MomentStaleGrants},
 		Mitigations: []string{"fencing", "etcd"}},
-	{Name: "client-crash", Title: "client crash (the holder dies)",
+	{Name: nemesis.ClientCrash, Title: "client crash (the holder dies)",
 		Catches: "a lock with no TTL, held for ever by a dead client",
 		Inject:  func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientCrash} },
 		Moments: []string{checker.MomentHolderCrashes}},
