@@ -45,6 +45,9 @@ type systemDriver struct {
 	// by themselves, so that the lease model does not judge releases for
 	// honesty there; "" where a key lives exactly its TTL.
 	serverRenewsLeases string
+	// ttl is the system's rule for TTLs: its default and the unit its
+	// leases count in; the zero rule takes DefaultConfig's and any TTL.
+	ttl TTLRule
 	// referenceLock is the harness's correct lock on the system: a
 	// review runs it as a control, so that what breaks it too is counted
 	// as the deployment's loss and not the reviewed lock's.
@@ -93,6 +96,53 @@ func ReferenceLock(system string) string {
 	return d.referenceLock
 }
 
+// TTLRule is a system's rule for lock TTLs.
+type TTLRule struct {
+	// Default is the TTL a run takes when none is given; 0 is
+	// DefaultConfig's.
+	Default time.Duration
+	// Unit: the system's leases count in whole multiples of it, at least
+	// one; 0 takes any TTL.
+	Unit time.Duration
+	// Why says what the leases count in, for help and errors: "whole
+	// seconds".
+	Why string
+}
+
+// DefaultTTL is the TTL a run on the system takes when none is given.
+func DefaultTTL(system string) time.Duration {
+	d, _ := lookupSystem(system)
+	if d.ttl.Default > 0 {
+		return d.ttl.Default
+	}
+	return DefaultConfig().TTL
+}
+
+// check refuses a TTL the system's leases cannot count.
+func (r TTLRule) check(system string, ttl time.Duration) error {
+	if r.Unit > 0 && (ttl < r.Unit || ttl%r.Unit != 0) {
+		return usage("--ttl %s on %s: leases are %s, at least %s; use --ttl %s, %s, ...", ttl, system, r.Why, r.Unit, r.Unit, 2*r.Unit)
+	}
+	return nil
+}
+
+// TTLHelp says, for the --ttl flags, the TTL rules of the systems that
+// have their own, as "on etcd whole seconds, and 1s unless given".
+func TTLHelp() string {
+	var parts []string
+	for _, d := range systems {
+		if d.ttl == (TTLRule{}) {
+			continue
+		}
+		part := "on " + d.name + " " + d.ttl.Why
+		if d.ttl.Default > 0 {
+			part += ", and " + d.ttl.Default.String() + " unless given"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // system returns the configuration's driver; Validate has checked it.
 func (c *Config) system() systemDriver {
 	d, _ := lookupSystem(c.System)
@@ -125,14 +175,15 @@ var sentinelSystem = systemDriver{
 var etcdSystem = systemDriver{
 	name: cluster.Etcd, lockNodes: everyNode, referenceLock: "etcd", internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
 	serverRenewsLeases: "etcd's leader renews every lease when leadership changes, so a key may outlive its TTL",
+	// etcd grants leases in whole seconds: LeaseGrant takes a TTL in
+	// seconds.
+	ttl: TTLRule{Default: time.Second, Unit: time.Second, Why: "whole seconds"},
 	validate: func(c *Config) error {
 		switch {
 		case c.Persistence != cluster.PersistNone:
 			return usage("--persistence is for Redis: etcd always fsyncs its log")
 		case c.needsFakeClock():
 			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
-		case c.TTL < time.Second || c.TTL%time.Second != 0:
-			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s, 2s, ...", c.TTL)
 		case c.Backend != nil && c.Backend.Name() != "local":
 			return usage("--system etcd runs on the local backend only, not --backend %s", c.Backend.Name())
 		}
@@ -174,6 +225,9 @@ func (c *Config) validateSystem() error {
 		return err
 	}
 	if err := d.validate(c); err != nil {
+		return err
+	}
+	if err := d.ttl.check(d.name, c.TTL); err != nil {
 		return err
 	}
 	if c.Nodes < 0 || c.Nodes > 15 {

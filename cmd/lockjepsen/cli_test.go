@@ -403,6 +403,12 @@ func TestGridEtcdRows(t *testing.T) {
 	if got := strings.Join(names, ","); got != "single/token,etcd/etcd-session" {
 		t.Errorf("locks across systems: %s", got)
 	}
+	// A grid cell takes its system's TTL: etcd's whole second.
+	for sys, want := range map[string]time.Duration{"etcd": time.Second, "single": harness.DefaultConfig().TTL} {
+		if got := gridConfig(sys, "", "mutex", nil).TTL; got != want {
+			t.Errorf("%s grid cell: TTL %s, want %s", sys, got, want)
+		}
+	}
 }
 
 // A matrix run's report reproduces that run, not the whole matrix: a grid
