@@ -12,6 +12,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // systemDriver is what the harness knows of one system under test: how a
@@ -38,6 +39,13 @@ type systemDriver struct {
 	// background traffic (etcd's keep-alives), which takes links of its
 	// own to freeze.
 	clientFaultsNeedLinks bool
+	// faultTarget is where a server fault hurts the system's lock (a
+	// --targets value): the primary where one fails over, the holder's
+	// nodes on Redlock; "" is nemesis.TargetOne.
+	faultTarget string
+	// ownPersistence says why Redis's persistence options do not apply
+	// ("" where they do).
+	ownPersistence string
 	// askHolder: for locks that do not say which nodes granted (redsync),
 	// the nemesis's holder target asks the nodes directly.
 	askHolder bool
@@ -94,6 +102,39 @@ func LockNodes(system string) int {
 func ReferenceLock(system string) string {
 	d, _ := lookupSystem(system)
 	return d.referenceLock
+}
+
+// FaultTarget is where a server fault hurts a lock on the system: the
+// --targets value the scenarios, the matrix and the review aim with.
+func FaultTarget(system string) string {
+	d, _ := lookupSystem(system)
+	if d.faultTarget == "" {
+		return nemesis.TargetOne
+	}
+	return d.faultTarget
+}
+
+// failsOver: the system promotes a replica by itself (Sentinel, Redis
+// Cluster), so it takes the min-replicas options and faces failovers.
+func (d systemDriver) failsOver() bool { return d.sentinels || d.slots }
+
+// FailoverSystems are the systems that fail over by themselves, in the
+// order of cluster.Systems.
+func FailoverSystems() []string {
+	var names []string
+	for _, d := range systems {
+		if d.failsOver() {
+			names = append(names, d.name)
+		}
+	}
+	return names
+}
+
+// OwnPersistence says why Redis's persistence options do not apply to
+// the system, or "" where they do.
+func OwnPersistence(system string) string {
+	d, _ := lookupSystem(system)
+	return d.ownPersistence
 }
 
 // TTLRule is a system's rule for lock TTLs.
@@ -160,6 +201,7 @@ var singleSystem = systemDriver{
 
 var redlockSystem = systemDriver{
 	name: cluster.Redlock, lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, validate: noOptions, version: recordRedisVersion,
+	faultTarget: nemesis.TargetHolder,
 }
 
 var sentinelSystem = systemDriver{
@@ -168,6 +210,7 @@ var sentinelSystem = systemDriver{
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
 	sentinels:     true,
+	faultTarget:   nemesis.TargetPrimary,
 	validate:      noOptions,
 	version:       recordRedisVersion,
 }
@@ -175,13 +218,12 @@ var sentinelSystem = systemDriver{
 var etcdSystem = systemDriver{
 	name: cluster.Etcd, lockNodes: everyNode, referenceLock: "etcd", internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
 	serverRenewsLeases: "etcd's leader renews every lease when leadership changes, so a key may outlive its TTL",
+	ownPersistence:     "etcd syncs its log before it answers",
 	// etcd grants leases in whole seconds: LeaseGrant takes a TTL in
 	// seconds.
 	ttl: TTLRule{Default: time.Second, Unit: time.Second, Why: "whole seconds"},
 	validate: func(c *Config) error {
 		switch {
-		case c.Persistence != cluster.PersistNone:
-			return usage("--persistence is for Redis: etcd always fsyncs its log")
 		case c.needsFakeClock():
 			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
 		case c.Backend != nil && c.Backend.Name() != "local":
@@ -202,7 +244,7 @@ func (c *Config) spec(dir string) cluster.Spec {
 	if c.system().sentinels {
 		s.Sentinels, s.DownAfter, s.FailoverTimeout = c.Sentinels, c.DownAfter, c.FailoverTimeout
 	}
-	if c.system().sentinels || c.system().slots {
+	if c.system().failsOver() {
 		s.MinReplicasToWrite, s.MinReplicasMaxLag = c.MinReplicasToWrite, c.MinReplicasMaxLag
 	}
 	return s
@@ -224,6 +266,9 @@ func (c *Config) validateSystem() error {
 	if err := c.validateLock(); err != nil {
 		return err
 	}
+	if d.ownPersistence != "" && c.Persistence != cluster.PersistNone {
+		return usage("--persistence is for Redis: %s", d.ownPersistence)
+	}
 	if err := d.validate(c); err != nil {
 		return err
 	}
@@ -236,7 +281,7 @@ func (c *Config) validateSystem() error {
 	if !d.sentinels && c.hasSentinelOptions() {
 		return usage("--sentinels, --down-after and --failover-timeout are for --system sentinel")
 	}
-	if !d.sentinels && !d.slots && c.hasMinReplicas() {
+	if !d.failsOver() && c.hasMinReplicas() {
 		return usage("--min-replicas-* are for --system sentinel or cluster")
 	}
 	spec := c.spec(".")

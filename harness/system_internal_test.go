@@ -1,11 +1,13 @@
 package harness
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // The systems' TTL rules, asked by the CLI, the matrix and the review:
@@ -44,5 +46,38 @@ func TestTTLRules(t *testing.T) {
 	}
 	if got, want := TTLHelp(), "on etcd whole seconds, and 1s unless given"; got != want {
 		t.Errorf("TTLHelp() = %q, want %q", got, want)
+	}
+}
+
+// The facts the review and the matrix ask of a system instead of its
+// name: where a server fault hurts, whether it fails over, whether
+// Redis's persistence options apply.
+func TestSystemFacts(t *testing.T) {
+	cases := []struct {
+		system, target string
+		failsOver      bool
+		ownPersistence bool
+	}{
+		{cluster.Single, nemesis.TargetOne, false, false},
+		{cluster.Sentinel, nemesis.TargetPrimary, true, false},
+		{cluster.Redlock, nemesis.TargetHolder, false, false},
+		{cluster.Etcd, nemesis.TargetOne, false, true},
+		{cluster.RedisCluster, nemesis.TargetPrimary, true, false},
+	}
+	for _, tc := range cases {
+		if got := FaultTarget(tc.system); got != tc.target {
+			t.Errorf("FaultTarget(%s) = %s, want %s", tc.system, got, tc.target)
+		}
+		if got := slices.Contains(FailoverSystems(), tc.system); got != tc.failsOver {
+			t.Errorf("%s fails over: %v, want %v", tc.system, got, tc.failsOver)
+		}
+		if got := OwnPersistence(tc.system) != ""; got != tc.ownPersistence {
+			t.Errorf("OwnPersistence(%s) = %q", tc.system, OwnPersistence(tc.system))
+		}
+		cfg := DefaultConfig()
+		cfg.System, cfg.Persistence, cfg.CustomLock = tc.system, cluster.PersistAlways, true
+		if err := cfg.validateSystem(); (err != nil && strings.Contains(err.Error(), "--persistence")) != tc.ownPersistence {
+			t.Errorf("%s --persistence always: %v", tc.system, err)
+		}
 	}
 }
