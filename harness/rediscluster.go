@@ -23,6 +23,7 @@ var redisClusterSystem = systemDriver{
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
 	slots:         true,
+	faultTarget:   nemesis.TargetPrimary,
 	validate: func(c *Config) error {
 		if c.Backend == nil || c.Backend.Name() == (local.Backend{}).Name() {
 			return nil

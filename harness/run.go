@@ -971,26 +971,14 @@ func (r *runner) progress(ctx context.Context, rec *history.Recorder) {
 	})
 }
 
-// needsProxies reports whether a fault of the run acts on network links.
+// needsProxies reports whether a fault of the run needs clients to dial
+// through proxies; the faults' descriptors decide.
 func (c *Config) needsProxies() bool {
 	names := append([]string(nil), c.Nemesis...)
 	for _, st := range c.steps() {
 		names = append(names, st.Action.Fault)
 	}
-	for _, n := range names {
-		switch n {
-		case nemesis.Partition, nemesis.Reject, nemesis.Latency, nemesis.Slow:
-			return true
-		case nemesis.ClientPause:
-			// A client that renews leases in the background must stop
-			// doing so when paused, which takes links of its own to
-			// freeze.
-			if c.system().clientFaultsNeedLinks {
-				return true
-			}
-		}
-	}
-	return false
+	return nemesis.NeedsLinks(names, c.system().clientFaultsNeedLinks)
 }
 
 func (c *Config) needsFakeClock() bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // systemDriver is what the harness knows of one system under test: how a
@@ -38,6 +39,13 @@ type systemDriver struct {
 	// background traffic (etcd's keep-alives), which takes links of its
 	// own to freeze.
 	clientFaultsNeedLinks bool
+	// faultTarget is where a server fault hurts the system's lock (a
+	// --targets value): the primary where one fails over, the holder's
+	// nodes on Redlock; "" is nemesis.TargetOne.
+	faultTarget string
+	// ownPersistence says why Redis's persistence options do not apply
+	// ("" where they do).
+	ownPersistence string
 	// askHolder: for locks that do not say which nodes granted (redsync),
 	// the nemesis's holder target asks the nodes directly.
 	askHolder bool
@@ -45,6 +53,9 @@ type systemDriver struct {
 	// by themselves, so that the lease model does not judge releases for
 	// honesty there; "" where a key lives exactly its TTL.
 	serverRenewsLeases string
+	// ttl is the system's rule for TTLs: its default and the unit its
+	// leases count in; the zero rule takes DefaultConfig's and any TTL.
+	ttl TTLRule
 	// referenceLock is the harness's correct lock on the system: a
 	// review runs it as a control, so that what breaks it too is counted
 	// as the deployment's loss and not the reviewed lock's.
@@ -93,6 +104,86 @@ func ReferenceLock(system string) string {
 	return d.referenceLock
 }
 
+// FaultTarget is where a server fault hurts a lock on the system: the
+// --targets value the scenarios, the matrix and the review aim with.
+func FaultTarget(system string) string {
+	d, _ := lookupSystem(system)
+	if d.faultTarget == "" {
+		return nemesis.TargetOne
+	}
+	return d.faultTarget
+}
+
+// failsOver: the system promotes a replica by itself (Sentinel, Redis
+// Cluster), so it takes the min-replicas options and faces failovers.
+func (d systemDriver) failsOver() bool { return d.sentinels || d.slots }
+
+// FailoverSystems are the systems that fail over by themselves, in the
+// order of cluster.Systems.
+func FailoverSystems() []string {
+	var names []string
+	for _, d := range systems {
+		if d.failsOver() {
+			names = append(names, d.name)
+		}
+	}
+	return names
+}
+
+// OwnPersistence says why Redis's persistence options do not apply to
+// the system, or "" where they do.
+func OwnPersistence(system string) string {
+	d, _ := lookupSystem(system)
+	return d.ownPersistence
+}
+
+// TTLRule is a system's rule for lock TTLs.
+type TTLRule struct {
+	// Default is the TTL a run takes when none is given; 0 is
+	// DefaultConfig's.
+	Default time.Duration
+	// Unit: the system's leases count in whole multiples of it, at least
+	// one; 0 takes any TTL.
+	Unit time.Duration
+	// Why says what the leases count in, for help and errors: "whole
+	// seconds".
+	Why string
+}
+
+// DefaultTTL is the TTL a run on the system takes when none is given.
+func DefaultTTL(system string) time.Duration {
+	d, _ := lookupSystem(system)
+	if d.ttl.Default > 0 {
+		return d.ttl.Default
+	}
+	return DefaultConfig().TTL
+}
+
+// check refuses a TTL the system's leases cannot count.
+func (r TTLRule) check(system string, ttl time.Duration) error {
+	if r.Unit > 0 && (ttl < r.Unit || ttl%r.Unit != 0) {
+		return usage("--ttl %s on %s: leases are %s, at least %s; use --ttl %s, %s, ...", ttl, system, r.Why, r.Unit, r.Unit, 2*r.Unit)
+	}
+	return nil
+}
+
+// TTLHelp says, for the --ttl flags, the TTL rules of the systems that
+// have their own, as "on etcd whole seconds, and 1s unless given".
+func TTLHelp() string {
+	var parts []string
+	for _, d := range systems {
+		if d.ttl == (TTLRule{}) {
+			continue
+		}
+		part := "on " + d.name + " " + d.ttl.Why
+		if d.ttl.Default > 0 {
+			part += ", and " + d.ttl.Default.String() + " unless given"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // system returns the configuration's driver; Validate has checked it.
 func (c *Config) system() systemDriver {
 	d, _ := lookupSystem(c.System)
@@ -110,6 +201,7 @@ var singleSystem = systemDriver{
 
 var redlockSystem = systemDriver{
 	name: cluster.Redlock, lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, validate: noOptions, version: recordRedisVersion,
+	faultTarget: nemesis.TargetHolder,
 }
 
 var sentinelSystem = systemDriver{
@@ -118,6 +210,7 @@ var sentinelSystem = systemDriver{
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
 	sentinels:     true,
+	faultTarget:   nemesis.TargetPrimary,
 	validate:      noOptions,
 	version:       recordRedisVersion,
 }
@@ -125,14 +218,14 @@ var sentinelSystem = systemDriver{
 var etcdSystem = systemDriver{
 	name: cluster.Etcd, lockNodes: everyNode, referenceLock: "etcd", internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
 	serverRenewsLeases: "etcd's leader renews every lease when leadership changes, so a key may outlive its TTL",
+	ownPersistence:     "etcd syncs its log before it answers",
+	// etcd grants leases in whole seconds: LeaseGrant takes a TTL in
+	// seconds.
+	ttl: TTLRule{Default: time.Second, Unit: time.Second, Why: "whole seconds"},
 	validate: func(c *Config) error {
 		switch {
-		case c.Persistence != cluster.PersistNone:
-			return usage("--persistence is for Redis: etcd always fsyncs its log")
 		case c.needsFakeClock():
 			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
-		case c.TTL < time.Second || c.TTL%time.Second != 0:
-			return usage("--ttl %s on etcd: leases are whole seconds, at least 1s; use --ttl 1s, 2s, ...", c.TTL)
 		case c.Backend != nil && c.Backend.Name() != "local":
 			return usage("--system etcd runs on the local backend only, not --backend %s", c.Backend.Name())
 		}
@@ -151,7 +244,7 @@ func (c *Config) spec(dir string) cluster.Spec {
 	if c.system().sentinels {
 		s.Sentinels, s.DownAfter, s.FailoverTimeout = c.Sentinels, c.DownAfter, c.FailoverTimeout
 	}
-	if c.system().sentinels || c.system().slots {
+	if c.system().failsOver() {
 		s.MinReplicasToWrite, s.MinReplicasMaxLag = c.MinReplicasToWrite, c.MinReplicasMaxLag
 	}
 	return s
@@ -173,7 +266,13 @@ func (c *Config) validateSystem() error {
 	if err := c.validateLock(); err != nil {
 		return err
 	}
+	if d.ownPersistence != "" && c.Persistence != cluster.PersistNone {
+		return usage("--persistence is for Redis: %s", d.ownPersistence)
+	}
 	if err := d.validate(c); err != nil {
+		return err
+	}
+	if err := d.ttl.check(d.name, c.TTL); err != nil {
 		return err
 	}
 	if c.Nodes < 0 || c.Nodes > 15 {
@@ -182,7 +281,7 @@ func (c *Config) validateSystem() error {
 	if !d.sentinels && c.hasSentinelOptions() {
 		return usage("--sentinels, --down-after and --failover-timeout are for --system sentinel")
 	}
-	if !d.sentinels && !d.slots && c.hasMinReplicas() {
+	if !d.failsOver() && c.hasMinReplicas() {
 		return usage("--min-replicas-* are for --system sentinel or cluster")
 	}
 	spec := c.spec(".")

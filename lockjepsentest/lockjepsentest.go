@@ -8,7 +8,7 @@
 //			Locker: func(nodes []locks.Conn, process int) (locks.Locker, error) {
 //				return mylock.New(nodes[0].Client, fmt.Sprintf("p%d", process)), nil
 //			},
-//			Nemesis: []string{"client-pause"},
+//			Nemesis: []string{nemesis.ClientPause},
 //		})
 //	}
 //

@@ -37,9 +37,11 @@ func NewClientFaults(rec *history.Recorder, ttl time.Duration) *ClientFaults {
 
 var clientDescriptors = []Descriptor{
 	{Name: ClientPause, Description: "a client stalls inside its critical section, after its last validity check, past its lease's remaining TTL",
+		Kind: KindClient, FreezesClient: true,
 		Exercises: []string{momentStaleActs, momentStaleGrants},
 		Draw:      Draw{Class: classClient, Label: "paused"}, new: buildClient(ClientPause)},
 	{Name: ClientCrash, Description: "a client holding the lock stops for good without releasing it, as a killed process would",
+		Kind:      KindClient,
 		Exercises: []string{momentCrashes},
 		Draw:      Draw{Class: classClient, Label: "crashed"}, new: buildClient(ClientCrash)},
 }

@@ -15,7 +15,7 @@ var clockDescriptors = []Descriptor{
 }
 
 func clockDescriptor(name, description string) Descriptor {
-	return Descriptor{Name: name, Description: description, FakeClock: true, LosesKeys: true, Exercises: serverMoments,
+	return Descriptor{Name: name, Description: description, Kind: KindClock, FakeClock: true, LosesKeys: true, Exercises: serverMoments,
 		Systems:    []string{cluster.Single, cluster.Sentinel, cluster.Redlock},
 		SystemsWhy: "moves wall clocks, which etcd's leases do not read (they run on monotonic timers)",
 		Draw:       Draw{Class: classClock, Label: "clock", LabelDetail: true},

@@ -13,12 +13,20 @@ import (
 type Descriptor struct {
 	Name        string
 	Description string
+	// Kind is what the fault acts on; a client fault aims at one client
+	// (Action.Clients) rather than at nodes.
+	Kind Kind
 	// FakeClock: the fault moves node clocks, so the nodes must start
 	// under libfaketime (which costs throughput, so only these ask).
 	FakeClock bool
 	// Links: the fault acts on network links, so clients must dial
 	// through proxies rather than directly.
 	Links bool
+	// FreezesClient: the fault stops a client process, whose own links
+	// must then carry nothing; where the system's clients keep talking in
+	// the background (etcd's keep-alives), they too must dial through
+	// proxies.
+	FreezesClient bool
 	// LosesKeys: the fault can take a key from a correct lock's holder by
 	// itself (a restart that forgets unsynced writes, a clock moved
 	// forward). The checkers then count an overlap it explains as the
@@ -39,6 +47,17 @@ type Descriptor struct {
 
 	new func(clients *ClientFaults) (Fault, error)
 }
+
+// Kind is what a fault acts on.
+type Kind string
+
+// The kinds of faults.
+const (
+	KindServer Kind = "server" // node processes, or what the servers do (a failover)
+	KindLink   Kind = "link"   // network links, between clients and nodes or among nodes
+	KindClient Kind = "client" // one client process, from inside its critical section
+	KindClock  Kind = "clock"  // node wall clocks
+)
 
 // The moment names a fault's Exercises use; the checker counts them.
 const (
@@ -177,9 +196,19 @@ func KeyLossFaults() []string {
 	return names
 }
 
-// NeedsLinks reports whether any of the faults acts on network links.
-func NeedsLinks(names []string) bool {
-	return anyOf(names, func(d Descriptor) bool { return d.Links })
+// NeedsLinks reports whether any of the faults needs clients to dial
+// through proxies: one that acts on network links, or, on a system whose
+// clients talk in the background (backgroundClients), one that freezes a
+// client.
+func NeedsLinks(names []string, backgroundClients bool) bool {
+	return anyOf(names, func(d Descriptor) bool { return d.Links || backgroundClients && d.FreezesClient })
+}
+
+// AimsAtClient reports whether the named fault hits one client rather
+// than nodes; an unknown name does not.
+func AimsAtClient(name string) bool {
+	d, err := Lookup(name)
+	return err == nil && d.Kind == KindClient
 }
 
 // anyOf reports whether a known fault of names has the property; unknown

@@ -123,23 +123,44 @@ func TestFits(t *testing.T) {
 
 func TestNeedsFakeClockAndLinks(t *testing.T) {
 	cases := []struct {
-		names        []string
-		clock, links bool
+		names             []string
+		backgroundClients bool
+		clock, links      bool
 	}{
-		{nil, false, false},
-		{[]string{Pause, Kill, ClientPause}, false, false},
-		{[]string{Pause, ClockStrobe}, true, false},
-		{[]string{Latency}, false, true},
-		{[]string{Isolate, Failover}, false, false},
-		{[]string{"meteor", ClockDrift, Reject}, true, true},
+		{nil, true, false, false},
+		{[]string{Pause, Kill, ClientPause}, false, false, false},
+		// A paused client's background traffic needs links to freeze.
+		{[]string{Pause, Kill, ClientPause}, true, false, true},
+		{[]string{ClientCrash}, true, false, false},
+		{[]string{Pause, ClockStrobe}, false, true, false},
+		{[]string{Latency}, false, false, true},
+		{[]string{Isolate, Failover}, true, false, false},
+		{[]string{"meteor", ClockDrift, Reject}, false, true, true},
 	}
 	for _, tc := range cases {
 		if got := NeedsFakeClock(tc.names); got != tc.clock {
 			t.Errorf("NeedsFakeClock(%v) = %v", tc.names, got)
 		}
-		if got := NeedsLinks(tc.names); got != tc.links {
-			t.Errorf("NeedsLinks(%v) = %v", tc.names, got)
+		if got := NeedsLinks(tc.names, tc.backgroundClients); got != tc.links {
+			t.Errorf("NeedsLinks(%v, %v) = %v", tc.names, tc.backgroundClients, got)
 		}
+	}
+}
+
+// Every fault says what it acts on, and exactly the client faults aim at
+// a client.
+func TestEveryFaultHasAKind(t *testing.T) {
+	kinds := []Kind{KindServer, KindLink, KindClient, KindClock}
+	for _, d := range All() {
+		if !slices.Contains(kinds, d.Kind) {
+			t.Errorf("%s: kind %q, want one of %v", d.Name, d.Kind, kinds)
+		}
+		if want := d.Name == ClientPause || d.Name == ClientCrash; AimsAtClient(d.Name) != want {
+			t.Errorf("AimsAtClient(%s) = %v, want %v", d.Name, !want, want)
+		}
+	}
+	if AimsAtClient("meteor") {
+		t.Error("an unknown fault aims at a client")
 	}
 }
 

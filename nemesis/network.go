@@ -38,16 +38,17 @@ type InternalNodes interface {
 
 var netDescriptors = []Descriptor{
 	{Name: Partition, Description: "the target nodes' links are black holes: requests get no answer and time out",
-		Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "cut off"}, new: buildNet(Partition)},
+		Kind: KindLink, Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "cut off"}, new: buildNet(Partition)},
 	{Name: Reject, Description: "connections to the target nodes are reset at once",
-		Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "rejecting"}, new: buildNet(Reject)},
+		Kind: KindLink, Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "rejecting"}, new: buildNet(Reject)},
 	{Name: Latency, Description: "replies from the target nodes are delayed (--latency, --jitter)",
-		Links: true, Exercises: []string{momentSlowReplies, momentNodeFaults}, Draw: Draw{Class: classNet, Label: "slow replies"}, new: buildNet(Latency)},
+		Kind: KindLink, Links: true, Exercises: []string{momentSlowReplies, momentNodeFaults}, Draw: Draw{Class: classNet, Label: "slow replies"}, new: buildNet(Latency)},
 	{Name: Slow, Description: "links to the target nodes are throttled (--bandwidth)",
-		Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "throttled"}, new: buildNet(Slow)},
+		Kind: KindLink, Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "throttled"}, new: buildNet(Slow)},
 	// Isolate needs no client links: it cuts only the cluster's own links
 	// into a node, and clients must still reach it.
 	{Name: Isolate, Description: "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
+		Kind:       KindLink,
 		Systems:    []string{cluster.Sentinel, cluster.Etcd, cluster.RedisCluster},
 		SystemsWhy: "cuts a node off from the rest of its cluster (single and redlock nodes do not talk to each other)",
 		Exercises:  serverMoments,

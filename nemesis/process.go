@@ -10,11 +10,11 @@ import (
 
 var processDescriptors = []Descriptor{
 	{Name: Pause, Description: "the target nodes' processes are frozen (SIGSTOP) and later continued",
-		Exercises: serverMoments,
-		Draw:      Draw{Class: classProcess, Label: "paused"},
-		new:       func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
+		Kind: KindServer, Exercises: serverMoments,
+		Draw: Draw{Class: classProcess, Label: "paused"},
+		new:  func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
 	{Name: Kill, Description: "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
-		LosesKeys: true, Exercises: serverMoments, Draw: Draw{Class: classProcess, Label: "killed"},
+		Kind: KindServer, LosesKeys: true, Exercises: serverMoments, Draw: Draw{Class: classProcess, Label: "killed"},
 		new: func(*ClientFaults) (Fault, error) { return newKillFault(), nil }},
 }
 

@@ -114,7 +114,7 @@ func NewSchedule(env *Env, names []string, opts Options, rng *rand.Rand, script 
 		// Check the action a random draw would make, on every node.
 		a := s.template(n)
 		a.Nodes = env.Nodes
-		if isClientFault(n) {
+		if AimsAtClient(n) {
 			a.Clients = []int{0}
 		}
 		if err := s.Faults[n].Available(env, &a); err != nil {
@@ -136,8 +136,6 @@ func NewSchedule(env *Env, names []string, opts Options, rng *rand.Rand, script 
 	}
 	return s, nil
 }
-
-func isClientFault(name string) bool { return name == ClientPause || name == ClientCrash }
 
 // template is an action of the named fault with the schedule's parameters
 // and no targets.
@@ -170,7 +168,7 @@ func (s *Schedule) runRandom(ctx context.Context) {
 		}
 		name := s.Names[s.Rng.Intn(len(s.Names))]
 		a := s.template(name)
-		if isClientFault(name) {
+		if AimsAtClient(name) {
 			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
 		} else {
 			a.Nodes = s.targets()

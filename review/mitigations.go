@@ -97,8 +97,8 @@ func fencing(c *harness.Config, _ Threat, _ Measured) (string, error) {
 }
 
 func fsyncAlways(c *harness.Config, _ Threat, _ Measured) (string, error) {
-	if c.System == cluster.Etcd {
-		return "", notApplicable("etcd syncs its log before it answers")
+	if why := harness.OwnPersistence(c.System); why != "" {
+		return "", notApplicable("%s", why)
 	}
 	if c.Persistence == cluster.PersistAlways {
 		return "", notApplicable("the servers already run with appendfsync always")
@@ -125,7 +125,7 @@ func ttlBelowFailover(c *harness.Config, _ Threat, m Measured) (string, error) {
 }
 
 func waitForReplica(c *harness.Config, _ Threat, _ Measured) (string, error) {
-	if c.System != cluster.Sentinel {
+	if d, err := locks.Lookup(locks.WaitName); err != nil || !d.Fits(c.System, harness.LockNodes(c.System)) {
 		return "", notApplicable("WAIT needs replicas")
 	}
 	if len(c.Client) > 0 {
@@ -167,7 +167,7 @@ func switchSystem(c *harness.Config, t Threat, builder func(*harness.Config)) er
 	fresh.Seed, fresh.Workload, fresh.Store, fresh.Client = c.Seed, c.Workload, c.Store, c.Client
 	fresh.Renew, fresh.RenewFor, fresh.StopOnFirstViolation, fresh.StopGrace = c.Renew, c.RenewFor, c.StopOnFirstViolation, c.StopGrace
 	builder(&fresh)
-	if fresh.System != cluster.Etcd {
+	if harness.OwnPersistence(fresh.System) == "" {
 		fresh.Persistence = c.Persistence
 	}
 	t.Inject(&fresh)

@@ -142,6 +142,10 @@ func TestMitigationConfigs(t *testing.T) {
 	if err != nil || cfg.TTL != 1200*time.Millisecond || !strings.Contains(note, "2.4s") {
 		t.Errorf("ttl-below-failover: %v, TTL %s, %q", err, cfg.TTL, note)
 	}
+	wait, _ := LookupMitigation("wait")
+	if cfg, _, err := s.mitigationConfig(failover, wait, 1, Measured{}); err != nil || cfg.Lock != locks.WaitName {
+		t.Errorf("wait on Sentinel: %v, lock %s", err, cfg.Lock)
+	}
 	fcfg, err := s.threatConfig(failover, 1)
 	if err != nil || fcfg.TTL < FailoverTTL || fcfg.ScriptName == "" {
 		t.Errorf("failover: %v, %+v", err, fcfg.Settings)

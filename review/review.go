@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -110,7 +111,7 @@ func (row *Row) measure() {
 		}
 		faults := faultsOf(run.Dir)
 		for _, f := range faults {
-			if f.Name == "kill" && f.End != checker.Never && f.End > f.Start {
+			if f.Name == nemesis.Kill && f.End != checker.Never && f.End > f.Start {
 				downtimes = append(downtimes, time.Duration(f.End-f.Start))
 			}
 		}
@@ -184,7 +185,7 @@ func breakingPause(dir string, faults []checker.Fault) time.Duration {
 	}
 	if ex := res.Exclusion; ex != nil && len(ex.Violations) > 0 {
 		for _, f := range ex.Violations[0].Faults {
-			if f.Name == "client-pause" && f.End != checker.Never {
+			if f.Name == nemesis.ClientPause && f.End != checker.Never {
 				return time.Duration(f.End - f.Start)
 			}
 		}
@@ -193,7 +194,7 @@ func breakingPause(dir string, faults []checker.Fault) time.Duration {
 		w := rs.Interleaved[0]
 		var best *checker.Fault
 		for i, f := range faults {
-			if f.Name != "client-pause" || f.End == checker.Never {
+			if f.Name != nemesis.ClientPause || f.End == checker.Never {
 				continue
 			}
 			for _, wr := range []checker.Write{w.First, w.Second} {

@@ -49,7 +49,12 @@ func (t Threat) AppliesTo(system string) bool {
 	return t.Systems == nil || slices.Contains(t.Systems, system)
 }
 
-var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
+// faultSystems are the systems the named fault runs on, as its descriptor
+// says (nil: every system).
+func faultSystems(name string) []string {
+	d, _ := nemesis.Lookup(name) // the constants name known faults
+	return d.Systems
+}
 
 // FailoverTTL is the shortest TTL the failover threat runs with: longer
 // than a Sentinel failover with the harness's settings.
@@ -60,7 +65,7 @@ const FailoverTTL = 5 * time.Second
 const ClusterFailoverTTL = 10 * time.Second
 
 // failoverSystems are the systems that fail over by themselves.
-var failoverSystems = []string{cluster.Sentinel, cluster.RedisCluster}
+var failoverSystems = harness.FailoverSystems()
 
 // RestartTTL is the shortest TTL the server-restart threat runs with: a
 // lease that outlives the restart.
@@ -68,12 +73,12 @@ const RestartTTL = 2 * time.Second
 
 // Threats lists every threat, in the order a review runs and shows them.
 var Threats = []Threat{
-	{Name: "client-pause", Title: "client pause (a GC pause, a stalled VM)",
+	{Name: nemesis.ClientPause, Title: "client pause (a GC pause, a stalled VM)",
 		Catches:     "Kleppmann's pause: a holder acts after its lease (only fencing saves the resource); a lock with no deadline of its own, as etcd 3.4.3's lock (Jepsen)",
 		Inject:      func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientPause} },
 		Moments:     []string{checker.MomentStaleActs, checker.MomentStaleGrants},
 		Mitigations: []string{"fencing", "etcd"}},
-	{Name: "client-crash", Title: "client crash (the holder dies)",
+	{Name: nemesis.ClientCrash, Title: "client crash (the holder dies)",
 		Catches: "a lock with no TTL, held for ever by a dead client",
 		Inject:  func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientCrash} },
 		Moments: []string{checker.MomentHolderCrashes}},
@@ -129,12 +134,12 @@ var Threats = []Threat{
 		Catches: "a lock that believes past its lease when the server stops answering",
 		Inject:  func(c *harness.Config) { serverFault(c, nemesis.Partition) },
 		Moments: []string{checker.MomentNodeFaults}, Mitigations: []string{"etcd"}},
-	{Name: "clock-jump", Title: "a server's clock jumping forward (1.5 TTL)", Systems: redisSystems,
+	{Name: "clock-jump", Title: "a server's clock jumping forward (1.5 TTL)", Systems: faultSystems(nemesis.ClockJump),
 		Catches:     "keys expiring early on a node whose clock jumped (Kleppmann; Redis expires keys by the wall clock, redis#416)",
 		Inject:      func(c *harness.Config) { serverFault(c, nemesis.ClockJump) },
 		Moments:     []string{checker.MomentNodeFaults},
 		Mitigations: []string{"fencing", "redlock", "etcd"}},
-	{Name: "clock-drift", Title: "a server's clock running 1% fast", Systems: redisSystems,
+	{Name: "clock-drift", Title: "a server's clock running 1% fast", Systems: faultSystems(nemesis.ClockDrift),
 		Catches: "a drift margin too small for the clocks' drift (Redlock's TTL/100 + 2 ms)",
 		Inject: func(c *harness.Config) {
 			serverFault(c, nemesis.ClockDrift)
@@ -248,14 +253,7 @@ func clusterScript(c *harness.Config, script string) {
 // granted the latest lease on Redlock (the holder's majority).
 func serverFault(c *harness.Config, fault string) {
 	scenario.ServerFault(c, fault)
-	switch c.System {
-	case cluster.Sentinel, cluster.RedisCluster:
-		c.Targets = "primary"
-	case cluster.Redlock:
-		c.Targets = "holder"
-	default:
-		c.Targets = "one"
-	}
+	c.Targets = harness.FaultTarget(c.System)
 }
 
 // analog is a Sentinel threat's equivalent on a system without Sentinel

@@ -260,7 +260,7 @@ func Seeded(seed int64, f func(*harness.Config)) func(*harness.Config) {
 // backoff.
 func Etcd(lock string) func(*harness.Config) {
 	return func(c *harness.Config) {
-		c.System, c.Lock, c.TTL = cluster.Etcd, lock, time.Second
+		c.System, c.Lock, c.TTL = cluster.Etcd, lock, harness.DefaultTTL(cluster.Etcd)
 		c.TimeLimit, c.Recovery = 6*time.Second, 3*time.Second
 	}
 }

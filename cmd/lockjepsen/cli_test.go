@@ -403,6 +403,20 @@ func TestGridEtcdRows(t *testing.T) {
 	if got := strings.Join(names, ","); got != "single/token,etcd/etcd-session" {
 		t.Errorf("locks across systems: %s", got)
 	}
+	// A grid cell takes its system's TTL (etcd's whole second) and aims
+	// its faults where they hurt there.
+	for _, tc := range []struct {
+		sys, targets string
+		ttl          time.Duration
+	}{
+		{"etcd", "one", time.Second}, {"single", "one", harness.DefaultConfig().TTL},
+		{"sentinel", "primary", harness.DefaultConfig().TTL}, {"cluster", "primary", harness.DefaultConfig().TTL},
+		{"redlock", "holder", harness.DefaultConfig().TTL},
+	} {
+		if c := gridConfig(tc.sys, "", "mutex", nil); c.TTL != tc.ttl || c.Targets != tc.targets {
+			t.Errorf("%s grid cell: TTL %s, targets %s; want %s, %s", tc.sys, c.TTL, c.Targets, tc.ttl, tc.targets)
+		}
+	}
 }
 
 // A matrix run's report reproduces that run, not the whole matrix: a grid

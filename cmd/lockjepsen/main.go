@@ -189,8 +189,8 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			if (cmd.Flags().Changed("renew") || cmd.Flags().Changed("renew-for")) && !cmd.Flags().Changed("workload") {
 				cfg.Workload = workloads.Renew // --renew alone asks for the renewal workload
 			}
-			if cfg.System == cluster.Etcd && !cmd.Flags().Changed("ttl") && cfg.TTL == harness.DefaultConfig().TTL {
-				cfg.TTL = time.Second // etcd's leases are whole seconds
+			if !cmd.Flags().Changed("ttl") && cfg.TTL == harness.DefaultConfig().TTL {
+				cfg.TTL = harness.DefaultTTL(cfg.System) // etcd's leases are whole seconds
 			}
 			cfg.Command = append([]string{"lockjepsen"}, args...)
 			if cfg.Backend, err = be.backend(cmd.Context(), stdout); err != nil {
@@ -410,7 +410,7 @@ func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.StringVar(&cfg.RenewFor, "renew-for", "", "renew workloads: how long a hold lasts, in TTLs: 3 or 1..5 (default 1..5)")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; on etcd whole seconds, and 1s unless given)")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; "+harness.TTLHelp()+")")
 	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "duration of the fault phase")
 	f.DurationVar(&cfg.Recovery, "recovery", cfg.Recovery, "fault-free phase after healing, to judge liveness")
 	f.StringVar(&cfg.Hold, "hold", cfg.Hold, "how long a client holds the lock: 10ms (fixed), 5ms..50ms (uniform) or exp:20ms")

@@ -398,24 +398,21 @@ func gridName(sys, lock, workload string, faults []string) string {
 func gridConfig(sys, lock, workload string, faults []string) harness.Config {
 	cfg := harness.DefaultConfig()
 	cfg.System, cfg.Lock, cfg.Workload, cfg.Nemesis = sys, lock, workload, faults
+	cfg.TTL, cfg.Targets = harness.DefaultTTL(sys), harness.FaultTarget(sys)
 	cfg.TimeLimit, cfg.Recovery = 4*time.Second, 1500*time.Millisecond
 	cfg.NemesisInterval = 400 * time.Millisecond
 	cfg.Hold, cfg.FaultDuration = "100ms..300ms", 300*time.Millisecond
 	switch sys {
 	case cluster.Sentinel, cluster.RedisCluster:
 		cfg.TimeLimit = 6 * time.Second
-		cfg.Targets = nemesis.TargetPrimary
 		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
 	case cluster.Redlock:
 		cfg.Clients = 3
-		cfg.Targets = nemesis.TargetHolder
 		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 150*time.Millisecond
 	case cluster.Etcd:
-		// Whole-second leases; the etcd client reconnects to a member it
-		// lost with a backoff, hence the longer recovery.
-		cfg.TTL = time.Second
+		// The etcd client reconnects to a member it lost with a backoff,
+		// hence the longer recovery.
 		cfg.TimeLimit, cfg.Recovery = 6*time.Second, 3*time.Second
-		cfg.Targets = nemesis.TargetOne
 		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
 	}
 	cfg.Expect = harness.ExpectAny

@@ -5,6 +5,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
@@ -58,19 +59,19 @@ var Scenarios = []scenario.Scenario{
 	{Name: "etcd-session-client-pause", Expect: checker.VerdictUnsafe, Tags: []string{"etcd"},
 		Shows: "Jepsen's etcd 3.4.3 finding: with the session's keep-alive, a client paused past the TTL loses its lease and wakes up still holding the lock",
 		Edit: scenario.Then(scenario.Etcd(EtcdSessionName), func(c *harness.Config) {
-			c.Nemesis = []string{"client-pause"}
+			c.Nemesis = []string{nemesis.ClientPause}
 		})},
 	{Name: "etcd-session-fenced-counter", Expect: checker.VerdictUnsafe, Tags: []string{"etcd"},
 		Shows: "the same pauses on the counter: the lock is not exclusive, but the create revision fences the resource and no update is lost",
 		Edit: scenario.Then(scenario.Etcd(EtcdSessionName), func(c *harness.Config) {
 			c.Workload = workloads.Counter
-			c.Nemesis = []string{"client-pause"}
+			c.Nemesis = []string{nemesis.ClientPause}
 		})},
 	{Name: "etcd-gc-pause-fenced", Expect: checker.VerdictSafe, Tags: []string{"etcd"},
 		Shows: "etcd's lock without keep-alive under the same pauses on the counter: the holder's belief ends with its lease, and the fence refuses the late write",
 		Edit: scenario.Then(scenario.Etcd(EtcdName), func(c *harness.Config) {
 			c.Workload = workloads.Counter
-			c.Nemesis = []string{"client-pause"}
+			c.Nemesis = []string{nemesis.ClientPause}
 		})},
 }
 

@@ -1,0 +1,83 @@
+package harness
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/nemesis"
+)
+
+// The systems' TTL rules, asked by the CLI, the matrix and the review:
+// etcd's leases are whole seconds and default to 1s; the Redis systems
+// take DefaultConfig's TTL and any duration.
+func TestTTLRules(t *testing.T) {
+	cases := []struct {
+		system string
+		ttl    time.Duration
+		ok     bool
+		def    time.Duration
+	}{
+		{cluster.Etcd, time.Second, true, time.Second},
+		{cluster.Etcd, 3 * time.Second, true, time.Second},
+		{cluster.Etcd, 1500 * time.Millisecond, false, time.Second},
+		{cluster.Etcd, 500 * time.Millisecond, false, time.Second},
+		{cluster.Single, 1500 * time.Millisecond, true, DefaultConfig().TTL},
+		{cluster.Sentinel, 200 * time.Millisecond, true, DefaultConfig().TTL},
+		{cluster.RedisCluster, 1500 * time.Millisecond, true, DefaultConfig().TTL},
+	}
+	for _, tc := range cases {
+		d, err := lookupSystem(tc.system)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = d.ttl.check(tc.system, tc.ttl)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s --ttl %s: %v, want ok %v", tc.system, tc.ttl, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "whole seconds") {
+			t.Errorf("%s --ttl %s: %v does not say why", tc.system, tc.ttl, err)
+		}
+		if got := DefaultTTL(tc.system); got != tc.def {
+			t.Errorf("DefaultTTL(%s) = %s, want %s", tc.system, got, tc.def)
+		}
+	}
+	if got, want := TTLHelp(), "on etcd whole seconds, and 1s unless given"; got != want {
+		t.Errorf("TTLHelp() = %q, want %q", got, want)
+	}
+}
+
+// The facts the review and the matrix ask of a system instead of its
+// name: where a server fault hurts, whether it fails over, whether
+// Redis's persistence options apply.
+func TestSystemFacts(t *testing.T) {
+	cases := []struct {
+		system, target string
+		failsOver      bool
+		ownPersistence bool
+	}{
+		{cluster.Single, nemesis.TargetOne, false, false},
+		{cluster.Sentinel, nemesis.TargetPrimary, true, false},
+		{cluster.Redlock, nemesis.TargetHolder, false, false},
+		{cluster.Etcd, nemesis.TargetOne, false, true},
+		{cluster.RedisCluster, nemesis.TargetPrimary, true, false},
+	}
+	for _, tc := range cases {
+		if got := FaultTarget(tc.system); got != tc.target {
+			t.Errorf("FaultTarget(%s) = %s, want %s", tc.system, got, tc.target)
+		}
+		if got := slices.Contains(FailoverSystems(), tc.system); got != tc.failsOver {
+			t.Errorf("%s fails over: %v, want %v", tc.system, got, tc.failsOver)
+		}
+		if got := OwnPersistence(tc.system) != ""; got != tc.ownPersistence {
+			t.Errorf("OwnPersistence(%s) = %q", tc.system, OwnPersistence(tc.system))
+		}
+		cfg := DefaultConfig()
+		cfg.System, cfg.Persistence, cfg.CustomLock = tc.system, cluster.PersistAlways, true
+		if err := cfg.validateSystem(); (err != nil && strings.Contains(err.Error(), "--persistence")) != tc.ownPersistence {
+			t.Errorf("%s --persistence always: %v", tc.system, err)
+		}
+	}
+}
