@@ -102,7 +102,7 @@ func init() {
 			}
 			return needsFailoverTime(p)
 		},
-		Build: func(p ScriptParams) []Step { return killLaggingPrimary(p, 5*time.Second) },
+		Build: func(p ScriptParams) []Step { return killLaggingPrimary(p, 5*time.Second, 100*time.Millisecond) },
 	}
 }
 
@@ -117,14 +117,14 @@ func needsFailoverTime(p ScriptParams) error {
 	return nil
 }
 
-// killLaggingPrimary slows replication by 100ms on the cluster's internal
+// killLaggingPrimary slows replication by lag on the cluster's internal
 // links for the whole run, and every 20s kills the primary right after a
 // grant and keeps it down for down (past the failover): a grant has not
 // reached the replica when the kill right after it lands, which on the
-// local backend (a SIGKILL) it does within the 100 ms.
-func killLaggingPrimary(p ScriptParams, down time.Duration) []Step {
+// local backend (a SIGKILL) it does within the lag.
+func killLaggingPrimary(p ScriptParams, down, lag time.Duration) []Step {
 	steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
-		Link: proxy.Fault{Latency: 100 * time.Millisecond}}}}
+		Link: proxy.Fault{Latency: lag}}}}
 	for t := time.Duration(0); t+down <= p.TimeLimit; t += 20 * time.Second {
 		steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
 			AfterGrant: true, For: down}})
@@ -170,11 +170,16 @@ func init() {
 	}
 	Scripts["cluster-kill-lagging-replica"] = Script{
 		Name: "cluster-kill-lagging-replica",
-		Description: "Redis Cluster: replication is slowed by 100ms on the cluster's own links, so replicas stay connected " +
+		Description: "Redis Cluster: replication is slowed by 250ms on the cluster's own links, so replicas stay connected " +
 			"(as min-replicas-to-write needs) but behind; the primary of the lock's slot is killed right after a client " +
 			"acquires and stays down past the failover",
 		Check: needsRedisCluster,
-		Build: func(p ScriptParams) []Step { return killLaggingPrimary(p, 8*time.Second) },
+		// 250 ms rather than Sentinel's 100: a loaded machine (a CI
+		// run's own vet and compiles) has taken longer than 100 ms from
+		// the grant to the kill, and the key reached the replica. Below
+		// half of cluster.ClusterNodeTimeout, so the bus still sees
+		// every node alive.
+		Build: func(p ScriptParams) []Step { return killLaggingPrimary(p, 8*time.Second, 250*time.Millisecond) },
 	}
 	Scripts["cluster-isolate-primary"] = Script{
 		Name: "cluster-isolate-primary",

@@ -398,7 +398,7 @@ func init() {
 			Shows: "the replica of the lock's slot has fallen behind (its replication cut) and the primary is killed right after a grant: the replica the cluster promotes never saw the lock",
 			Edit:  then(redisCluster, clusterLongLeases, func(c *harness.Config) { c.ScriptName = "cluster-kill-after-acquire" })},
 		{Name: "cluster-kill-min-replicas", Expect: unsafe, Tags: []string{"cluster"},
-			Shows: "a kill right after a grant with min-replicas-to-write 1 (lag 1 s) and replication 100 ms behind (a cut replica would stop all writes): the promoted replica grants only once it has a replica again (the old primary, back 8 s later), so only a lease that outlives the outage is lost, and this one does",
+			Shows: "a kill right after a grant with min-replicas-to-write 1 (lag 1 s) and replication 250 ms behind (a cut replica would stop all writes): the promoted replica grants only once it has a replica again (the old primary, back 8 s later), so only a lease that outlives the outage is lost, and this one does",
 			Edit: then(redisCluster, clusterLongLeases, func(c *harness.Config) {
 				c.ScriptName = "cluster-kill-lagging-replica"
 				c.MinReplicasToWrite, c.MinReplicasMaxLag = 1, time.Second
