@@ -92,7 +92,9 @@ func TestPHPClientOnRedlockHolderFaults(t *testing.T) {
 			t.Parallel()
 			cfg := harnesstest.ShortConfig(t)
 			cfg.System, cfg.Client, cfg.Expect = cluster.Redlock, client(t, argv...), harness.ExpectAny
-			cfg.Nemesis, cfg.Targets = []string{"kill"}, "holder"
+			// Each kill right after a grant (AfterAcquire), so that it
+			// meets a live lease rather than a gap between holds.
+			cfg.Nemesis, cfg.Targets, cfg.AfterAcquire = []string{"kill"}, "holder", true
 			cfg.RestartDelay, cfg.Hold = cfg.TTL+200*time.Millisecond, "100ms..300ms"
 			r := harnesstest.Run(t, cfg).Results
 			if len(r.Errors) > 0 {
