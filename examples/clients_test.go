@@ -201,31 +201,13 @@ func TestSlowStartingClientsGetTheWholeTimeLimit(t *testing.T) {
 	}
 }
 
-// requireTwoPrimaries asks the witness to name two holders on two
-// primaries: the failover happened, and the lock was granted on both sides
-// of it (harness/sentinel_test.go asks the same of the Go token lock).
-func requireTwoPrimaries(t *testing.T, r *harness.Results) {
-	t.Helper()
-	v := r.Exclusion.Violations[0]
-	if len(v.First.Nodes) != 1 || len(v.Second.Nodes) != 1 || v.First.Nodes[0] == v.Second.Nodes[0] {
-		t.Fatalf("the witness does not show two primaries: %s", v.Story)
-	}
-}
+// requireTwoPrimaries: harnesstest.RequireTwoPrimaries (the Go token
+// lock's test asks the same).
+func requireTwoPrimaries(t *testing.T, r *harness.Results) { harnesstest.RequireTwoPrimaries(t, r) }
 
-// killAfterAcquireSteps are the steps of the named script
-// sentinel-kill-after-acquire for c, with the killed primary kept down for
-// down instead of the script's 5 s (as harness/sentinel_test.go builds
-// them for the Go token lock).
+// killAfterAcquireSteps: harnesstest.KillAfterAcquireSteps.
 func killAfterAcquireSteps(c *harness.Config, down time.Duration) []nemesis.Step {
-	p := nemesis.ScriptParams{Nodes: []string{"n1", "n2", "n3"}, Sentinels: []string{"s1", "s2", "s3"},
-		Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit, Interval: c.NemesisInterval, Duration: c.FaultDuration}
-	steps := nemesis.Scripts["sentinel-kill-after-acquire"].Build(p)
-	for i := range steps {
-		if steps[i].Action.Fault == nemesis.Kill {
-			steps[i].Action.For = down
-		}
-	}
-	return steps
+	return harnesstest.KillAfterAcquireSteps(c, down)
 }
 
 // clientProcesses lists the processes of this test binary's children
