@@ -47,7 +47,13 @@ async function init(msg) {
   client = createClient({ socket: { host, port: Number(port), connectTimeout: timeoutMs, reconnectStrategy: () => 10 },
     disableOfflineQueue: true });
   client.on('error', () => {});
-  await client.connect();
+  // node-redis's connect() waits for the first connection however long
+  // the reconnects take, so it is given a second: the harness's probe of
+  // a client's init_ok hands it a port nothing listens on (and would wait
+  // its 30 s start timeout), and in a run an unreachable server is every
+  // request's unknown outcome, not a client that never answers.
+  const connected = client.connect().catch(() => {});
+  await Promise.race([connected, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
   return { type: 'init_ok', protocol: 1, name: 'node-redis token lock' + (fenced ? ' (fenced)' : ''),
     capabilities: fenced ? ['fence'] : [] };
 }
