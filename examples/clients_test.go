@@ -1,6 +1,6 @@
 // Package examples_test runs the lock clients of other languages in
 // examples/ on real servers, through the client protocol, with the
-// verdicts the README gives them.
+// verdicts docs/your-lock.md and docs/libraries.md give them.
 package examples_test
 
 import (

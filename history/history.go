@@ -73,7 +73,7 @@ type Op struct {
 }
 
 // Value carries the payload of an event; which fields are set depends on f
-// and type (see the README's "History format").
+// and type (see docs/formats.md, "History format").
 type Value struct {
 	// TTL requested by an acquire or extend invoke, in ns.
 	TTL int64 `json:"ttl,omitempty"`

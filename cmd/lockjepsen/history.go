@@ -20,7 +20,7 @@ func newHistoryCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "history",
 		Short: "Print or convert a run's history file",
 		Long: `A run writes its history as history.jsonl.zst: the JSON Lines format of
-the README's "History format", compressed with zstd. Runs of earlier versions
+docs/formats.md ("History format"), compressed with zstd. Runs of earlier versions
 wrote it plain, as history.jsonl; check, report and serve read both.`,
 	}
 	cmd.AddCommand(newHistoryCatCmd(stdout, stderr), newHistoryCompressCmd(stdout, stderr))

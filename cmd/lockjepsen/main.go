@@ -150,7 +150,7 @@ input, 3 the harness itself failed.`,
 	root.SetErr(stderr)
 	root.AddCommand(newTestCmd(args, stdout, stderr), newSoakCmd(args, stdout, stderr), newScenarioCmd(args, stdout, stderr), newMatrixCmd(args, stdout, stderr), newCheckCmd(stdout, stderr),
 		newReportCmd(stdout, stderr), newServeCmd(stdout, stderr), newReviewCmd(stdout, stderr), newHistoryCmd(stdout, stderr),
-		newReplayCmd(args, stdout, stderr), newShrinkCmd(stdout, stderr))
+		newReplayCmd(args, stdout, stderr), newShrinkCmd(stdout, stderr), newReferenceCmd(stdout))
 	return root
 }
 
