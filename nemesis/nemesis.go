@@ -103,6 +103,14 @@ type Action struct {
 // when the action starts (scripts are written before the run).
 const PrimaryPlaceholder = "@primary"
 
+// HolderPlaceholder in Action.Nodes stands for a node that granted the
+// latest lease when the action starts (after its grant, for one aimed
+// after a grant). A random schedule with the holder target plans its
+// actions so, and schedule.json keeps the placeholder (with the node hit
+// beside it): a replay then aims at the lease of its own time, as the
+// original did, instead of at a node that may hold nothing by then.
+const HolderPlaceholder = "@holder"
+
 // Fault is one kind of fault.
 type Fault interface {
 	Name() string

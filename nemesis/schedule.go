@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,6 +78,9 @@ type Schedule struct {
 	OnPlayed func(Played)
 
 	start time.Time // when Run began: the fault phase's clock
+	// rngMu guards Rng where script steps, which run concurrently, draw
+	// from it (a holder placeholder's node).
+	rngMu sync.Mutex
 }
 
 // Played is one executed action: At is when the schedule took it up
@@ -130,6 +134,13 @@ func NewSchedule(env *Env, names []string, opts Options, rng *rand.Rand, script 
 		}
 		a := st.Action
 		s.resolvePrimary(&a)
+		for i, n := range a.Nodes {
+			if n == HolderPlaceholder && len(env.Nodes) > 0 {
+				// Any node will do for the check: the holder is one of them.
+				a.Nodes = append([]string(nil), a.Nodes...)
+				a.Nodes[i] = env.Nodes[0]
+			}
+		}
 		if err := s.Faults[a.Fault].Available(env, &a); err != nil {
 			return nil, fmt.Errorf("script step %d (%s): %w", i+1, a.Fault, err)
 		}
@@ -245,6 +256,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 		}
 	}
 	s.resolvePrimary(a)
+	s.resolveHolder(a)
 	_, quiet := f.(selfRecording)
 	detail := describe(a)
 	if !quiet && s.Env.OnEvent != nil {
@@ -300,6 +312,34 @@ func (s *Schedule) resolvePrimary(a *Action) {
 			a.Nodes = nodes
 		}
 	}
+}
+
+// resolveHolder replaces the holder placeholder by a node that granted
+// the latest lease now, or by a random node before any grant (or when
+// the run cannot say). It draws once either way, so that a seed gives
+// the same random schedule whatever the holder.
+func (s *Schedule) resolveHolder(a *Action) {
+	i := slices.Index(a.Nodes, HolderPlaceholder)
+	if i < 0 {
+		return
+	}
+	var granted []string
+	if s.Env.Holder != nil {
+		granted = s.Env.Holder()
+	}
+	pool := granted
+	if len(pool) == 0 {
+		pool = s.Env.Nodes
+	}
+	s.rngMu.Lock()
+	pick := 0
+	if s.Rng != nil {
+		pick = s.Rng.Intn(len(pool))
+	}
+	s.rngMu.Unlock()
+	nodes := append([]string(nil), a.Nodes...)
+	nodes[i] = pool[pick]
+	a.Nodes = nodes
 }
 
 // HealAll heals every fault with a fresh deadline.
@@ -364,12 +404,9 @@ func (s *Schedule) targets() []string {
 		}
 	}
 	if s.Opts.Targets == TargetHolder {
-		if s.Env.Holder != nil {
-			if granted := s.Env.Holder(); len(granted) > 0 {
-				return []string{granted[s.Rng.Intn(len(granted))]}
-			}
-		}
-		s.Rng.Intn(1) // keep the number of draws fixed
+		// Resolved when the action starts (play), after the grant it
+		// waits for if any: the lease it aims at is the one live then.
+		return []string{HolderPlaceholder}
 	}
 	return nodes
 }

@@ -42,7 +42,8 @@ type ScheduledFault struct {
 	At      time.Duration `json:"at_ns"`
 	Applied time.Duration `json:"applied_ns"`
 	// Nodes are the targets as planned ("@primary" is the primary at the
-	// time); Hit are the nodes the fault was applied to.
+	// time, "@holder" a node of the latest lease at the time); Hit are
+	// the nodes the fault was applied to.
 	Nodes []string `json:"nodes,omitempty"`
 	Hit   []string `json:"hit,omitempty"`
 	// Clients are client workers (0-based): a client fault's client, or
