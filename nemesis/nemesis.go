@@ -94,6 +94,11 @@ type Action struct {
 	// AfterGrant delays the start until the next granted lease, to hit a
 	// holder before replication catches up.
 	AfterGrant bool
+	// LeaseNodes, with AfterGrant and the holder placeholder, waits for a
+	// grant by this many nodes (0: any grant). A replay aims at the kind
+	// of lease the original hit: on Redlock one crash breaks a lease
+	// granted by a bare majority, and none granted by every node.
+	LeaseNodes int
 	// Internal narrows a network fault to the cluster's own links into
 	// the nodes (replication, sentinels): latency there is replication lag.
 	Internal bool

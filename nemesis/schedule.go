@@ -93,7 +93,10 @@ type Played struct {
 	At, Applied time.Duration
 	Action      Action
 	Hit         []string
-	Err         error
+	// LeaseNodes is how many nodes had granted the lease a holder
+	// placeholder was resolved from (0: none, or no placeholder).
+	LeaseNodes int
+	Err        error
 }
 
 // NewSchedule builds the faults named and checks, before anything runs,
@@ -243,9 +246,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 		case <-s.Env.Granted:
 		default:
 		}
-		select {
-		case <-s.Env.Granted:
-		case <-ctx.Done():
+		if !s.awaitGrant(ctx, a) {
 			return
 		}
 		// The primary is the one that granted just now.
@@ -256,7 +257,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 		}
 	}
 	s.resolvePrimary(a)
-	s.resolveHolder(a)
+	leaseNodes := s.resolveHolder(a)
 	_, quiet := f.(selfRecording)
 	detail := describe(a)
 	if !quiet && s.Env.OnEvent != nil {
@@ -268,7 +269,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	err := f.Start(ctx, s.Env, a)
 	once.Do(placed)
 	if s.OnPlayed != nil {
-		s.OnPlayed(Played{At: at, Applied: time.Since(s.start), Action: planned, Hit: append([]string(nil), a.Nodes...), Err: err})
+		s.OnPlayed(Played{At: at, Applied: time.Since(s.start), Action: planned, Hit: append([]string(nil), a.Nodes...), LeaseNodes: leaseNodes, Err: err})
 	}
 	if !quiet || err != nil {
 		phase := "start"
@@ -314,14 +315,30 @@ func (s *Schedule) resolvePrimary(a *Action) {
 	}
 }
 
+// awaitGrant waits for the next grant, by a.LeaseNodes nodes if set on
+// an action aimed at the holder; false when ctx ended first.
+func (s *Schedule) awaitGrant(ctx context.Context, a *Action) bool {
+	for {
+		select {
+		case <-s.Env.Granted:
+		case <-ctx.Done():
+			return false
+		}
+		if a.LeaseNodes == 0 || s.Env.Holder == nil || !slices.Contains(a.Nodes, HolderPlaceholder) || len(s.Env.Holder()) == a.LeaseNodes {
+			return true
+		}
+	}
+}
+
 // resolveHolder replaces the holder placeholder by a node that granted
 // the latest lease now, or by a random node before any grant (or when
-// the run cannot say). It draws once either way, so that a seed gives
-// the same random schedule whatever the holder.
-func (s *Schedule) resolveHolder(a *Action) {
+// the run cannot say), and returns how many nodes granted that lease. It
+// draws once either way, so that a seed gives the same random schedule
+// whatever the holder.
+func (s *Schedule) resolveHolder(a *Action) int {
 	i := slices.Index(a.Nodes, HolderPlaceholder)
 	if i < 0 {
-		return
+		return 0
 	}
 	var granted []string
 	if s.Env.Holder != nil {
@@ -340,6 +357,7 @@ func (s *Schedule) resolveHolder(a *Action) {
 	nodes := append([]string(nil), a.Nodes...)
 	nodes[i] = pool[pick]
 	a.Nodes = nodes
+	return len(granted)
 }
 
 // HealAll heals every fault with a fresh deadline.

@@ -57,7 +57,11 @@ type ScheduledFault struct {
 	LinkRateKBps int64         `json:"link_rate_kbps,omitempty"`
 	LoseUnsynced bool          `json:"lose_unsynced,omitempty"`
 	AfterGrant   bool          `json:"after_grant,omitempty"`
-	Internal     bool          `json:"internal,omitempty"`
+	// LeaseNodes is how many nodes had granted the lease a fault aimed
+	// at the holder ("@holder") hit; aimed after a grant, a replay waits
+	// for a grant by as many nodes.
+	LeaseNodes int  `json:"lease_nodes,omitempty"`
+	Internal   bool `json:"internal,omitempty"`
 	// Error is why the fault could not be applied; a replay skips it.
 	Error string `json:"error,omitempty"`
 }
