@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -84,7 +86,7 @@ func Shrink(ctx context.Context, r Runner, orig Candidate, opts Options) (*Resul
 	if !ok {
 		return nil, fmt.Errorf("%w in %d of %d tries", ErrNotReproduced, s.opts.K, s.opts.N)
 	}
-	for _, stage := range []func(context.Context) error{s.faults, s.clients, s.keys, s.cut, s.tighten, s.durations} {
+	for _, stage := range []func(context.Context) error{s.aim, s.faults, s.clients, s.keys, s.cut, s.tighten, s.durations} {
 		if err := stage(ctx); err != nil {
 			if errors.Is(err, errStop) {
 				return s.res, nil
@@ -151,6 +153,31 @@ func (s *search) stopped(ctx context.Context) string {
 // slack is how long a candidate runs past its last fault's end: a
 // violation a fault causes shows within a few TTLs of it.
 func (s *search) slack() time.Duration { return max(2*time.Second, 4*s.opts.TTL) }
+
+// aim aims every fault planned at the holder's node right after a grant,
+// as --after-acquire does. Such a fault was meant for a live lease, but
+// taken up at a random time it finds one only now and then: a violation
+// it caused may come back in one replay of five, too rarely for delta
+// debugging to tell a fault that matters from an unlucky try. Aimed, it
+// strikes at a fresh lease granted by as many nodes as the one it hit
+// (schedule.json's lease_nodes), on one of that lease's nodes. Like every
+// step it is kept only when it reproduces, and the shrunk schedule says
+// so (after_grant).
+func (s *search) aim(ctx context.Context) error {
+	c := clone(s.res.Best)
+	n := 0
+	for i, f := range c.Faults {
+		if !f.AfterGrant && slices.Contains(f.Nodes, nemesis.HolderPlaceholder) {
+			c.Faults[i].AfterGrant = true
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	_, err := s.step(ctx, "aim", fmt.Sprintf("%d faults on the holder's node aimed right after a grant like the one each hit", n), c)
+	return err
+}
 
 // faults is delta debugging over the schedule. A candidate's fault phase
 // ends a slack after its last fault's end (or at the original's time
