@@ -240,13 +240,15 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	}
 	f := s.Faults[a.Fault]
 	at, planned := time.Since(s.start), *a
+	var lease []string // the lease a grant brought, for a holder placeholder
 	if a.AfterGrant && s.Env.Granted != nil {
 		// Drop a grant seen earlier: the fault must follow a fresh one.
 		select {
 		case <-s.Env.Granted:
 		default:
 		}
-		if !s.awaitGrant(ctx, a) {
+		var ok bool
+		if lease, ok = s.awaitGrant(ctx, a); !ok {
 			return
 		}
 		// The primary is the one that granted just now.
@@ -257,7 +259,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 		}
 	}
 	s.resolvePrimary(a)
-	leaseNodes := s.resolveHolder(a)
+	leaseNodes := s.resolveHolder(a, lease)
 	_, quiet := f.(selfRecording)
 	detail := describe(a)
 	if !quiet && s.Env.OnEvent != nil {
@@ -316,32 +318,36 @@ func (s *Schedule) resolvePrimary(a *Action) {
 }
 
 // awaitGrant waits for the next grant, by a.LeaseNodes nodes if set on
-// an action aimed at the holder; false when ctx ended first.
-func (s *Schedule) awaitGrant(ctx context.Context, a *Action) bool {
+// an action aimed at the holder, and returns the nodes that granted it
+// when the action aims at the holder; false when ctx ended first.
+func (s *Schedule) awaitGrant(ctx context.Context, a *Action) ([]string, bool) {
 	for {
 		select {
 		case <-s.Env.Granted:
 		case <-ctx.Done():
-			return false
+			return nil, false
 		}
-		if a.LeaseNodes == 0 || s.Env.Holder == nil || !slices.Contains(a.Nodes, HolderPlaceholder) || len(s.Env.Holder()) == a.LeaseNodes {
-			return true
+		if s.Env.Holder == nil || !slices.Contains(a.Nodes, HolderPlaceholder) {
+			return nil, true
+		}
+		if lease := s.Env.Holder(); a.LeaseNodes == 0 || len(lease) == a.LeaseNodes {
+			return lease, true
 		}
 	}
 }
 
 // resolveHolder replaces the holder placeholder by a node that granted
-// the latest lease now, or by a random node before any grant (or when
-// the run cannot say), and returns how many nodes granted that lease. It
-// draws once either way, so that a seed gives the same random schedule
-// whatever the holder.
-func (s *Schedule) resolveHolder(a *Action) int {
+// lease (the one awaited), else the latest lease now, or by a random node
+// before any grant (or when the run cannot say), and returns how many
+// nodes granted that lease. It draws once either way, so that a seed
+// gives the same random schedule whatever the holder.
+func (s *Schedule) resolveHolder(a *Action, lease []string) int {
 	i := slices.Index(a.Nodes, HolderPlaceholder)
 	if i < 0 {
 		return 0
 	}
-	var granted []string
-	if s.Env.Holder != nil {
+	granted := lease
+	if granted == nil && s.Env.Holder != nil {
 		granted = s.Env.Holder()
 	}
 	pool := granted
