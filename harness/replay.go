@@ -22,7 +22,7 @@ func (r *runner) recordSchedule(rec *history.Recorder, sched *nemesis.Schedule) 
 	start := time.Now()
 	sched.OnPlayed = func(p nemesis.Played) {
 		f := ScheduledFault(p.Action, p.At)
-		f.Applied, f.Hit = p.Applied, p.Hit
+		f.Applied, f.Hit, f.LeaseNodes = p.Applied, p.Hit, p.LeaseNodes
 		if p.Err != nil {
 			f.Error = p.Err.Error()
 		}
@@ -73,7 +73,7 @@ func ScheduledFault(a nemesis.Action, at time.Duration) runfile.ScheduledFault {
 func ReplayStep(f runfile.ScheduledFault) nemesis.Step {
 	return nemesis.Step{At: f.At, Action: nemesis.Action{
 		Fault: f.Fault, Nodes: append([]string(nil), f.Nodes...), Clients: append([]int(nil), f.Clients...),
-		For: f.For, Offset: f.Offset, Rate: f.Rate, LoseUnsynced: f.LoseUnsynced, AfterGrant: f.AfterGrant, Internal: f.Internal,
+		For: f.For, Offset: f.Offset, Rate: f.Rate, LoseUnsynced: f.LoseUnsynced, AfterGrant: f.AfterGrant, LeaseNodes: f.LeaseNodes, Internal: f.Internal,
 		Link: proxy.Fault{Latency: f.LinkLatency, Jitter: f.LinkJitter, RateKBps: f.LinkRateKBps},
 	}}
 }

@@ -1,15 +1,19 @@
 package harness_test
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -111,6 +115,70 @@ func TestReplayAimsAfterGrantAgain(t *testing.T) {
 			t.Errorf("replayed kill %d (due %s, landed %s) followed no grant", i, time.Duration(due), time.Duration(landed))
 		}
 	}
+}
+
+// A kill aimed at the holder's node right after a grant is replayed at
+// the holder of the replay's own time, after a grant by as many nodes as
+// the one it hit: schedule.json keeps "@holder" and lease_nodes, and each
+// replayed kill hit a node of a lease of that size granted between the
+// kill's due time and its landing. Three Redlock clients contending for
+// five nodes get leases of three, four and five nodes.
+func TestReplayAimsAtTheSameKindOfLease(t *testing.T) {
+	redistest.RequireBinary(t)
+	t.Parallel()
+	cfg := harnesstest.ShortConfig(t)
+	cfg.System, cfg.Lock, cfg.Clients = cluster.Redlock, locks.RedlockName, 3
+	cfg.TimeLimit, cfg.Recovery = 4*time.Second, 0
+	cfg.Nemesis, cfg.Targets, cfg.AfterAcquire = []string{"kill"}, nemesis.TargetHolder, true
+	cfg.Hold, cfg.NemesisInterval = "150ms..400ms", 300*time.Millisecond
+	cfg.Expect = harness.ExpectAny
+	orig, replay := runAndReplay(t, cfg)
+	a, b := readSchedule(t, orig).Faults, readSchedule(t, replay)
+	if len(a) == 0 || len(b.Faults) == 0 {
+		t.Fatalf("the original applied %d kills, the replay %d", len(a), len(b.Faults))
+	}
+	ops := harnesstest.ReadHistory(t, replay).Ops
+	var sizes []int
+	for _, f := range b.Faults {
+		sizes = append(sizes, f.LeaseNodes)
+	}
+	t.Logf("the original applied %d kills, the replay %d, on leases of %v nodes", len(a), len(b.Faults), sizes)
+	for i, f := range b.Faults {
+		// Each kill waits for its own kind of grant, so they may land out
+		// of order: the original's is the one taken up at the same time.
+		o := slices.MinFunc(a, func(x, y runfile.ScheduledFault) int { return cmp.Compare((x.At - f.At).Abs(), (y.At - f.At).Abs()) })
+		if !slices.Equal(f.Nodes, []string{nemesis.HolderPlaceholder}) || !slices.Equal(o.Nodes, f.Nodes) {
+			t.Errorf("kill %d planned on %v, recorded on %v; want %s", i+1, f.Nodes, o.Nodes, nemesis.HolderPlaceholder)
+		}
+		if o.LeaseNodes == 0 || f.LeaseNodes != o.LeaseNodes || len(f.Hit) != 1 {
+			t.Errorf("kill %d hit %v of a lease of %d nodes; the original hit one of %d", i+1, f.Hit, f.LeaseNodes, o.LeaseNodes)
+			continue
+		}
+		due, landed := b.PhaseStart+int64(f.At), b.PhaseStart+int64(f.Applied)
+		if !leaseGrantedBetween(ops, due, landed, f.LeaseNodes, f.Hit[0]) {
+			t.Errorf("replayed kill %d (due %s, landed %s) hit %s, which granted no lease of %d nodes in between", i+1, time.Duration(due), time.Duration(landed), f.Hit[0], f.LeaseNodes)
+		}
+	}
+}
+
+// leaseGrantedBetween reports whether a lease granted by n nodes, node
+// among them, completed after due and was asked for before landed.
+func leaseGrantedBetween(ops []history.Op, due, landed int64, n int, node string) bool {
+	invoked := map[int]int64{}
+	for _, op := range ops {
+		if op.F != history.Acquire || op.IsNemesis() {
+			continue
+		}
+		switch op.Type {
+		case history.Invoke:
+			invoked[op.Process] = op.Time
+		case history.OK:
+			if op.Time >= due && invoked[op.Process] <= landed && op.Value != nil && len(op.Value.Nodes) == n && slices.Contains(op.Value.Nodes, node) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // grantBetween reports whether an acquire invoked before landed

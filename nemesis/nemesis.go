@@ -94,6 +94,11 @@ type Action struct {
 	// AfterGrant delays the start until the next granted lease, to hit a
 	// holder before replication catches up.
 	AfterGrant bool
+	// LeaseNodes, with AfterGrant and the holder placeholder, waits for a
+	// grant by this many nodes (0: any grant). A replay aims at the kind
+	// of lease the original hit: on Redlock one crash breaks a lease
+	// granted by a bare majority, and none granted by every node.
+	LeaseNodes int
 	// Internal narrows a network fault to the cluster's own links into
 	// the nodes (replication, sentinels): latency there is replication lag.
 	Internal bool
@@ -102,6 +107,14 @@ type Action struct {
 // PrimaryPlaceholder in Action.Nodes stands for the node that is primary
 // when the action starts (scripts are written before the run).
 const PrimaryPlaceholder = "@primary"
+
+// HolderPlaceholder in Action.Nodes stands for a node that granted the
+// latest lease when the action starts (after its grant, for one aimed
+// after a grant). A random schedule with the holder target plans its
+// actions so, and schedule.json keeps the placeholder (with the node hit
+// beside it): a replay then aims at the lease of its own time, as the
+// original did, instead of at a node that may hold nothing by then.
+const HolderPlaceholder = "@holder"
 
 // Fault is one kind of fault.
 type Fault interface {

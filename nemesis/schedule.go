@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,6 +78,9 @@ type Schedule struct {
 	OnPlayed func(Played)
 
 	start time.Time // when Run began: the fault phase's clock
+	// rngMu guards Rng where script steps, which run concurrently, draw
+	// from it (a holder placeholder's node).
+	rngMu sync.Mutex
 }
 
 // Played is one executed action: At is when the schedule took it up
@@ -89,7 +93,10 @@ type Played struct {
 	At, Applied time.Duration
 	Action      Action
 	Hit         []string
-	Err         error
+	// LeaseNodes is how many nodes had granted the lease a holder
+	// placeholder was resolved from (0: none, or no placeholder).
+	LeaseNodes int
+	Err        error
 }
 
 // NewSchedule builds the faults named and checks, before anything runs,
@@ -130,6 +137,13 @@ func NewSchedule(env *Env, names []string, opts Options, rng *rand.Rand, script 
 		}
 		a := st.Action
 		s.resolvePrimary(&a)
+		for i, n := range a.Nodes {
+			if n == HolderPlaceholder && len(env.Nodes) > 0 {
+				// Any node will do for the check: the holder is one of them.
+				a.Nodes = append([]string(nil), a.Nodes...)
+				a.Nodes[i] = env.Nodes[0]
+			}
+		}
 		if err := s.Faults[a.Fault].Available(env, &a); err != nil {
 			return nil, fmt.Errorf("script step %d (%s): %w", i+1, a.Fault, err)
 		}
@@ -226,15 +240,15 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	}
 	f := s.Faults[a.Fault]
 	at, planned := time.Since(s.start), *a
+	var lease []string // the lease a grant brought, for a holder placeholder
 	if a.AfterGrant && s.Env.Granted != nil {
 		// Drop a grant seen earlier: the fault must follow a fresh one.
 		select {
 		case <-s.Env.Granted:
 		default:
 		}
-		select {
-		case <-s.Env.Granted:
-		case <-ctx.Done():
+		var ok bool
+		if lease, ok = s.awaitGrant(ctx, a); !ok {
 			return
 		}
 		// The primary is the one that granted just now.
@@ -245,6 +259,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 		}
 	}
 	s.resolvePrimary(a)
+	leaseNodes := s.resolveHolder(a, lease)
 	_, quiet := f.(selfRecording)
 	detail := describe(a)
 	if !quiet && s.Env.OnEvent != nil {
@@ -256,7 +271,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	err := f.Start(ctx, s.Env, a)
 	once.Do(placed)
 	if s.OnPlayed != nil {
-		s.OnPlayed(Played{At: at, Applied: time.Since(s.start), Action: planned, Hit: append([]string(nil), a.Nodes...), Err: err})
+		s.OnPlayed(Played{At: at, Applied: time.Since(s.start), Action: planned, Hit: append([]string(nil), a.Nodes...), LeaseNodes: leaseNodes, Err: err})
 	}
 	if !quiet || err != nil {
 		phase := "start"
@@ -300,6 +315,55 @@ func (s *Schedule) resolvePrimary(a *Action) {
 			a.Nodes = nodes
 		}
 	}
+}
+
+// awaitGrant waits for the next grant, by a.LeaseNodes nodes if set on
+// an action aimed at the holder, and returns the nodes that granted it
+// when the action aims at the holder; false when ctx ended first.
+func (s *Schedule) awaitGrant(ctx context.Context, a *Action) ([]string, bool) {
+	for {
+		select {
+		case <-s.Env.Granted:
+		case <-ctx.Done():
+			return nil, false
+		}
+		if s.Env.Holder == nil || !slices.Contains(a.Nodes, HolderPlaceholder) {
+			return nil, true
+		}
+		if lease := s.Env.Holder(); a.LeaseNodes == 0 || len(lease) == a.LeaseNodes {
+			return lease, true
+		}
+	}
+}
+
+// resolveHolder replaces the holder placeholder by a node that granted
+// lease (the one awaited), else the latest lease now, or by a random node
+// before any grant (or when the run cannot say), and returns how many
+// nodes granted that lease. It draws once either way, so that a seed
+// gives the same random schedule whatever the holder.
+func (s *Schedule) resolveHolder(a *Action, lease []string) int {
+	i := slices.Index(a.Nodes, HolderPlaceholder)
+	if i < 0 {
+		return 0
+	}
+	granted := lease
+	if granted == nil && s.Env.Holder != nil {
+		granted = s.Env.Holder()
+	}
+	pool := granted
+	if len(pool) == 0 {
+		pool = s.Env.Nodes
+	}
+	s.rngMu.Lock()
+	pick := 0
+	if s.Rng != nil {
+		pick = s.Rng.Intn(len(pool))
+	}
+	s.rngMu.Unlock()
+	nodes := append([]string(nil), a.Nodes...)
+	nodes[i] = pool[pick]
+	a.Nodes = nodes
+	return len(granted)
 }
 
 // HealAll heals every fault with a fresh deadline.
@@ -364,12 +428,9 @@ func (s *Schedule) targets() []string {
 		}
 	}
 	if s.Opts.Targets == TargetHolder {
-		if s.Env.Holder != nil {
-			if granted := s.Env.Holder(); len(granted) > 0 {
-				return []string{granted[s.Rng.Intn(len(granted))]}
-			}
-		}
-		s.Rng.Intn(1) // keep the number of draws fixed
+		// Resolved when the action starts (play), after the grant it
+		// waits for if any: the lease it aims at is the one live then.
+		return []string{HolderPlaceholder}
 	}
 	return nodes
 }

@@ -265,3 +265,77 @@ func TestAfterPreviousOrdersSteps(t *testing.T) {
 		})
 	}
 }
+
+// A step planned at the holder and aimed after a grant strikes a node of
+// the lease it waited for; given LeaseNodes, it lets grants by another
+// number of nodes pass. Without LeaseNodes it takes the first grant,
+// which shows the test can tell the two apart. OnPlayed keeps the
+// placeholder as planned, the node hit and the lease's size.
+func TestHolderStepAimsAtItsKindOfLease(t *testing.T) {
+	first, second := []string{"n1", "n5"}, []string{"n2", "n3", "n4"}
+	for _, c := range []struct {
+		leaseNodes int
+		want       []string
+	}{{0, first}, {3, second}} {
+		t.Run(fmt.Sprint("LeaseNodes=", c.leaseNodes), func(t *testing.T) {
+			ctl := newFakeControl()
+			env := newEnv(t, ctl)
+			granted := make(chan struct{})
+			asked := make(chan int, 100)
+			var mu sync.Mutex
+			lease := first
+			env.Granted = granted
+			env.Holder = func() []string {
+				mu.Lock()
+				l := lease
+				mu.Unlock()
+				asked <- len(l)
+				return l
+			}
+			script := []Step{{Action: Action{Fault: Kill, Nodes: []string{HolderPlaceholder}, AfterGrant: true, LeaseNodes: c.leaseNodes, For: time.Millisecond}}}
+			s, err := NewSchedule(env, nil, Options{}, rand.New(rand.NewSource(1)), script, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			played := make(chan Played, 1)
+			s.OnPlayed = func(p Played) { played <- p }
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			// Grant the first lease until the schedule has asked who holds it.
+			for n := 0; n != len(first); {
+				select {
+				case granted <- struct{}{}:
+				case n = <-asked:
+				case <-ctx.Done():
+					t.Fatal("the schedule never asked for the holder")
+				}
+			}
+			mu.Lock()
+			lease = second
+			mu.Unlock()
+			var p Played
+			for got := false; !got; {
+				select {
+				case granted <- struct{}{}:
+				case p = <-played:
+					got = true
+				case <-asked:
+				case <-ctx.Done():
+					t.Fatal("the kill was never played")
+				}
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Hit) != 1 || !slices.Contains(c.want, p.Hit[0]) || p.LeaseNodes != len(c.want) {
+				t.Errorf("killed %v of a lease of %d nodes, want one of %v", p.Hit, p.LeaseNodes, c.want)
+			}
+			if !slices.Equal(p.Action.Nodes, []string{HolderPlaceholder}) {
+				t.Errorf("played as planned on %v, want the placeholder kept", p.Action.Nodes)
+			}
+		})
+	}
+}

@@ -42,7 +42,8 @@ type ScheduledFault struct {
 	At      time.Duration `json:"at_ns"`
 	Applied time.Duration `json:"applied_ns"`
 	// Nodes are the targets as planned ("@primary" is the primary at the
-	// time); Hit are the nodes the fault was applied to.
+	// time, "@holder" a node of the latest lease at the time); Hit are
+	// the nodes the fault was applied to.
 	Nodes []string `json:"nodes,omitempty"`
 	Hit   []string `json:"hit,omitempty"`
 	// Clients are client workers (0-based): a client fault's client, or
@@ -56,7 +57,11 @@ type ScheduledFault struct {
 	LinkRateKBps int64         `json:"link_rate_kbps,omitempty"`
 	LoseUnsynced bool          `json:"lose_unsynced,omitempty"`
 	AfterGrant   bool          `json:"after_grant,omitempty"`
-	Internal     bool          `json:"internal,omitempty"`
+	// LeaseNodes is how many nodes had granted the lease a fault aimed
+	// at the holder ("@holder") hit; aimed after a grant, a replay waits
+	// for a grant by as many nodes.
+	LeaseNodes int  `json:"lease_nodes,omitempty"`
+	Internal   bool `json:"internal,omitempty"`
 	// Error is why the fault could not be applied; a replay skips it.
 	Error string `json:"error,omitempty"`
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -61,6 +63,8 @@ type search struct {
 	res      *Result
 	// violationAt is the latest reproducing try's stop time.
 	violationAt time.Duration
+	// clientsBefore is how many clients the clients stage started from.
+	clientsBefore int
 }
 
 // errStop ends the search early, keeping the best so far.
@@ -82,9 +86,18 @@ func Shrink(ctx context.Context, r Runner, orig Candidate, opts Options) (*Resul
 		return s.res, err
 	}
 	if !ok {
+		// Faults at the holder taken up at random times may have found a
+		// live lease too rarely: aimed at grants, the same faults may
+		// reproduce the violation where the run as recorded did not.
+		if ok, err = s.aim(ctx); err != nil {
+			return s.res, err
+		}
+	}
+	if !ok {
 		return nil, fmt.Errorf("%w in %d of %d tries", ErrNotReproduced, s.opts.K, s.opts.N)
 	}
-	for _, stage := range []func(context.Context) error{s.faults, s.clients, s.keys, s.cut, s.tighten, s.durations} {
+	aim := func(ctx context.Context) error { _, err := s.aim(ctx); return err }
+	for _, stage := range []func(context.Context) error{aim, s.faults, s.clients, s.faultsAgain, s.keys, s.cut, s.tighten, s.durations} {
 		if err := stage(ctx); err != nil {
 			if errors.Is(err, errStop) {
 				return s.res, nil
@@ -152,6 +165,31 @@ func (s *search) stopped(ctx context.Context) string {
 // violation a fault causes shows within a few TTLs of it.
 func (s *search) slack() time.Duration { return max(2*time.Second, 4*s.opts.TTL) }
 
+// aim aims every fault planned at the holder's node right after a grant,
+// as --after-acquire does. Such a fault was meant for a live lease, but
+// taken up at a random time it finds one only now and then: a violation
+// it caused may come back in one replay of five, too rarely for delta
+// debugging to tell a fault that matters from an unlucky try. Aimed, it
+// strikes at a fresh lease granted by as many nodes as the one it hit
+// (schedule.json's lease_nodes), on one of that lease's nodes. Like every
+// step it is kept only when it reproduces, and the shrunk schedule says
+// so (after_grant). It tries nothing, and says false, when no fault is
+// left to aim.
+func (s *search) aim(ctx context.Context) (bool, error) {
+	c := clone(s.res.Best)
+	n := 0
+	for i, f := range c.Faults {
+		if !f.AfterGrant && slices.Contains(f.Nodes, nemesis.HolderPlaceholder) {
+			c.Faults[i].AfterGrant = true
+			n++
+		}
+	}
+	if n == 0 {
+		return false, nil
+	}
+	return s.step(ctx, "aim", fmt.Sprintf("%d faults on the holder's node aimed right after a grant like the one each hit", n), c)
+}
+
 // faults is delta debugging over the schedule. A candidate's fault phase
 // ends a slack after its last fault's end (or at the original's time
 // limit), so that a candidate that does not reproduce costs little.
@@ -172,9 +210,22 @@ func (s *search) faults(ctx context.Context) error {
 	return err
 }
 
+// faultsAgain runs delta debugging over the faults once more when the
+// clients stage removed clients and more than one fault is left: with
+// fewer contenders a fault's violation can come back more often (the
+// Redlock restart: one client fewer racing for the free nodes), so a
+// fault that could not be told from an unlucky try before may be now.
+func (s *search) faultsAgain(ctx context.Context) error {
+	if len(s.res.Best.Faults) < 2 || s.clientsBefore == len(s.res.Best.Clients) {
+		return nil
+	}
+	return s.faults(ctx)
+}
+
 // clients is delta debugging over the client workers.
 func (s *search) clients(ctx context.Context) error {
 	base := s.res.Best
+	s.clientsBefore = len(base.Clients)
 	if len(base.Clients) < 2 {
 		return nil
 	}

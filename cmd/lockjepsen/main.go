@@ -156,7 +156,7 @@ input, 3 the harness itself failed.`,
 
 func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	cfg := harness.DefaultConfig()
-	var nem, configFile string
+	var nem, configFile, replayDir string
 	var o output
 	var be backendFlags
 	var cf clientFlags
@@ -172,6 +172,9 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.check(stderr); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("replay") {
+				return testReplay(cmd, replayDir, cfg.Store, args, o, stdout, stderr)
 			}
 			if configFile != "" {
 				if err := applyConfigFile(configFile, cmd.Flags()); err != nil {
@@ -204,6 +207,7 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "read flags from a YAML or JSON file (keys are flag names: \"ttl: 500ms\"); flags on the command line override it")
+	f.StringVar(&replayDir, "replay", "", "rerun the stored run RUN_DIR with its settings and the same fault schedule, as lockjepsen replay does (only --store, --quiet and --json go with it)")
 	o.flags(f)
 	be.flags(f)
 	cf.flags(f)
@@ -211,6 +215,21 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 	faultFlags(f, &cfg, &nem)
 	runFlags(f, &cfg)
 	return cmd
+}
+
+// testReplay is `test --replay RUN_DIR`: the replay command's path, with
+// the test's flags that would change the run refused.
+func testReplay(cmd *cobra.Command, dir, store string, args []string, o output, stdout, stderr io.Writer) error {
+	if strings.TrimSpace(dir) == "" {
+		return usageErr(stderr, errors.New("--replay needs a stored run directory (store/latest, or store/NAME/TIME)"))
+	}
+	if err := replayConflicts(cmd.Flags()); err != nil {
+		return usageErr(stderr, err)
+	}
+	if !cmd.Flags().Changed("store") {
+		store = "" // the original's store, as lockjepsen replay
+	}
+	return replay(cmd, dir, store, 1, args, o, stdout, stderr)
 }
 
 func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
@@ -59,21 +61,7 @@ exit code is 0 when every replay showed it, 1 otherwise.`,
 			if times < 1 || times > 1000 {
 				return usageErr(stderr, fmt.Errorf("--times must be between 1 and 1000, got %d", times))
 			}
-			dir, defStore, err := runDirArg(a[0])
-			if err != nil {
-				return usageErr(stderr, err)
-			}
-			if store == "" {
-				store = defStore
-			}
-			cfg, err := replayConfig(dir, store, args)
-			if err != nil {
-				return failure(stderr, err)
-			}
-			if times == 1 {
-				return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
-			}
-			return replayTimes(cmd.Context(), dir, cfg, times, stdout, stderr)
+			return replay(cmd, a[0], store, times, args, o, stdout, stderr)
 		},
 	}
 	f := cmd.Flags()
@@ -81,6 +69,46 @@ exit code is 0 when every replay showed it, 1 otherwise.`,
 	f.StringVar(&store, "store", "", "store the replays here (default: the original's store)")
 	o.flags(f)
 	return cmd
+}
+
+// replay reruns the stored run arg (store "": the original's store)
+// times times: `lockjepsen replay` and `lockjepsen test --replay`.
+func replay(cmd *cobra.Command, arg, store string, times int, args []string, o output, stdout, stderr io.Writer) error {
+	dir, defStore, err := runDirArg(arg)
+	if err != nil {
+		return usageErr(stderr, err)
+	}
+	if store == "" {
+		store = defStore
+	}
+	cfg, err := replayConfig(dir, store, args)
+	if err != nil {
+		return failure(stderr, err)
+	}
+	if times == 1 {
+		return runAndReport(cmd.Context(), cfg, cmd.Flags(), stdout, stderr, o)
+	}
+	return replayTimes(cmd.Context(), dir, cfg, times, stdout, stderr)
+}
+
+// replayTakes are the test command's flags that go with --replay: where
+// the run is stored and how it is reported. Every other flag would
+// change the stored run's settings or its fault schedule.
+var replayTakes = []string{"replay", "store", "quiet", "json"}
+
+// replayConflicts refuses, for `test --replay`, the flags set beside it
+// that the replay would have to ignore.
+func replayConflicts(fs *pflag.FlagSet) error {
+	var bad []string
+	fs.Visit(func(f *pflag.Flag) {
+		if !slices.Contains(replayTakes, f.Name) {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--replay reruns the stored run with its own settings and fault schedule, and %s would change them; only --store, --quiet and --json go with --replay (lockjepsen replay RUN --times N repeats it)", strings.Join(bad, ", "))
 }
 
 // replayConfig is the configuration replaying dir, named after it.

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
 // shrink refuses a safe run with exit 2 and keeps nothing; replay and
@@ -34,4 +39,116 @@ func TestShrinkAndReplayRefuse(t *testing.T) {
 	if code, _, stderr := runCLI(t, "shrink", latest, "--tries", "3/2"); code != exitUsage || !strings.Contains(stderr, "--tries") {
 		t.Errorf("shrink --tries 3/2: exit %d, %q", code, stderr)
 	}
+}
+
+// test --replay reruns a stored run with its settings and executed fault
+// schedule, by the replay command's path: the replay's run.json names the
+// original and its schedule plays the original's faults in order. Flags
+// that would change the run, and a run directory that is missing or
+// cannot be replayed, are refused with exit 2 and store nothing.
+func TestTestReplay(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	code, out, stderr := runCLI(t, "test", "--nemesis", "pause,partition", "--nemesis-interval", "300ms", "--fault-duration", "100ms",
+		"--time-limit", "3s", "--recovery", "0s", "--expect", "any", "--store", store, "--json")
+	if code != exitMet {
+		t.Fatalf("original run: exit %d\n%s\n%s", code, out, stderr)
+	}
+	orig := jsonDir(t, out)
+	latest := filepath.Join(store, "latest")
+	code, out, stderr = runCLI(t, "test", "--replay", latest, "--json")
+	if code != exitMet {
+		t.Fatalf("test --replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	replayed := jsonDir(t, out)
+	if info := harnesstest.ReadRunInfo(t, replayed); info.ReplayOf != orig {
+		t.Errorf("run.json replay_of = %q, want the original %q", info.ReplayOf, orig)
+	}
+	a, b := readFaults(t, orig), readFaults(t, replayed)
+	// Every fault the original took up before its last second must come
+	// back; one nearer the end may fall on either side of the deadline.
+	due := 0
+	for _, f := range a {
+		if f.At < 2*time.Second {
+			due++
+		}
+	}
+	if due < 2 || len(b) < due || len(b) > len(a) {
+		t.Fatalf("the original executed %d faults (%d in its first 2 s), the replay %d", len(a), due, len(b))
+	}
+	for i := range b {
+		if a[i].Fault != b[i].Fault || !slices.Equal(a[i].Hit, b[i].Hit) || a[i].For != b[i].For {
+			t.Errorf("fault %d: replayed %s on %v for %s, recorded %s on %v for %s", i+1, b[i].Fault, b[i].Hit, b[i].For, a[i].Fault, a[i].Hit, a[i].For)
+		}
+	}
+
+	config := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(config, []byte("clients: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noSchedule := t.TempDir()
+	for _, name := range []string{runfile.ConfigFile, "history.jsonl.zst"} {
+		b, err := os.ReadFile(filepath.Join(orig, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(noSchedule, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := storedRuns(t, store)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--replay", latest, "--clients", "2"}, "--clients would change them"},
+		{[]string{"--replay", latest, "--nemesis", "kill", "--seed", "7"}, "--nemesis, --seed would change them"},
+		{[]string{"--replay", latest, "--config", config}, "--config would change them"},
+		{[]string{"--replay", ""}, "--replay needs a stored run directory"},
+		{[]string{"--replay", filepath.Join(store, "nothing")}, "no such run directory"},
+		{[]string{"--replay", t.TempDir()}, "not a run directory"},
+		{[]string{"--replay", noSchedule}, "has no schedule.json"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"test", "--store", store}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("test %v: exit %d, %q; want exit %d saying %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+	if after := storedRuns(t, store); after != before {
+		t.Errorf("the refused replays stored runs: %d runs before, %d after", before, after)
+	}
+}
+
+func jsonDir(t *testing.T, stdout string) string {
+	t.Helper()
+	var v struct {
+		Dir string `json:"dir"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Dir == "" {
+		t.Fatalf("--json output without a run directory (%v): %s", err, stdout)
+	}
+	dir, err := filepath.EvalSymlinks(v.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func readFaults(t *testing.T, dir string) []runfile.ScheduledFault {
+	t.Helper()
+	s, err := runfile.ReadSchedule(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Faults
+}
+
+// storedRuns counts the run directories in a store.
+func storedRuns(t *testing.T, store string) int {
+	t.Helper()
+	runs, err := filepath.Glob(filepath.Join(store, "*", "*", runfile.ConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(runs)
 }
