@@ -316,7 +316,7 @@ func (c *Cluster) closeProc(ctx context.Context, p *proc) error {
 	c.collect(ctx, p)
 	if len(failed) > 0 {
 		return fmt.Errorf("heal %s on %s failed; undo it by hand there (as %s):\n  %s\n(the marker %s lists them too; the next run retries it)",
-			p.Name, p.SSH, p.User, strings.Join(failed, "\n  "), p.file(markerFile))
+			p.Name, p.SSH, p.User, strings.Join(failed, "\n  "), p.file(MarkerFile))
 	}
 	c.mu.Lock()
 	p.paused, p.rules, p.netem, p.started = false, nil, false, false

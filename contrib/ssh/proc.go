@@ -9,11 +9,13 @@ import (
 
 // Files in a process's directory on its host.
 const (
-	confFile   = "server.conf"
-	pidFile    = "server.pid"
-	logFile    = "server.log"
-	clockFile  = "faketime"
-	markerFile = "lockjepsen-undo.sh"
+	confFile  = "server.conf"
+	pidFile   = "server.pid"
+	logFile   = "server.log"
+	clockFile = "faketime"
+	// MarkerFile lists the commands that undo a process's faults and
+	// stop it; a run that was killed leaves it for the next to execute.
+	MarkerFile = "lockjepsen-undo.sh"
 	// Chain is lockjepsen's own iptables chain: every rule lockjepsen
 	// adds is in it, and a heal flushes only it.
 	Chain = "LOCKJEPSEN"
@@ -91,16 +93,16 @@ func (p *proc) undo() []string {
 func (p *proc) markerCmd() string {
 	u := p.undo()
 	if len(u) == 0 {
-		return "rm -f " + p.file(markerFile)
+		return "rm -f " + p.file(MarkerFile)
 	}
 	return fmt.Sprintf("cat > %s <<'LOCKJEPSEN_EOF'\n# Written by lockjepsen: what undoes its faults on %s and stops the server it started.\n# A run that was killed leaves it; the next run executes it before it starts.\n%s\nLOCKJEPSEN_EOF",
-		p.file(markerFile), p.Name, strings.Join(u, "\n"))
+		p.file(MarkerFile), p.Name, strings.Join(u, "\n"))
 }
 
 // healMarkerCmd executes a marker left by an earlier run, then removes it,
 // printing what it ran.
 func healMarkerCmd(dir string) string {
-	m := path.Join(dir, markerFile)
+	m := path.Join(dir, MarkerFile)
 	return fmt.Sprintf("if [ -f %s ]; then grep -v '^#' %s; sh %s >/dev/null 2>&1; rm -f %s; fi; true", m, m, m, m)
 }
 
