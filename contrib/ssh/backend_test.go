@@ -194,3 +194,40 @@ func TestMain(m *testing.M) {
 	locks.SilenceRedisLogs()
 	sshtest.Main(m)
 }
+
+// TestLatencyOnHosts puts a latency fault on the internal links of a
+// Sentinel primary (tc netem) and heals it. On a kernel without netem the
+// fault must fail saying so, and Close must still leave the host healed:
+// the undo of a netem that was never added succeeds.
+func TestLatencyOnHosts(t *testing.T) {
+	f := sshtest.Start(t)
+	h := f.Load(t, f.KnownHosts(t), 3, 3)
+	r := ssh.NewRunner(h, false, false, nil)
+	defer r.Close()
+	ctx := context.Background()
+	cl, err := ssh.New(h, r).Start(ctx, sentinelSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.(*ssh.Cluster)
+	missing := f.NetemMissing(t)
+	err = c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Latency, Latency: 100 * time.Millisecond})
+	switch {
+	case missing != "" && (err == nil || !strings.Contains(err.Error(), "no prio or netem queueing discipline")):
+		t.Errorf("latency on a kernel without netem: %v; want an error that says so", err)
+	case missing == "" && err != nil:
+		t.Errorf("latency: %v", err)
+	case missing == "":
+		if out := f.OnHost(t, 0, "tc qdisc show dev eth0"); !strings.Contains(out, "netem") {
+			t.Errorf("no netem qdisc on n1's host after the fault:\n%s", out)
+		}
+		if err := c.HealInternal(ctx, "n1"); err != nil {
+			t.Errorf("heal: %v", err)
+		}
+	}
+	if err := cl.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.RequireHealed(t)
+	t.Logf("netem on the test hosts: %s", map[bool]string{true: "works", false: "missing: " + missing}[missing == ""])
+}

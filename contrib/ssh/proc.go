@@ -70,6 +70,13 @@ func (p *proc) killCmd() string {
 	return fmt.Sprintf(`%s && kill -KILL $p && i=0; while [ $i -lt 100 ] && kill -0 $p 2>/dev/null; do sleep 0.05; i=$((i+1)); done; ! kill -0 $p 2>/dev/null`, p.pid())
 }
 
+// netemUndo removes lockjepsen's root qdisc (prio, handle 1:) from the
+// node's interface, and succeeds when it is not there: a netem fault
+// whose command failed half-way left nothing, or only part, to remove.
+func (p *proc) netemUndo() string {
+	return fmt.Sprintf("if tc qdisc show dev %s | grep -q '^qdisc prio 1: root'; then tc qdisc del dev %s root; fi", p.Interface, p.Interface)
+}
+
 // undo lists the commands that undo every fault in effect and stop the
 // server, in that order: the marker file's content.
 func (p *proc) undo() []string {
@@ -81,7 +88,7 @@ func (p *proc) undo() []string {
 		out = append(out, "iptables -D "+Chain+" "+r)
 	}
 	if p.netem {
-		out = append(out, "tc qdisc del dev "+p.Interface+" root")
+		out = append(out, p.netemUndo())
 	}
 	if p.started {
 		out = append(out, p.stopCmd())
