@@ -456,7 +456,6 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 	}
 	r.info.Backend = backend.Name()
 	spec := cfg.spec(r.dir)
-	spec.Resource, spec.FakeClock = workloads.UsesResource(cfg.Workload), cfg.needsFakeClock()
 	spec.Processes = func(nodes []cluster.Node) error { return runfile.WriteNodes(r.dir, nodes) }
 	if cfg.system().internalLinks {
 		// The local backend routes the cluster's own traffic through these

@@ -13,6 +13,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
 // systemDriver is what the harness knows of one system under test: how a
@@ -240,7 +241,8 @@ func (c *Config) Spec(dir string) cluster.Spec { return c.spec(dir) }
 
 // spec is what the backend is asked to start for the configuration.
 func (c *Config) spec(dir string) cluster.Spec {
-	s := cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: dir, Persistence: c.Persistence}
+	s := cluster.Spec{System: c.System, Nodes: c.NodeCount(), Dir: dir, Persistence: c.Persistence,
+		Resource: workloads.UsesResource(c.Workload), FakeClock: c.needsFakeClock()}
 	if c.system().sentinels {
 		s.Sentinels, s.DownAfter, s.FailoverTimeout = c.Sentinels, c.DownAfter, c.FailoverTimeout
 	}
@@ -288,6 +290,11 @@ func (c *Config) validateSystem() error {
 	spec.Persistence = cluster.PersistNone // checked on its own
 	if err := spec.WithDefaults().Validate(); err != nil {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
+	}
+	if f, ok := c.Backend.(cluster.Fitter); ok {
+		if err := f.Fit(spec.WithDefaults()); err != nil {
+			return usage("--backend %s: %v", c.Backend.Name(), err)
+		}
 	}
 	return nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	// Threats and Mitigations narrow the review to these names; empty is
 	// every one that applies.
 	Threats, Mitigations []string
+	// Backend is where every run's system runs; nil is the local
+	// backend. A hosts file's deployment (the ssh backend) is reviewed
+	// this way.
+	Backend cluster.Backend
 	// Store is where the runs go ("" is the harness's default, store);
 	// Out where review.html and review.json go ("" is STORE/review/TIME).
 	Store, Out string
@@ -346,6 +350,9 @@ func (p *Plan) base(seed int64) harness.Config {
 		scenario.Single(&c)
 	}
 	c.System, c.Lock, c.Client, c.Seed = o.System, o.Lock, o.Client, seed
+	if o.Backend != nil {
+		c.Backend = o.Backend
+	}
 	if o.Store != "" {
 		c.Store = o.Store
 	}

@@ -25,7 +25,7 @@ type backendFlags struct {
 }
 
 func (b *backendFlags) flags(f *pflag.FlagSet) {
-	f.StringVar(&b.name, "backend", "local", "where the system runs: local (redis-server processes), docker (containers, testcontainers-go) or compose (a docker compose deployment)")
+	f.StringVar(&b.name, "backend", "local", "where the system runs: local (redis-server processes), docker (containers, testcontainers-go), compose (a docker compose deployment) or ssh (hosts listed in --hosts, docs/remote.md)")
 	f.StringVar(&b.image, "image", "", "docker: the Redis image (default $LOCKJEPSEN_REDIS_IMAGE, else "+docker.DefaultImage+", built by docker/build-image.sh; elsewhere "+docker.OfficialImage+")")
 	f.StringVar(&b.topology, "topology", docker.DefaultTopologyFile, "compose: the topology file the compose setup provides")
 	f.StringVar(&b.hosts, "hosts", "", "ssh: the hosts file (hosts.yaml) listing every process and the host it runs on (docs/remote.md)")

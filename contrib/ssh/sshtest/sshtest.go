@@ -36,6 +36,10 @@ var RedisPorts = []int{6379, 6380}
 // SentinelPort is the sentinels' port (one per host).
 const SentinelPort = 26379
 
+// ResourcePort is the port of the protected resource's store, which every
+// hosts file lists on host 1 (a run starts it only when it asks for it).
+const ResourcePort = 6390
+
 // Dir is the processes' directory on every test host.
 const Dir = "/var/lib/lockjepsen"
 
@@ -105,7 +109,7 @@ func (f *Fixture) start() error {
 	if _, err := docker("network", "create", "--label", "io.lockjepsen.sshtest=1", f.id); err != nil {
 		return err
 	}
-	ports := []string{"22", fmt.Sprint(SentinelPort)}
+	ports := []string{"22", fmt.Sprint(SentinelPort), fmt.Sprint(ResourcePort)}
 	for _, p := range RedisPorts {
 		ports = append(ports, fmt.Sprint(p))
 	}
@@ -190,8 +194,8 @@ func (f *Fixture) KnownHosts(t *testing.T) string {
 }
 
 // HostsFile writes a hosts file with `nodes` redis nodes n1.. (node i on
-// host i%Hosts, see RedisPorts) and `sentinels` sentinels s1.. on hosts
-// 1..sentinels, and returns its path.
+// host i%Hosts, see RedisPorts), `sentinels` sentinels s1.. on hosts
+// 1..sentinels, and the resource store on host 1, and returns its path.
 func (f *Fixture) HostsFile(t *testing.T, knownHosts string, nodes, sentinels int) string {
 	t.Helper()
 	if nodes > Hosts*len(RedisPorts) || sentinels > Hosts {
@@ -207,6 +211,7 @@ func (f *Fixture) HostsFile(t *testing.T, knownHosts string, nodes, sentinels in
 	for i := 0; i < sentinels; i++ {
 		fmt.Fprintf(&b, "  - {name: s%d, role: sentinel, ssh: %q, address: %s, client: %q}\n", i+1, f.SSH[i], f.Addrs[i], f.pub[fmt.Sprint(i, " ", SentinelPort)])
 	}
+	fmt.Fprintf(&b, "  - {name: resource, role: resource, ssh: %q, address: %s, port: %d, client: %q}\n", f.SSH[0], f.Addrs[0], ResourcePort, f.pub[fmt.Sprint(0, " ", ResourcePort)])
 	file := filepath.Join(t.TempDir(), "hosts.yaml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
