@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	sshbackend "github.com/lockjepsen/lockjepsen/contrib/ssh"
 	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
@@ -65,6 +66,72 @@ func TestReviewOnHosts(t *testing.T) {
 				}
 			}
 			t.Logf("%s", out)
+			f.RequireHealed(t)
+		})
+	}
+}
+
+// TestSignalsLeaveHostsHealed: SIGINT to `lockjepsen test --backend ssh`
+// while a fault is in effect on a host (an iptables cut of the Sentinel
+// primary, a SIGSTOP of a single node) heals it before the process exits;
+// SIGKILL, which gives it no chance, leaves the fault and the server
+// behind with a marker that lists them, and the next run heals them from
+// the marker before it starts.
+func TestSignalsLeaveHostsHealed(t *testing.T) {
+	redistest.RequireBinary(t)
+	f := sshtest.Start(t)
+	// Each fault lasts the whole run: the signal comes while it is on.
+	long := []string{"--nemesis-interval", "100ms", "--fault-duration", "60s", "--time-limit", "60s"}
+	cut := func(t *testing.T) string { return f.Rules(t, 0) }
+	stopped := func(t *testing.T) string { return f.Stopped(t, 0) }
+	cases := []struct {
+		name             string
+		nodes, sentinels int
+		args             []string
+		// on is what the fault leaves on host 1 while in effect.
+		on  func(*testing.T) string
+		sig os.Signal
+	}{
+		{"SIGINT while the Sentinel primary is cut off", 3, 3, append([]string{"--system", "sentinel", "--nemesis", "isolate"}, long...), cut, os.Interrupt},
+		{"SIGINT while the node is paused", 1, 0, append([]string{"--nemesis", "pause"}, long...), stopped, os.Interrupt},
+		{"SIGKILL while the node is paused", 1, 0, append([]string{"--nemesis", "pause"}, long...), stopped, os.Kill},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hosts := f.HostsFile(t, f.KnownHosts(t), c.nodes, c.sentinels)
+			args := append([]string{"test", "--backend", "ssh", "--hosts", hosts, "--store", t.TempDir()}, c.args...)
+			cmd, out := startCLI(t, nil, args...)
+			waitFor(t, "the fault in effect on host 1", func() string {
+				if c.on(t) == "" {
+					return "the fault on host 1"
+				}
+				return ""
+			})
+			cmd.Process.Signal(c.sig)
+			waitExit(t, cmd, out)
+			if c.sig == os.Interrupt {
+				if code := cmd.ProcessState.ExitCode(); code != exitNotMet {
+					t.Fatalf("exit %d after SIGINT, want %d:\n%s", code, exitNotMet, out)
+				}
+				f.RequireHealed(t)
+				return
+			}
+			// Killed: the fault and the server are still there, and the
+			// marker says how to undo them.
+			if c.on(t) == "" {
+				t.Fatalf("the fault was gone after SIGKILL: this case does not test the next run's heal")
+			}
+			marker := f.OnHost(t, 0, "cat "+sshtest.Dir+"/n1/"+sshbackend.MarkerFile)
+			if !strings.Contains(marker, "kill -CONT") {
+				t.Fatalf("the marker does not list the resume:\n%s", marker)
+			}
+			code, stdout, stderr := runCLI(t, "test", "--backend", "ssh", "--hosts", hosts, "--time-limit", "1s", "--recovery", "0s", "--store", t.TempDir())
+			if code != exitMet {
+				t.Fatalf("the next run: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stdout+stderr, "ssh: healed on n1 what a killed run left") {
+				t.Errorf("the next run does not say it healed what the killed one left:\n%s\n%s", stdout, stderr)
+			}
 			f.RequireHealed(t)
 		})
 	}

@@ -248,6 +248,7 @@ func (f *Fixture) Unhealed(t *testing.T) string {
 	for i := 0; i < Hosts; i++ {
 		for what, cmd := range map[string]string{
 			"rules in " + ssh.Chain: "iptables -S " + ssh.Chain + " 2>/dev/null | grep -- -A",
+			"stopped processes":     `for p in /proc/[0-9]*; do grep -q '^State:.*T' $p/status 2>/dev/null && echo "$p"; done`,
 			"a netem qdisc":         "tc qdisc show 2>/dev/null | grep netem",
 			"markers":               "ls " + Dir + "/*/" + ssh.MarkerFile + " 2>/dev/null",
 			"redis processes":       "grep -la '[r]edis-' /proc/[0-9]*/cmdline 2>/dev/null",
@@ -271,6 +272,18 @@ func (f *Fixture) NetemMissing(t *testing.T) string {
 		return ""
 	}
 	return out
+}
+
+// Stopped lists host i's stopped (SIGSTOP) redis processes, "" for none.
+func (f *Fixture) Stopped(t *testing.T, i int) string {
+	t.Helper()
+	return f.OnHost(t, i, `for p in /proc/[0-9]*; do grep -qa 'redis-' $p/cmdline 2>/dev/null && grep -q '^State:.*T' $p/status 2>/dev/null && echo "$p"; done`)
+}
+
+// Rules lists the rules in lockjepsen's chain on host i, "" for none.
+func (f *Fixture) Rules(t *testing.T, i int) string {
+	t.Helper()
+	return f.OnHost(t, i, "iptables -S "+ssh.Chain+" 2>/dev/null | grep -- -A")
 }
 
 // RequireHealed fails the test unless every host is healed (Unhealed).
