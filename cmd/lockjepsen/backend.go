@@ -67,6 +67,25 @@ func (b *backendFlags) backend(ctx context.Context, stdout io.Writer) (cluster.B
 	return nil, &harness.UsageError{Err: fmt.Errorf("--backend %q is unknown; want local, docker, compose or ssh", b.name)}
 }
 
+// commandLine are the flags that choose this backend again, for a
+// reproducing command line ("" for the local backend).
+func (b *backendFlags) commandLine() []string {
+	var out []string
+	if b.name != "" && b.name != "local" {
+		out = append(out, "--backend", b.name)
+	}
+	if b.image != "" {
+		out = append(out, "--image", b.image)
+	}
+	if b.hosts != "" {
+		out = append(out, "--hosts", b.hosts)
+	}
+	if b.name == "compose" && b.topology != docker.DefaultTopologyFile {
+		out = append(out, "--topology", b.topology)
+	}
+	return out
+}
+
 // printDryRun prints every command the run would execute on each host
 // and runs none; the run itself is not started (with no server up, its
 // verdict would mean nothing). Only the ssh backend has one.

@@ -97,7 +97,7 @@ func (rf *reviewFlags) plan(ctx context.Context, stderr io.Writer) (*review.Plan
 	if err != nil {
 		return nil, err
 	}
-	rf.o.Backend = backend
+	rf.o.Backend, rf.o.BackendFlags = backend, rf.be.commandLine()
 	rf.o.Client = cfg.Client
 	rf.o.Threats, rf.o.Mitigations = nonEmpty(rf.threats), nonEmpty(rf.mitigations)
 	if rf.o.Out == "" {

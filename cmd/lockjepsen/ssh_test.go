@@ -52,6 +52,15 @@ func TestReviewOnHosts(t *testing.T) {
 			if _, err := os.Stat(page); err != nil || filepath.Base(page) != review.PageFile {
 				t.Fatalf("no review page at %q: %v\n%s", page, err, out)
 			}
+			r, err := review.Read(filepath.Dir(page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range r.Rows {
+				if c := strings.Join(row.Configured.Command, " "); !strings.Contains(c, "--backend ssh --hosts "+hosts) {
+					t.Errorf("the reproducing command of %s does not run on the hosts: %s", row.Configured.Threat, c)
+				}
+			}
 			runs, _ := filepath.Glob(filepath.Join(store, "*", "*", harness.RunInfoFile))
 			if len(runs) < 2 {
 				t.Fatalf("%d runs in the store, want the threat and a mitigation at least:\n%s", len(runs), out)
