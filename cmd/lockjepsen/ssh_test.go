@@ -100,10 +100,13 @@ func TestSignalsLeaveHostsHealed(t *testing.T) {
 		// on is what the fault leaves on host 1 while in effect.
 		on  func(*testing.T) string
 		sig os.Signal
+		// undo is what n1's marker must list after SIGKILL.
+		undo string
 	}{
-		{"SIGINT while the Sentinel primary is cut off", 3, 3, append([]string{"--system", "sentinel", "--nemesis", "isolate"}, long...), cut, os.Interrupt},
-		{"SIGINT while the node is paused", 1, 0, append([]string{"--nemesis", "pause"}, long...), stopped, os.Interrupt},
-		{"SIGKILL while the node is paused", 1, 0, append([]string{"--nemesis", "pause"}, long...), stopped, os.Kill},
+		{"SIGINT while the Sentinel primary is cut off", 3, 3, append([]string{"--system", "sentinel", "--nemesis", "isolate"}, long...), cut, os.Interrupt, ""},
+		{"SIGINT while the node is paused", 1, 0, append([]string{"--nemesis", "pause"}, long...), stopped, os.Interrupt, ""},
+		{"SIGKILL while the node is paused", 1, 0, append([]string{"--nemesis", "pause"}, long...), stopped, os.Kill, "kill -CONT"},
+		{"SIGKILL while the Sentinel primary is cut off", 3, 3, append([]string{"--system", "sentinel", "--nemesis", "isolate"}, long...), cut, os.Kill, "iptables -D " + sshbackend.Chain},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,10 +134,14 @@ func TestSignalsLeaveHostsHealed(t *testing.T) {
 				t.Fatalf("the fault was gone after SIGKILL: this case does not test the next run's heal")
 			}
 			marker := f.OnHost(t, 0, "cat "+sshtest.Dir+"/n1/"+sshbackend.MarkerFile)
-			if !strings.Contains(marker, "kill -CONT") {
-				t.Fatalf("the marker does not list the resume:\n%s", marker)
+			if !strings.Contains(marker, c.undo) {
+				t.Fatalf("the marker does not list %q:\n%s", c.undo, marker)
 			}
-			code, stdout, stderr := runCLI(t, "test", "--backend", "ssh", "--hosts", hosts, "--time-limit", "1s", "--recovery", "0s", "--store", t.TempDir())
+			system := "single"
+			if c.sentinels > 0 {
+				system = "sentinel"
+			}
+			code, stdout, stderr := runCLI(t, "test", "--backend", "ssh", "--hosts", hosts, "--system", system, "--time-limit", "1s", "--recovery", "0s", "--store", t.TempDir())
 			if code != exitMet {
 				t.Fatalf("the next run: exit %d\n%s\n%s", code, stdout, stderr)
 			}
