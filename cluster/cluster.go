@@ -265,6 +265,13 @@ type Backend interface {
 	Start(ctx context.Context, spec Spec) (Cluster, error)
 }
 
+// Fitter is a backend that runs a given deployment (the ssh backend's
+// hosts file) and can say before anything starts whether a spec fits it;
+// the harness refuses one that does not as bad usage.
+type Fitter interface {
+	Fit(spec Spec) error
+}
+
 // OrphanReaper is a backend that can find and remove what runs of earlier,
 // killed harness processes left behind (containers, networks): SIGKILL
 // gives a harness no chance to clean up, so the next run does it. It

@@ -104,7 +104,7 @@ func IsUsage(err error) bool {
 
 // Validate checks every option and names the one that is wrong.
 func (c *Config) Validate() error {
-	for _, check := range []func() error{c.validateSystem, c.validateWorkload, c.validateFaults, c.validateRanges, c.validateRun} {
+	for _, check := range []func() error{c.validateSystem, c.validateWorkload, c.validateFaults, c.validateRanges, c.validateRun, c.validateFit} {
 		if err := check(); err != nil {
 			return err
 		}

@@ -455,8 +455,7 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 		backend = local.Backend{}
 	}
 	r.info.Backend = backend.Name()
-	spec := cfg.spec(r.dir)
-	spec.Resource, spec.FakeClock = workloads.UsesResource(cfg.Workload), cfg.needsFakeClock()
+	spec := cfg.Spec(r.dir)
 	spec.Processes = func(nodes []cluster.Node) error { return runfile.WriteNodes(r.dir, nodes) }
 	if cfg.system().internalLinks {
 		// The local backend routes the cluster's own traffic through these

@@ -13,6 +13,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
 // systemDriver is what the harness knows of one system under test: how a
@@ -234,9 +235,14 @@ var etcdSystem = systemDriver{
 	version: func(ctx context.Context, addr string, info *RunInfo) { info.EtcdVersion = local.EtcdVersion(ctx, addr) },
 }
 
-// Spec is what the backend is asked to start for the configuration, with
-// dir for the servers' files (a backend's dry run shows it).
-func (c *Config) Spec(dir string) cluster.Spec { return c.spec(dir) }
+// Spec is what the backend is asked to start for a valid configuration,
+// with dir for the servers' files (a backend's dry run shows it): with
+// the resource store and the fake clock the run needs.
+func (c *Config) Spec(dir string) cluster.Spec {
+	s := c.spec(dir)
+	s.Resource, s.FakeClock = workloads.UsesResource(c.Workload), c.needsFakeClock()
+	return s
+}
 
 // spec is what the backend is asked to start for the configuration.
 func (c *Config) spec(dir string) cluster.Spec {
@@ -288,6 +294,20 @@ func (c *Config) validateSystem() error {
 	spec.Persistence = cluster.PersistNone // checked on its own
 	if err := spec.WithDefaults().Validate(); err != nil {
 		return usage("--system %s with --nodes %d: %v", c.System, c.NodeCount(), err)
+	}
+	return nil
+}
+
+// validateFit asks a backend that runs a given deployment (a hosts file)
+// whether it can run this configuration's spec, last: the spec needs the
+// rest validated.
+func (c *Config) validateFit() error {
+	f, ok := c.Backend.(cluster.Fitter)
+	if !ok {
+		return nil
+	}
+	if err := f.Fit(c.Spec(".").WithDefaults()); err != nil {
+		return usage("--backend %s: %v", c.Backend.Name(), err)
 	}
 	return nil
 }

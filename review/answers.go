@@ -172,7 +172,7 @@ func (p *Plan) controlConfig(t Threat, lock string, seed int64) (harness.Config,
 	c.Lock, c.Client = lock, nil
 	t.Inject(&c)
 	c.Name = fmt.Sprintf("review-%s-control-%s-%s", c.System, lock, t.Name)
-	c.Command = append([]string{"lockjepsen", "test"}, c.Settings.Flags(harness.DefaultConfig().Settings)...)
+	c.Command = p.command(c)
 	return c, c.Validate()
 }
 

@@ -47,6 +47,13 @@ type Options struct {
 	// Threats and Mitigations narrow the review to these names; empty is
 	// every one that applies.
 	Threats, Mitigations []string
+	// Backend is where every run's system runs; nil is the local
+	// backend. A hosts file's deployment (the ssh backend) is reviewed
+	// this way.
+	Backend cluster.Backend
+	// BackendFlags are the flags that choose Backend on a command line
+	// (--backend ssh --hosts FILE), for each cell's reproducing command.
+	BackendFlags []string
 	// Store is where the runs go ("" is the harness's default, store);
 	// Out where review.html and review.json go ("" is STORE/review/TIME).
 	Store, Out string
@@ -346,6 +353,9 @@ func (p *Plan) base(seed int64) harness.Config {
 		scenario.Single(&c)
 	}
 	c.System, c.Lock, c.Client, c.Seed = o.System, o.Lock, o.Client, seed
+	if o.Backend != nil {
+		c.Backend = o.Backend
+	}
 	if o.Store != "" {
 		c.Store = o.Store
 	}
@@ -398,6 +408,12 @@ func (p *Plan) mitigationConfig(t Threat, m Mitigation, seed int64, measured Mea
 	return c, note, nil
 }
 
+// command is the command line that reproduces a cell's run, on the
+// review's backend.
+func (p *Plan) command(c harness.Config) []string {
+	return append(append([]string{"lockjepsen", "test"}, c.Settings.Flags(harness.DefaultConfig().Settings)...), p.Options.BackendFlags...)
+}
+
 // finish names the run, applies the user's last edits, and validates.
 func (p *Plan) finish(c harness.Config, cell string) (harness.Config, error) {
 	lock := c.Lock
@@ -408,7 +424,7 @@ func (p *Plan) finish(c harness.Config, cell string) (harness.Config, error) {
 	if p.Options.Configure != nil {
 		p.Options.Configure(&c)
 	}
-	c.Command = append([]string{"lockjepsen", "test"}, c.Settings.Flags(harness.DefaultConfig().Settings)...)
+	c.Command = p.command(c)
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%s: %w", cell, err)
 	}

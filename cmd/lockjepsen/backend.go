@@ -25,7 +25,7 @@ type backendFlags struct {
 }
 
 func (b *backendFlags) flags(f *pflag.FlagSet) {
-	f.StringVar(&b.name, "backend", "local", "where the system runs: local (redis-server processes), docker (containers, testcontainers-go) or compose (a docker compose deployment)")
+	f.StringVar(&b.name, "backend", "local", "where the system runs: local (redis-server processes), docker (containers, testcontainers-go), compose (a docker compose deployment) or ssh (hosts listed in --hosts, docs/remote.md)")
 	f.StringVar(&b.image, "image", "", "docker: the Redis image (default $LOCKJEPSEN_REDIS_IMAGE, else "+docker.DefaultImage+", built by docker/build-image.sh; elsewhere "+docker.OfficialImage+")")
 	f.StringVar(&b.topology, "topology", docker.DefaultTopologyFile, "compose: the topology file the compose setup provides")
 	f.StringVar(&b.hosts, "hosts", "", "ssh: the hosts file (hosts.yaml) listing every process and the host it runs on (docs/remote.md)")
@@ -65,6 +65,25 @@ func (b *backendFlags) backend(ctx context.Context, stdout io.Writer) (cluster.B
 		return sshbackend.New(h, sshbackend.NewRunner(h, b.trust, b.dryRun, stdout)), nil
 	}
 	return nil, &harness.UsageError{Err: fmt.Errorf("--backend %q is unknown; want local, docker, compose or ssh", b.name)}
+}
+
+// commandLine are the flags that choose this backend again, for a
+// reproducing command line ("" for the local backend).
+func (b *backendFlags) commandLine() []string {
+	var out []string
+	if b.name != "" && b.name != "local" {
+		out = append(out, "--backend", b.name)
+	}
+	if b.image != "" {
+		out = append(out, "--image", b.image)
+	}
+	if b.hosts != "" {
+		out = append(out, "--hosts", b.hosts)
+	}
+	if b.name == "compose" && b.topology != docker.DefaultTopologyFile {
+		out = append(out, "--topology", b.topology)
+	}
+	return out
 }
 
 // printDryRun prints every command the run would execute on each host

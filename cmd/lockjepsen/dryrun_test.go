@@ -45,3 +45,37 @@ nodes:
 		}
 	}
 }
+
+// TestSSHRefusesWhatTheHostsFileCannotRun: a run the hosts file cannot
+// hold is bad usage (exit 2), refused before any host is dialed (the file
+// names SSH ports nothing listens on) and before the store is made.
+func TestSSHRefusesWhatTheHostsFileCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	hosts := writeFile(t, dir, "hosts.yaml", `defaults: {user: root, key: `+filepath.Join(dir, "no-such-key")+`, dir: /var/lib/lockjepsen}
+nodes:
+  - {name: n1, ssh: "127.0.0.1:1", address: 127.0.0.1, port: 7001}
+  - {name: n2, ssh: "127.0.0.1:1", address: 127.0.0.1, port: 7002}
+  - {name: n3, ssh: "127.0.0.1:1", address: 127.0.0.1, port: 7003}
+`)
+	store := filepath.Join(dir, "store")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--system", "single"}, "lists 3 redis nodes; the run asks for --nodes 1"},
+		{[]string{"--system", "sentinel"}, "lists 0 sentinels"},
+		{[]string{"--system", "redlock", "--lock", "redlock"}, "lists 3 redis nodes; the run asks for --nodes 5"},
+		{[]string{"--system", "redlock", "--lock", "redlock", "--nodes", "3", "--workload", "counter"}, "no process with role resource"},
+		{[]string{"--system", "redlock", "--lock", "redlock", "--nodes", "3", "--nemesis", "clock-jump"}, "has no faketime_preload"},
+		{[]string{"--system", "etcd", "--lock", "etcd"}, "--system etcd runs on the local backend only"},
+		{[]string{"--system", "cluster", "--nodes", "6"}, "cluster"},
+	} {
+		args := append([]string{"test", "--backend", "ssh", "--hosts", hosts, "--store", store}, c.args...)
+		if code, _, errOut := runCLI(t, args...); code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, want 2 and %q; stderr:\n%s", c.args, code, c.want, errOut)
+		}
+	}
+	if _, err := os.Stat(store); !os.IsNotExist(err) {
+		t.Errorf("a refused run made the store %s (%v)", store, err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
+	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
 	"github.com/lockjepsen/lockjepsen/internal/redistest"
 )
 
@@ -28,7 +29,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "register the library locks: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	// The ssh backend's tests share the test hosts; Main removes them.
+	sshtest.Main(m)
 }
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {

@@ -23,6 +23,7 @@ type reviewFlags struct {
 	o                    review.Options
 	threats, mitigations string
 	client               clientFlags
+	be                   backendFlags
 	quiet                bool
 	render               string
 }
@@ -42,7 +43,7 @@ func newReviewCmd(stdout, stderr io.Writer) *cobra.Command {
 			if rf.render != "" {
 				return rerender(rf.render, stdout, stderr)
 			}
-			plan, err := rf.plan(stderr)
+			plan, err := rf.plan(cmd.Context(), stderr)
 			if err != nil {
 				return usageErr(stderr, err)
 			}
@@ -79,14 +80,24 @@ func (rf *reviewFlags) flags(cmd *cobra.Command) {
 	f.BoolVarP(&rf.quiet, "quiet", "q", false, "print only the verdict paragraph and the page's path")
 	f.StringVar(&rf.render, "render", "", "draw review.html again from a stored review's review.json in this directory, running nothing")
 	rf.client.flags(f)
+	rf.be.flags(f)
 }
 
 // plan checks the flags and plans the review.
-func (rf *reviewFlags) plan(stderr io.Writer) (*review.Plan, error) {
+func (rf *reviewFlags) plan(ctx context.Context, stderr io.Writer) (*review.Plan, error) {
 	var cfg harness.Config
 	if err := rf.client.apply(&cfg); err != nil {
 		return nil, err
 	}
+	if rf.be.dryRun {
+		return nil, errors.New("--dry-run is for the test command: a review runs many tests (lockjepsen test --backend ssh --dry-run shows the commands of one)")
+	}
+	// Nothing is printed: only a dry run prints to it.
+	backend, err := rf.be.backend(ctx, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	rf.o.Backend, rf.o.BackendFlags = backend, rf.be.commandLine()
 	rf.o.Client = cfg.Client
 	rf.o.Threats, rf.o.Mitigations = nonEmpty(rf.threats), nonEmpty(rf.mitigations)
 	if rf.o.Out == "" {

@@ -3,7 +3,6 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
@@ -25,45 +25,6 @@ import (
 // (StopOnFirstViolation), and the long limit only leaves room for a
 // loaded machine to be slow. No case is retried with another seed.
 const unsafeTimeLimit = 60 * time.Second
-
-// redlockRestartKillEvery spaces the kills of redlockRestartScript: one
-// kill and restart (0.7 s on containers, measured, a few seconds on a
-// loaded machine) and the hold it breaks (at most 3.5 s) are over before
-// the next one starts.
-const redlockRestartKillEvery = 5 * time.Second
-
-// redlockRestartScript makes scenario redlock-restart deterministic on
-// containers, with the structure of Kleppmann's counterexample: client 0
-// is cut off from n4 and n5 and can only ever lock n1, n2, n3; client 1 is
-// cut off from n1 and n2 and can only ever lock n3, n4, n5. Whichever of
-// them holds the lock holds exactly a majority of 3, with n3 shared, and
-// the other one is refused only by n3. Right after each grant
-// (AfterGrant) n3 is killed and restarted at once; without persistence it
-// comes back without the key, and the other client's next try takes n3
-// and its two free nodes while the holder still believes it holds the
-// lock. (With the random kill of the scenario, the holder usually holds
-// all 5 nodes, and losing one of them leaves no majority to anyone else:
-// 3 runs of 3 were safe on a fresh machine.)
-//
-// The cuts reset the clients' connections (reject) rather than black-hole
-// them (partition): an acquire then does not wait out the per-node
-// timeout on the cut nodes, so the other client's next try follows the
-// restart within its retry backoff.
-func redlockRestartScript(timeLimit time.Duration) []nemesis.Step {
-	steps := []nemesis.Step{
-		{At: 0, Action: nemesis.Action{Fault: nemesis.Reject, Nodes: []string{"n4", "n5"}, Clients: []int{0}, For: timeLimit}},
-		{At: 0, Action: nemesis.Action{Fault: nemesis.Reject, Nodes: []string{"n1", "n2"}, Clients: []int{1}, For: timeLimit}},
-	}
-	// The first kill waits for the first grant: the cuts, steps of the
-	// same instant and in-process link faults, are in place by then.
-	// Should a grant beat them and take all 5 nodes, the next kill comes
-	// redlockRestartKillEvery later.
-	for at := time.Duration(0); at+redlockRestartKillEvery <= timeLimit; at += redlockRestartKillEvery {
-		// For 0: the restart follows the kill at once.
-		steps = append(steps, nemesis.Step{At: at, Action: nemesis.Action{Fault: nemesis.Kill, Nodes: []string{"n3"}, AfterGrant: true}})
-	}
-	return steps
-}
 
 // splitBrainScript is scenario sentinel-split-brain's script with
 // isolation windows of 20 s, every 30 s, instead of 6 s every 20 s: under
@@ -80,22 +41,6 @@ func splitBrainScript(timeLimit time.Duration) []nemesis.Step {
 			nemesis.Step{At: t, Action: nemesis.Action{Fault: nemesis.Isolate, Nodes: []string{nemesis.PrimaryPlaceholder}, For: isolation}})
 	}
 	return steps
-}
-
-// redlockPatientNodeTimeout is the per-node timeout of the redlock lock in
-// the baseline and redlock-restart cases, instead of its default
-// min(TTL/10, 50 ms). On a loaded machine 50 ms stalls are common; a SET
-// whose answer comes too late leaves a key of the client's that no
-// release removed (the release times out too), and that key refuses the
-// client's own next tries for a whole TTL: the client that should take
-// the restarted node was locking itself out (seen: every try of one
-// client refused by its own 5 s key on n2, for the whole of the other's
-// hold). 400 ms stalls are rare, and the lock is the same algorithm.
-const redlockPatientNodeTimeout = 400 * time.Millisecond
-
-// redlockPatient is the redlock lock with redlockPatientNodeTimeout.
-func redlockPatient(nodes []locks.Conn, process int) (locks.Locker, error) {
-	return locks.New(locks.RedlockName, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: redlockPatientNodeTimeout})
 }
 
 // End to end: harness.Run on the docker backend, the baseline and one
@@ -130,7 +75,7 @@ func TestHarnessOnDocker(t *testing.T) {
 			c.TimeLimit, c.StopOnFirstViolation = unsafeTimeLimit, true
 		}, checker.VerdictUnsafe},
 		// The lock is redlock with the patient per-node timeout
-		// (redlockPatient): with the default 50 ms, a CI run whose
+		// (harnesstest.RedlockPatient): with the default 50 ms, a CI run whose
 		// containers answered late under -race locked itself out (late
 		// grants counted as failures leave keys that the equally late
 		// releases do not remove), and the key looked stuck for the last
@@ -139,7 +84,7 @@ func TestHarnessOnDocker(t *testing.T) {
 		// on containers and judging it safe.
 		{"redlock baseline is safe", func(c *harness.Config) {
 			c.System, c.Lock, c.Clients = cluster.Redlock, locks.RedlockName, 3
-			c.Locker, c.OpTimeout = redlockPatient, time.Second
+			c.Locker, c.OpTimeout = harnesstest.RedlockPatient, time.Second
 		}, checker.VerdictSafe},
 		// Whether a clock jump lands on a holder is a matter of timing,
 		// and containers under -race are slow: the verdict is checked on
@@ -157,23 +102,12 @@ func TestHarnessOnDocker(t *testing.T) {
 			c.Targets = "minority"
 			c.Persistence = cluster.PersistAlways
 		}, ""},
-		// Scenario redlock-restart (a node of the holder's majority is
-		// killed and restarted at once, without persistence: it forgets
-		// the key), made deterministic by redlockRestartScript: each
-		// holder's majority is exactly 3 nodes, and the kill hits the one
-		// node it shares with the other client right after a grant. The
-		// leases outlast a container's kill and restart (about 0.7 s
-		// idle, a few seconds loaded): holds of 2.5-3.5 s under a TTL of
-		// 5 s. The lock is redlock with a per-node timeout that a loaded
-		// machine does not hit (redlockPatientNodeTimeout).
-		{"redlock: an immediate restart without persistence is unsafe", func(c *harness.Config) {
-			c.System, c.Lock, c.Clients = cluster.Redlock, locks.RedlockName, 2
-			c.Locker = redlockPatient
-			c.OpTimeout, c.RetryBackoff = time.Second, 50*time.Millisecond
-			c.TTL, c.Hold = 5*time.Second, "2500ms..3500ms"
-			c.TimeLimit, c.StopOnFirstViolation = unsafeTimeLimit, true
-			c.Script = redlockRestartScript(c.TimeLimit)
-		}, checker.VerdictUnsafe},
+		// Scenario redlock-restart made deterministic
+		// (harnesstest.RedlockRestart): each holder's majority is
+		// exactly 3 nodes, and the kill hits the one node it shares with
+		// the other client right after a grant; the node comes back at
+		// once without the key.
+		{"redlock: an immediate restart without persistence is unsafe", harnesstest.RedlockRestart, checker.VerdictUnsafe},
 		{"sentinel token baseline is safe", func(c *harness.Config) {
 			c.System, c.Lock = cluster.Sentinel, locks.Token
 		}, checker.VerdictSafe},

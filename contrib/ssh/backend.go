@@ -32,6 +32,12 @@ type Backend struct {
 // New returns the backend of a hosts file.
 func New(h *Hosts, r *Runner) Backend { return Backend{Hosts: h, Runner: r} }
 
+var _ cluster.Fitter = Backend{}
+
+// Fit says whether the hosts file has the processes a spec needs, before
+// anything starts (Hosts.Fit).
+func (b Backend) Fit(spec cluster.Spec) error { return b.Hosts.Fit(spec) }
+
 // Name is "ssh".
 func (Backend) Name() string { return "ssh" }
 
@@ -63,8 +69,11 @@ type Cluster struct {
 	spec      cluster.Spec
 	nodes     []*proc
 	sentinels []*proc
-	dep       *sentinelq.Deployment
-	admins    []*redis.Client
+	// resource holds the protected resource (nil unless the spec asks):
+	// not under test, so in no fault's reach and no node's peers.
+	resource *proc
+	dep      *sentinelq.Deployment
+	admins   []*redis.Client
 
 	mu        sync.Mutex // the procs' fault state and markers
 	closeOnce sync.Once
@@ -102,11 +111,11 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 	for _, p := range b.Hosts.ByRole(RoleSentinel) {
 		c.sentinels = append(c.sentinels, &proc{Process: p, role: cluster.RoleSentinel})
 	}
+	if r := b.Hosts.ByRole(RoleResource); spec.Resource && len(r) == 1 {
+		c.resource = &proc{Process: r[0], role: cluster.RoleResource}
+	}
 	if spec.FakeClock {
 		for _, n := range c.nodes {
-			if n.Faketime == "" {
-				return nil, fmt.Errorf("clock faults on the ssh backend need libfaketime where lockjepsen starts the server: node %s (%s line %d) has no faketime_preload; lockjepsen never sets a host's system clock", n.Name, b.Hosts.Path, n.Line())
-			}
 			n.env = fmt.Sprintf("LD_PRELOAD=%s FAKETIME_TIMESTAMP_FILE=%s FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1", n.Faketime, n.file(clockFile))
 		}
 	}
@@ -135,7 +144,14 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.waitAll(ctx, c.nodes); err != nil {
+	ready := c.nodes
+	if c.resource != nil {
+		if err := c.launch(ctx, c.resource, c.resource.redisConf(cluster.PersistNone, nil)); err != nil {
+			return err
+		}
+		ready = append(ready, c.resource)
+	}
+	if err := c.waitAll(ctx, ready); err != nil {
 		return err
 	}
 	if c.spec.System != cluster.Sentinel {
@@ -276,8 +292,14 @@ func infos(ps []*proc) []cluster.Node {
 	return out
 }
 
-// Resource is nil: the ssh backend has no resource store (Fit refuses).
-func (c *Cluster) Resource() *cluster.Node { return nil }
+// Resource is the protected resource store, nil unless the spec asked.
+func (c *Cluster) Resource() *cluster.Node {
+	if c.resource == nil {
+		return nil
+	}
+	n := c.resource.info()
+	return &n
+}
 
 // Close heals every fault, stops the servers lockjepsen started, and
 // collects each process's log and configuration into the run directory.
@@ -286,7 +308,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		ctx := context.WithoutCancel(ctx)
 		var errs []error
-		for _, p := range c.all() {
+		for _, p := range c.started() {
 			errs = append(errs, c.closeProc(ctx, p))
 		}
 		for _, a := range c.admins {
@@ -298,8 +320,17 @@ func (c *Cluster) Close(ctx context.Context) error {
 	return c.closeErr
 }
 
+// all are the processes under test: the sentinels and the nodes.
 func (c *Cluster) all() []*proc {
 	return append(append([]*proc(nil), c.sentinels...), c.nodes...)
+}
+
+// started are all and the resource store: what Close stops.
+func (c *Cluster) started() []*proc {
+	if c.resource == nil {
+		return c.all()
+	}
+	return append(c.all(), c.resource)
 }
 
 // closeProc undoes p's faults and stops it, then collects its files.
@@ -316,7 +347,7 @@ func (c *Cluster) closeProc(ctx context.Context, p *proc) error {
 	c.collect(ctx, p)
 	if len(failed) > 0 {
 		return fmt.Errorf("heal %s on %s failed; undo it by hand there (as %s):\n  %s\n(the marker %s lists them too; the next run retries it)",
-			p.Name, p.SSH, p.User, strings.Join(failed, "\n  "), p.file(markerFile))
+			p.Name, p.SSH, p.User, strings.Join(failed, "\n  "), p.file(MarkerFile))
 	}
 	c.mu.Lock()
 	p.paused, p.rules, p.netem, p.started = false, nil, false, false
@@ -334,7 +365,7 @@ func (c *Cluster) collect(ctx context.Context, p *proc) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
-	base := map[bool]string{true: "sentinel", false: "redis"}[p.Role == RoleSentinel]
+	base := map[string]string{RoleSentinel: "sentinel", RoleRedis: "redis", RoleResource: "resource"}[p.Role]
 	for src, dst := range map[string]string{logFile: base + ".log", confFile: base + ".conf"} {
 		if out, err := c.b.Runner.Run(ctx, p.Process, "cat "+p.file(src)); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, dst), []byte(out), 0o644)

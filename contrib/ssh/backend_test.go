@@ -1,4 +1,4 @@
-package ssh
+package ssh_test
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
+	"github.com/lockjepsen/lockjepsen/contrib/ssh"
+	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
+	"github.com/lockjepsen/lockjepsen/locks"
 )
 
 func sentinelSpec(t *testing.T) cluster.Spec {
@@ -20,29 +23,29 @@ func sentinelSpec(t *testing.T) cluster.Spec {
 }
 
 func TestUnknownHostKeyIsRefused(t *testing.T) {
-	f := hostsFixture(t)
+	f := sshtest.Start(t)
 	empty := filepath.Join(t.TempDir(), "known_hosts")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := f.hostsFile(t, empty, 1, 0)
-	r := NewRunner(h, false, false, nil)
+	h := f.Load(t, empty, 1, 0)
+	r := ssh.NewRunner(h, false, false, nil)
 	defer r.Close()
-	_, err := New(h, r).Start(context.Background(), cluster.Spec{System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: cluster.PersistNone})
-	if !errors.Is(err, ErrUnknownHost) {
-		t.Fatalf("start against an unknown host: %v, want %v", err, ErrUnknownHost)
+	_, err := ssh.New(h, r).Start(context.Background(), cluster.Spec{System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: cluster.PersistNone})
+	if !errors.Is(err, ssh.ErrUnknownHost) {
+		t.Fatalf("start against an unknown host: %v, want %v", err, ssh.ErrUnknownHost)
 	}
-	if out := f.onHost(t, 0, "ls /var/lib/lockjepsen 2>/dev/null"); out != "" {
+	if out := f.OnHost(t, 0, "ls /var/lib/lockjepsen 2>/dev/null"); out != "" {
 		t.Errorf("something ran on the unknown host: %s", out)
 	}
 	// Trusting on first use records the key, and a second runner without
 	// trust then knows it.
-	r2 := NewRunner(h, true, false, nil)
+	r2 := ssh.NewRunner(h, true, false, nil)
 	defer r2.Close()
 	if _, err := r2.Run(context.Background(), h.Nodes[0], "true"); err != nil {
 		t.Fatalf("trust on first use: %v", err)
 	}
-	r3 := NewRunner(h, false, false, nil)
+	r3 := ssh.NewRunner(h, false, false, nil)
 	defer r3.Close()
 	if _, err := r3.Run(context.Background(), h.Nodes[0], "true"); err != nil {
 		t.Fatalf("after trust on first use: %v", err)
@@ -50,15 +53,15 @@ func TestUnknownHostKeyIsRefused(t *testing.T) {
 }
 
 func TestDryRunRunsNothing(t *testing.T) {
-	f := hostsFixture(t)
-	h := f.hostsFile(t, f.knownHosts(t), 3, 3)
+	f := sshtest.Start(t)
+	h := f.Load(t, f.KnownHosts(t), 3, 3)
 	var out bytes.Buffer
-	r := NewRunner(h, false, true, &out)
-	cl, err := New(h, r).Start(context.Background(), sentinelSpec(t))
+	r := ssh.NewRunner(h, false, true, &out)
+	cl, err := ssh.New(h, r).Start(context.Background(), sentinelSpec(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cl.(*Cluster)
+	c := cl.(*ssh.Cluster)
 	for _, step := range []func() error{
 		func() error { return c.Pause("n1") }, func() error { return c.Resume("n1") },
 		func() error { return c.CutInternal(context.Background(), "n1", proxy.Fault{Mode: proxy.Partition}) },
@@ -69,13 +72,13 @@ func TestDryRunRunsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, want := range []string{"redis-server /var/lib/lockjepsen/n1/server.conf", "redis-sentinel", "kill -STOP", "iptables -A LOCKJEPSEN", "replicaof " + f.addrs[0]} {
+	for _, want := range []string{"redis-server /var/lib/lockjepsen/n1/server.conf", "redis-sentinel", "kill -STOP", "iptables -A LOCKJEPSEN", "replicaof " + f.Addrs[0]} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dry run does not print %q:\n%s", want, out.String())
 		}
 	}
-	for i := 0; i < testHosts; i++ {
-		if got := f.onHost(t, i, "ls /var/lib/lockjepsen 2>/dev/null"); got != "" {
+	for i := 0; i < sshtest.Hosts; i++ {
+		if got := f.OnHost(t, i, "ls /var/lib/lockjepsen 2>/dev/null"); got != "" {
 			t.Errorf("the dry run ran something on host %d: %s", i+1, got)
 		}
 	}
@@ -86,18 +89,18 @@ func TestDryRunRunsNothing(t *testing.T) {
 // another node, heals it, pauses and kills a node, and checks that Close
 // leaves every host healed, with the logs collected.
 func TestSentinelOnHosts(t *testing.T) {
-	f := hostsFixture(t)
-	h := f.hostsFile(t, f.knownHosts(t), 3, 3)
-	r := NewRunner(h, false, false, nil)
+	f := sshtest.Start(t)
+	h := f.Load(t, f.KnownHosts(t), 3, 3)
+	r := ssh.NewRunner(h, false, false, nil)
 	defer r.Close()
 	spec := sentinelSpec(t)
 	spec.FakeClock = true
 	ctx := context.Background()
-	cl, err := New(h, r).Start(ctx, spec)
+	cl, err := ssh.New(h, r).Start(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cl.(*Cluster)
+	c := cl.(*ssh.Cluster)
 	closed := false
 	defer func() {
 		if !closed {
@@ -111,7 +114,7 @@ func TestSentinelOnHosts(t *testing.T) {
 	if err := c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Partition}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.onHost(t, 0, "cat /var/lib/lockjepsen/n1/"+markerFile); !strings.Contains(got, "iptables -D LOCKJEPSEN") {
+	if got := f.OnHost(t, 0, "cat "+sshtest.Dir+"/n1/"+ssh.MarkerFile); !strings.Contains(got, "iptables -D LOCKJEPSEN") {
 		t.Errorf("the marker does not list the rules to undo:\n%s", got)
 	}
 	pctx, cancel := context.WithTimeout(ctx, sentinelq.HealthyTimeout)
@@ -128,7 +131,7 @@ func TestSentinelOnHosts(t *testing.T) {
 	if err := c.HealInternal(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if out := f.onHost(t, 0, "iptables -S "+Chain+" | grep -- -A"); out != "" {
+	if out := f.OnHost(t, 0, "iptables -S "+ssh.Chain+" | grep -- -A"); out != "" {
 		t.Errorf("rules left after healing n1:\n%s", out)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
@@ -148,7 +151,7 @@ func TestSentinelOnHosts(t *testing.T) {
 	if err := cl.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.healthyHosts(t)
+	f.RequireHealed(t)
 	for _, file := range []string{"nodes/n1/redis.log", "nodes/s1/sentinel.conf", "ssh-commands.log"} {
 		if st, err := os.Stat(filepath.Join(spec.Dir, file)); err != nil || st.Size() == 0 {
 			t.Errorf("%s was not collected: %v", file, err)
@@ -160,15 +163,15 @@ func TestSentinelOnHosts(t *testing.T) {
 // as a control process killed by SIGKILL would (no Close), and checks
 // that the next run's ReapOrphans heals every host from the markers.
 func TestKilledRunIsHealedByTheNext(t *testing.T) {
-	f := hostsFixture(t)
-	h := f.hostsFile(t, f.knownHosts(t), 1, 0)
-	r := NewRunner(h, false, false, nil)
+	f := sshtest.Start(t)
+	h := f.Load(t, f.KnownHosts(t), 1, 0)
+	r := ssh.NewRunner(h, false, false, nil)
 	ctx := context.Background()
-	cl, err := New(h, r).Start(ctx, cluster.Spec{System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: cluster.PersistNone})
+	cl, err := ssh.New(h, r).Start(ctx, cluster.Spec{System: cluster.Single, Nodes: 1, Dir: t.TempDir(), Persistence: cluster.PersistNone})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cl.(*Cluster)
+	c := cl.(*ssh.Cluster)
 	if err := c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Reject}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +180,54 @@ func TestKilledRunIsHealedByTheNext(t *testing.T) {
 	}
 	r.Close() // the control process dies here
 
-	r2 := NewRunner(h, false, false, nil)
+	r2 := ssh.NewRunner(h, false, false, nil)
 	defer r2.Close()
-	healed := New(h, r2).ReapOrphans(ctx)
+	healed := ssh.New(h, r2).ReapOrphans(ctx)
 	if len(healed) < 2 {
 		t.Errorf("the next run says it healed %d things, want the pause and the server:\n%s", len(healed), strings.Join(healed, "\n"))
 	}
-	f.healthyHosts(t)
+	f.RequireHealed(t)
+}
+
+func TestMain(m *testing.M) {
+	// go-redis's log of every failed dial is noise under faults.
+	locks.SilenceRedisLogs()
+	sshtest.Main(m)
+}
+
+// TestLatencyOnHosts puts a latency fault on the internal links of a
+// Sentinel primary (tc netem) and heals it. On a kernel without netem the
+// fault must fail saying so, and Close must still leave the host healed:
+// the undo of a netem that was never added succeeds.
+func TestLatencyOnHosts(t *testing.T) {
+	f := sshtest.Start(t)
+	h := f.Load(t, f.KnownHosts(t), 3, 3)
+	r := ssh.NewRunner(h, false, false, nil)
+	defer r.Close()
+	ctx := context.Background()
+	cl, err := ssh.New(h, r).Start(ctx, sentinelSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.(*ssh.Cluster)
+	missing := f.NetemMissing(t)
+	err = c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Latency, Latency: 100 * time.Millisecond})
+	switch {
+	case missing != "" && (err == nil || !strings.Contains(err.Error(), "no prio or netem queueing discipline")):
+		t.Errorf("latency on a kernel without netem: %v; want an error that says so", err)
+	case missing == "" && err != nil:
+		t.Errorf("latency: %v", err)
+	case missing == "":
+		if out := f.OnHost(t, 0, "tc qdisc show dev eth0"); !strings.Contains(out, "netem") {
+			t.Errorf("no netem qdisc on n1's host after the fault:\n%s", out)
+		}
+		if err := c.HealInternal(ctx, "n1"); err != nil {
+			t.Errorf("heal: %v", err)
+		}
+	}
+	if err := cl.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.RequireHealed(t)
+	t.Logf("netem on the test hosts: %s", map[bool]string{true: "works", false: "missing: " + missing}[missing == ""])
 }

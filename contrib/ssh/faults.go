@@ -159,7 +159,11 @@ func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) e
 		}
 		return c.change(ctx, p, func() { p.rules = rules }, strings.Join(cmds, " && "))
 	case proxy.Latency, proxy.Slow:
-		return c.change(ctx, p, func() { p.netem = true }, c.netemCmd(p, f))
+		err := c.change(ctx, p, func() { p.netem = true }, c.netemCmd(p, f))
+		if err != nil && strings.Contains(err.Error(), "qdisc kind is unknown") {
+			return fmt.Errorf("%w\n(the kernel of %s has no prio or netem queueing discipline: %s faults need tc netem there, CONFIG_NET_SCH_PRIO and CONFIG_NET_SCH_NETEM, or modprobe sch_prio sch_netem)", err, p.SSH, f.Mode)
+		}
+		return err
 	}
 	return fmt.Errorf("cut the internal links of %s: fault %s has no remote form", node, f)
 }
@@ -200,7 +204,7 @@ func (c *Cluster) HealInternal(ctx context.Context, node string) error {
 		cmds = append(cmds, "iptables -D "+Chain+" "+r)
 	}
 	if p.netem {
-		cmds = append(cmds, "tc qdisc del dev "+p.Interface+" root")
+		cmds = append(cmds, p.netemUndo())
 	}
 	c.mu.Unlock()
 	if len(cmds) == 0 {

@@ -29,6 +29,10 @@ import (
 const (
 	RoleRedis    = "redis"    // a redis-server node under test
 	RoleSentinel = "sentinel" // a redis-sentinel
+	// RoleResource is the redis-server that holds the protected resource
+	// of the counter workload (the review's default): not under test,
+	// never faulted, started only by runs that ask for it.
+	RoleResource = "resource"
 )
 
 // Run modes of a process.
@@ -173,12 +177,12 @@ func (p *Process) fill(d Process, i int) {
 	sshHost, _, _ := net.SplitHostPort(p.SSH)
 	str(&p.Address, d.Address, sshHost)
 	if p.Port == 0 {
-		p.Port = map[string]int{RoleRedis: 6379, RoleSentinel: 26379}[p.Role]
+		p.Port = map[string]int{RoleRedis: 6379, RoleSentinel: 26379, RoleResource: 6379}[p.Role]
 	}
 	if p.Client == "" && p.Address != "" && p.Port > 0 {
 		p.Client = net.JoinHostPort(p.Address, strconv.Itoa(p.Port))
 	}
-	str(&p.Binary, d.Binary, map[string]string{RoleRedis: "/usr/bin/redis-server", RoleSentinel: "/usr/bin/redis-sentinel"}[p.Role])
+	str(&p.Binary, d.Binary, map[string]string{RoleRedis: "/usr/bin/redis-server", RoleSentinel: "/usr/bin/redis-sentinel", RoleResource: "/usr/bin/redis-server"}[p.Role])
 	if p.Dir == "" && d.Dir != "" {
 		p.Dir = path.Join(d.Dir, p.Name)
 	}
@@ -210,8 +214,8 @@ func (h *Hosts) validate() error {
 			bad("name is used already (line %d)", l)
 		}
 		seen[p.Name] = p.line
-		if p.Role != RoleRedis && p.Role != RoleSentinel {
-			bad("role %q is not one of %s, %s", p.Role, RoleRedis, RoleSentinel)
+		if p.Role != RoleRedis && p.Role != RoleSentinel && p.Role != RoleResource {
+			bad("role %q is not one of %s, %s, %s", p.Role, RoleRedis, RoleSentinel, RoleResource)
 		}
 		if p.SSH == "" {
 			bad("no ssh: give the host's SSH address (host or host:port)")
@@ -262,6 +266,9 @@ func (h *Hosts) validate() error {
 	if primaries > 1 {
 		errs = append(errs, fmt.Errorf("%s: %d redis nodes say primary: true; at most one may", h.Path, primaries))
 	}
+	if n := len(h.ByRole(RoleResource)); n > 1 {
+		errs = append(errs, fmt.Errorf("%s: %d processes have role %s; at most one may", h.Path, n, RoleResource))
+	}
 	return errors.Join(errs...)
 }
 
@@ -292,12 +299,14 @@ func (h *Hosts) ByRole(role string) []Process {
 func (h *Hosts) Fit(spec cluster.Spec) error {
 	redis, sentinels := len(h.ByRole(RoleRedis)), len(h.ByRole(RoleSentinel))
 	switch spec.System {
-	case cluster.Single, cluster.Sentinel:
+	case cluster.Single, cluster.Sentinel, cluster.Redlock:
 	default:
-		return fmt.Errorf("the ssh backend runs the %s and %s systems so far, not %s", cluster.Single, cluster.Sentinel, spec.System)
+		// Redis Cluster and etcd members on hosts are not built yet
+		// (docs/remote.md says so).
+		return fmt.Errorf("the ssh backend runs the %s, %s and %s systems so far, not %s", cluster.Single, cluster.Sentinel, cluster.Redlock, spec.System)
 	}
-	if spec.Resource {
-		return fmt.Errorf("the ssh backend has no protected-resource store yet: use a workload without one (not counter)")
+	if spec.Resource && len(h.ByRole(RoleResource)) == 0 {
+		return fmt.Errorf("%s lists no process with role %s: the counter workload (the review's default) writes a protected resource there; add one (a redis-server lockjepsen starts and never faults), or use a workload without one (--workload mutex)", h.Path, RoleResource)
 	}
 	if redis != spec.Nodes {
 		return fmt.Errorf("%s lists %d redis nodes; the run asks for --nodes %d", h.Path, redis, spec.Nodes)
@@ -308,6 +317,13 @@ func (h *Hosts) Fit(spec cluster.Spec) error {
 	}
 	if sentinels != want {
 		return fmt.Errorf("%s lists %d sentinels; system %s with these options has %d", h.Path, sentinels, spec.System, want)
+	}
+	if spec.FakeClock {
+		for _, n := range h.ByRole(RoleRedis) {
+			if n.Faketime == "" {
+				return fmt.Errorf("clock faults on the ssh backend need libfaketime where lockjepsen starts the server: node %s (%s line %d) has no faketime_preload; lockjepsen never sets a host's system clock", n.Name, h.Path, n.Line())
+			}
+		}
 	}
 	return nil
 }

@@ -51,6 +51,19 @@ func TestParseHosts(t *testing.T) {
 	if err := h.Fit(spec); err == nil || !strings.Contains(err.Error(), "--nodes 3") {
 		t.Errorf("Fit with 3 nodes: %v", err)
 	}
+	spec.Nodes, spec.Resource = 2, true
+	if err := h.Fit(spec); err == nil || !strings.Contains(err.Error(), "no process with role resource") {
+		t.Errorf("Fit of the counter workload without a resource process: %v", err)
+	}
+	spec.Resource, spec.FakeClock = false, true
+	if err := h.Fit(spec); err == nil || !strings.Contains(err.Error(), "node n2 (/etc/lj/hosts.yaml line 9) has no faketime_preload") {
+		t.Errorf("Fit of clock faults without libfaketime: %v", err)
+	}
+	for _, sys := range []string{cluster.RedisCluster, cluster.Etcd} {
+		if err := h.Fit(cluster.Spec{System: sys, Nodes: 2}); err == nil || !strings.Contains(err.Error(), "not "+sys) {
+			t.Errorf("Fit of %s: %v", sys, err)
+		}
+	}
 }
 
 func TestParseHostsRefuses(t *testing.T) {
@@ -66,6 +79,7 @@ func TestParseHostsRefuses(t *testing.T) {
 		{"shell characters", "nodes:\n  - name: n1\n    ssh: h\n    key: k\n    dir: /d;rm\n", "will not put on a remote command line"},
 		{"run mode", "nodes:\n  - name: n1\n    ssh: h\n    key: k\n    dir: /d\n    run: systemd\n", `run "systemd"`},
 		{"two primaries", "defaults: {ssh: h, key: k, dir: /d}\nnodes:\n  - {name: n1, primary: true}\n  - {name: n2, primary: true, port: 7000}\n", "at most one"},
+		{"two resources", "defaults: {ssh: h, key: k, dir: /d}\nnodes:\n  - {name: r1, role: resource}\n  - {name: r2, role: resource, port: 7000}\n", "2 processes have role resource"},
 		{"address by name", "nodes:\n  - name: n1\n    ssh: 10.0.0.1\n    key: k\n    dir: /d\n    address: redis-a\n", `address "redis-a" is not an IP address`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,11 +9,13 @@ import (
 
 // Files in a process's directory on its host.
 const (
-	confFile   = "server.conf"
-	pidFile    = "server.pid"
-	logFile    = "server.log"
-	clockFile  = "faketime"
-	markerFile = "lockjepsen-undo.sh"
+	confFile  = "server.conf"
+	pidFile   = "server.pid"
+	logFile   = "server.log"
+	clockFile = "faketime"
+	// MarkerFile lists the commands that undo a process's faults and
+	// stop it; a run that was killed leaves it for the next to execute.
+	MarkerFile = "lockjepsen-undo.sh"
 	// Chain is lockjepsen's own iptables chain: every rule lockjepsen
 	// adds is in it, and a heal flushes only it.
 	Chain = "LOCKJEPSEN"
@@ -68,6 +70,13 @@ func (p *proc) killCmd() string {
 	return fmt.Sprintf(`%s && kill -KILL $p && i=0; while [ $i -lt 100 ] && kill -0 $p 2>/dev/null; do sleep 0.05; i=$((i+1)); done; ! kill -0 $p 2>/dev/null`, p.pid())
 }
 
+// netemUndo removes lockjepsen's root qdisc (prio, handle 1:) from the
+// node's interface, and succeeds when it is not there: a netem fault
+// whose command failed half-way left nothing, or only part, to remove.
+func (p *proc) netemUndo() string {
+	return fmt.Sprintf("if tc qdisc show dev %s | grep -q '^qdisc prio 1: root'; then tc qdisc del dev %s root; fi", p.Interface, p.Interface)
+}
+
 // undo lists the commands that undo every fault in effect and stop the
 // server, in that order: the marker file's content.
 func (p *proc) undo() []string {
@@ -79,7 +88,7 @@ func (p *proc) undo() []string {
 		out = append(out, "iptables -D "+Chain+" "+r)
 	}
 	if p.netem {
-		out = append(out, "tc qdisc del dev "+p.Interface+" root")
+		out = append(out, p.netemUndo())
 	}
 	if p.started {
 		out = append(out, p.stopCmd())
@@ -91,16 +100,16 @@ func (p *proc) undo() []string {
 func (p *proc) markerCmd() string {
 	u := p.undo()
 	if len(u) == 0 {
-		return "rm -f " + p.file(markerFile)
+		return "rm -f " + p.file(MarkerFile)
 	}
 	return fmt.Sprintf("cat > %s <<'LOCKJEPSEN_EOF'\n# Written by lockjepsen: what undoes its faults on %s and stops the server it started.\n# A run that was killed leaves it; the next run executes it before it starts.\n%s\nLOCKJEPSEN_EOF",
-		p.file(markerFile), p.Name, strings.Join(u, "\n"))
+		p.file(MarkerFile), p.Name, strings.Join(u, "\n"))
 }
 
 // healMarkerCmd executes a marker left by an earlier run, then removes it,
 // printing what it ran.
 func healMarkerCmd(dir string) string {
-	m := path.Join(dir, markerFile)
+	m := path.Join(dir, MarkerFile)
 	return fmt.Sprintf("if [ -f %s ]; then grep -v '^#' %s; sh %s >/dev/null 2>&1; rm -f %s; fi; true", m, m, m, m)
 }
 
