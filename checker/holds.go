@@ -101,44 +101,12 @@ type procState struct {
 	crashState
 }
 
-// crashedClients are the clients nemesis event op crashed. Only a crash
-// that happened ends beliefs: "error" and "skipped" mark one that was
-// never applied.
-func crashedClients(op *history.Op) []int {
-	if op.F != "client-crash" || op.Value == nil || (op.Value.Phase != "start" && op.Value.Phase != "") {
-		return nil
-	}
-	return op.Value.Clients
-}
-
-// crashState is what every checker keeps of a process's latest crash.
-type crashState struct {
-	crashed   bool
-	crashedAt int64
-}
-
-func (c *crashState) crash(t int64) { c.crashed, c.crashedAt = true, t }
-
-// invoked notes an invoke at t: a crashed process that acts again is a new
-// client.
-func (c *crashState) invoked(t int64) {
-	if c.crashed && t > c.crashedAt {
-		c.crashed = false
-	}
-}
-
-// crashedSince reports whether the process crashed at or after t: an ok to
-// what it invoked at t then reached a dead client.
-func (c *crashState) crashedSince(t int64) bool { return c.crashed && c.crashedAt >= t }
-
 // procTable maps process numbers to their state; a slice covers the usual
 // small process numbers without hashing.
 type procTable struct {
 	small []procState
 	big   map[int]*procState
 }
-
-const smallProcs = 1 << 16
 
 func (t *procTable) get(p int) *procState {
 	if p >= 0 && p < smallProcs {
@@ -156,20 +124,6 @@ func (t *procTable) get(p int) *procState {
 		t.big[p] = s
 	}
 	return s
-}
-
-// granted fills in what an ok acquire's value says of the hold; a hold
-// whose ok reached a dead client (crashed), or whose validity ended
-// before the grant, is empty.
-func (h *Hold) granted(v *history.Value, crashed bool) {
-	if v != nil {
-		h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
-	}
-	if crashed {
-		h.End, h.EndReason = h.Start, EndCrash
-	} else if h.ValidUntil != nil && *h.ValidUntil <= h.Start {
-		h.End, h.EndReason = h.Start, EndValidUntil
-	}
 }
 
 func scan(ops []history.Op) *analysis {
@@ -227,19 +181,6 @@ func scan(ops []history.Op) *analysis {
 	return a
 }
 
-// finish ends hold h's belief at t (event idx) unless its lease ran out
-// first.
-func finish(h *Hold, t int64, reason string, idx int64) {
-	if h.EndReason != "" {
-		return
-	}
-	if h.ValidUntil != nil && *h.ValidUntil <= t {
-		h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
-		return
-	}
-	h.End, h.EndReason, h.EndIndex = max(t, h.Start), reason, idx
-}
-
 // current returns the process's hold that op (a release or extend) refers
 // to, or nil when it refers to none.
 func (a *analysis) current(op *history.Op, ps *procState) *Hold {
@@ -250,25 +191,6 @@ func (a *analysis) current(op *history.Op, ps *procState) *Hold {
 		return h
 	}
 	return nil
-}
-
-// refersTo reports whether op (a release or extend) can refer to the hold
-// of key and token: every checker matches an operation to a process's hold
-// alike. A key or token either side leaves out matches any.
-func refersTo(op *history.Op, key, token string) bool {
-	if op.Key != "" && key != "" && op.Key != key {
-		return false
-	}
-	return op.Value == nil || op.Value.Token == "" || token == "" || op.Value.Token == token
-}
-
-// grantedKey is the key an ok acquire granted: its invoke's, or the
-// completion's when the invoke named none.
-func grantedKey(inv, op *history.Op) string {
-	if inv.Key == "" {
-		return op.Key
-	}
-	return inv.Key
 }
 
 // leaseEnd is a release's or extend's own lease end: the hold it refers
@@ -393,18 +315,6 @@ func (a *analysis) endOf(c call) int64 {
 		return a.end
 	}
 	return a.ops[c.comp].Time
-}
-
-// startOf is when an operation began at the server at the earliest: its
-// invoke, or the lock's own stamp of its first send when it reports one
-// (a client in another process), which cannot be earlier than the invoke
-// nor later than the answer. A TTL counts from there.
-func startOf(inv, comp *history.Op) int64 {
-	from := inv.Time
-	if comp.Value != nil && comp.Value.Started != nil && *comp.Value.Started > from {
-		from = min(*comp.Value.Started, comp.Time)
-	}
-	return from
 }
 
 // Faults are the nemesis faults of a history with the spans they were
