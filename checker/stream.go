@@ -76,7 +76,7 @@ const tickEvents = 4096
 func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
-		faults: faultState{open: map[string]*Fault{}}, lease: newLeaseState(opts), res: newResState(),
+		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
 		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts)}
 	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
 	return s

@@ -473,34 +473,19 @@ func sortCalls(calls []*scall) {
 // every clock fault (the lease model asks about them; there are few).
 type faultState struct {
 	kept  []*Fault
-	open  map[string]*Fault
+	open  openFaults
 	clock []*Fault
 }
 
-// nemesis applies a nemesis event as (*analysis).nemesis does.
+// nemesis applies a nemesis event: its fault, and the crashes that end
+// beliefs.
 func (s *Stream) nemesis(op *history.Op) {
 	s.stats.nemesis++
-	var v history.Value
-	if op.Value != nil {
-		v = *op.Value
-	}
 	s.fo.primary(op, s.stats.last)
-	id := faultID(op.F, v)
-	switch v.Phase {
-	case "start", "":
-		f := &Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
-		if op.F != "client-crash" && v.Phase == "start" {
-			s.faults.open[id] = f
-			f.End = Never
-		}
+	if f := s.faults.open.apply(op); f != nil {
 		s.faults.kept = append(s.faults.kept, f)
 		if s.opts.isClockFault(f.Name) {
 			s.faults.clock = append(s.faults.clock, f)
-		}
-	case "stop":
-		if f, ok := s.faults.open[id]; ok {
-			f.End = op.Time
-			delete(s.faults.open, id)
 		}
 	}
 	s.tr.Crash(op)
