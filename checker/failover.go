@@ -2,7 +2,6 @@ package checker
 
 import (
 	"strings"
-
 )
 
 // PrimaryEvent is the nemesis event f of the primary monitor on Sentinel

@@ -261,7 +261,6 @@ func (a *analysis) endOf(c call) int64 {
 	return a.ops[c.comp].Time
 }
 
-
 // Exclusion checks that no two believed holds on one key overlap.
 func Exclusion(ops []history.Op) *ExclusionResult { return scan(ops).exclusion(0) }
 

@@ -3,7 +3,6 @@ package checker
 import (
 	"fmt"
 	"strings"
-
 )
 
 // Write is an accepted write to the protected resource.

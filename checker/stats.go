@@ -3,7 +3,6 @@ package checker
 import (
 	"math/bits"
 	"time"
-
 )
 
 // Latency holds one operation kind's completion latencies, in ns.
