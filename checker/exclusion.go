@@ -131,14 +131,20 @@ func overClaimOf(h *Hold, ttl int64) int64 {
 	return 0
 }
 
-func (h *Hold) describeAcquire() string {
+// tokenFence names a lease's token and fence, those it has.
+func tokenFence(token string, fence *int64) []string {
 	var parts []string
-	if h.Token != "" {
-		parts = append(parts, "token "+h.Token)
+	if token != "" {
+		parts = append(parts, "token "+token)
 	}
-	if h.Fence != nil {
-		parts = append(parts, fmt.Sprintf("fence %d", *h.Fence))
+	if fence != nil {
+		parts = append(parts, fmt.Sprintf("fence %d", *fence))
 	}
+	return parts
+}
+
+func (h *Hold) describeAcquire() string {
+	parts := tokenFence(h.Token, h.Fence)
 	if h.ValidUntil != nil {
 		parts = append(parts, "valid until "+fmtT(*h.ValidUntil))
 	} else {

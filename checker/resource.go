@@ -119,13 +119,7 @@ func (r *ResourceResult) finish(why []string) {
 
 func interleaving(key string, first, second Write) Interleaving {
 	desc := func(w Write) string {
-		var parts []string
-		if w.Token != "" {
-			parts = append(parts, "token "+w.Token)
-		}
-		if w.Fence != nil {
-			parts = append(parts, fmt.Sprintf("fence %d", *w.Fence))
-		}
+		parts := tokenFence(w.Token, w.Fence)
 		s := fmt.Sprintf("process %d", w.Process)
 		if len(parts) > 0 {
 			s += " (" + strings.Join(parts, ", ") + ")"
