@@ -158,7 +158,9 @@ func dishonestStory(d *Dishonest) string {
 		d.Process, d.F, d.Key, d.Token, fmtT(d.Invoke), fmtT(d.Expiry), fmtD(d.Late), meaning, d.F)
 }
 
-// serverMayKeep is (*analysis).serverMayKeep over a list of faults.
+// serverMayKeep says why a server may honestly have kept a key from from
+// to to (leases the servers renew, a clock fault active meanwhile), "" if
+// nothing excuses it.
 func serverMayKeep(faults []*Fault, from, to int64, opts Options) string {
 	if opts.ServerRenewsLeases != "" {
 		return opts.ServerRenewsLeases

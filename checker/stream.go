@@ -13,8 +13,9 @@ import (
 // and the longest lease, not by the history's length, so that an hour-long
 // run is checked in the memory of a minute-long one.
 //
-// It applies the rules of the in-memory analysis (holds.go and the
-// checkers over it) and gives the same Results; Check is Stream over a
+// The believed-hold rules are the Tracker's; the tests check that the
+// Stream gives the Results of the in-memory oracle (oracle_test.go, the
+// whole history in memory) on random histories; Check is Stream over a
 // slice. Where it keeps less, it says so: latency percentiles come from a
 // histogram (at most 0.8% above); the lease model takes a lease's calls in
 // completion order, which is invoke order for one holder's calls (two

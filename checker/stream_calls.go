@@ -114,7 +114,7 @@ func newLeaseState(opts Options) *leaseState {
 
 func (l *leaseState) retained() int { return len(l.latest) + len(l.tokens) }
 
-// called runs (*analysis).leaseModel's step for one call.
+// called runs the lease model's step for one call.
 func (l *leaseState) called(c *scall, s *Stream) {
 	inv := &c.Inv
 	if inv.F != history.Acquire && inv.F != history.Extend && inv.F != history.Release {
@@ -300,7 +300,7 @@ func (rs *resState) get(k string) *resKey {
 	})
 }
 
-// called runs (*analysis).resource's step for one call.
+// called runs the resource check's step for one call.
 func (rs *resState) called(c *scall) {
 	inv := &c.Inv
 	switch inv.F {

@@ -8,7 +8,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// foState is (*analysis).failover over holds as they are decided and end.
+// foState is the failover check over holds as they are decided and end.
 type foState struct {
 	r          FailoverResult
 	strandedEx []strandedAt // the first maxFailoverExamples in Start order

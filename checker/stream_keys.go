@@ -84,7 +84,7 @@ type switness struct {
 	calls  []*scall
 }
 
-// exclusion runs the sweep of (*analysis).exclusion for hold h, decided and
+// exclusion runs the exclusion sweep for hold h, decided and
 // not empty, and the liveness and failover checks that need the holds
 // before it on its key.
 func (s *Stream) exclusion(ks *skey, h *hrec) {
@@ -319,7 +319,7 @@ func (e *exState) window(ks *skey, g *sgap, recovered bool) *Window {
 
 // insertTopOrdered keeps the topWindows longest windows, longest first;
 // among equal durations by key and then time, which is the order the
-// in-memory checker meets them in.
+// in-memory oracle meets them in.
 func insertTopOrdered(top []Window, w Window) []Window {
 	less := func(a, b Window) bool { // a before b
 		if a.Duration != b.Duration {
@@ -438,7 +438,7 @@ func (s *Stream) violation(w *switness) Violation {
 	return v
 }
 
-// between is (*analysis).between over the calls a witness kept.
+// between lists the calls a witness kept that may explain it.
 func (s *Stream) between(first, second *hrec, calls []*scall) []Event {
 	calls = slices.Clone(calls)
 	sortCalls(calls)
@@ -450,7 +450,7 @@ func (s *Stream) between(first, second *hrec, calls []*scall) []Event {
 		if c.Done {
 			end = c.Comp.Time
 		}
-		// As analysis.between: an unknown outcome may take effect later.
+		// An unknown outcome may take effect later.
 		unknown := c.Done && c.Comp.Type == history.Info
 		if inv.Time > second.Start || c.Outcome() == history.Fail || (!unknown && (inv.Process == first.Process || end < first.Invoke)) {
 			continue

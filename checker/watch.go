@@ -4,10 +4,9 @@ import "github.com/lockjepsen/lockjepsen/history"
 
 // Watcher finds mutual-exclusion violations while a run is still going,
 // from events fed in the history's order, so that the run can stop at the
-// first (--stop-on-first-violation) and progress can count them. It applies the believed-hold rules of
-// holds.go but keeps only the holds still believed and the clients' pending
-// calls, so its memory is bounded by the clients, not by the history's
-// length. It only decides when to stop: the verdict is still the checkers',
+// first (--stop-on-first-violation) and progress can count them. It takes
+// the holds from the Tracker and keeps per key only those still believed,
+// so its memory is bounded by the clients, not by the history's length. It only decides when to stop: the verdict is still the checkers',
 // over the whole stored history.
 type Watcher struct {
 	tr   Tracker[struct{}]
