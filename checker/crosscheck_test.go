@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/history"
@@ -96,5 +97,29 @@ func TestCrossCheckExclusionPorcupine(t *testing.T) {
 	t.Logf("%d of %d random histories valid", valid, n)
 	if valid < n/10 || valid > n*9/10 {
 		t.Fatalf("generator is lopsided: %d of %d valid", valid, n)
+	}
+}
+
+// The Tracker, the one engine of the hold rules, gives the holds of the
+// oracle's rules (written apart in oracle_test.go) on random histories
+// with crashes, faults, shared tokens and calls that never complete.
+func TestTrackerMatchesOracle(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	n := 3000
+	if testing.Short() {
+		n = 1000
+	}
+	for i := range n {
+		ops := richHistory(rng)
+		if want, got := scan(ops).holds, Holds(ops); !reflect.DeepEqual(want, got) {
+			for _, op := range ops {
+				t.Log(op.String(), op.Value)
+			}
+			for j := range max(len(want), len(got)) {
+				if j >= len(want) || j >= len(got) || !reflect.DeepEqual(want[j], got[j]) {
+					t.Fatalf("history %d: %d holds, oracle %d; first difference at hold %d", i, len(got), len(want), j)
+				}
+			}
+		}
 	}
 }

@@ -3,7 +3,6 @@ package checker
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -98,117 +97,6 @@ type ExclusionResult struct {
 	Violations []Violation `json:"violations,omitempty"`
 }
 
-// Exclusion checks that no two believed holds on one key overlap.
-func Exclusion(ops []history.Op) *ExclusionResult { return scan(ops).exclusion(0) }
-
-// ExclusionWith is Exclusion with options: Options.TTL widens the faults
-// listed with a violation to those active in the TTL before it.
-func ExclusionWith(ops []history.Op, opts Options) *ExclusionResult {
-	return scan(ops).exclusion(opts.TTL)
-}
-
-func (a *analysis) exclusion(ttl time.Duration) *ExclusionResult {
-	r := &ExclusionResult{Holds: len(a.holds)}
-	type pair struct{ first, second int }
-	var found []pair
-	// Sweep in Start order keeping, per key, the hold whose belief reaches
-	// furthest: a new hold overlaps some earlier one iff it overlaps that
-	// one, and a hold that overlaps none starts a new connected group.
-	type keyState struct {
-		furthest   int
-		inIncident bool // the current group already counts as an incident
-	}
-	active := map[string]*keyState{}
-	for i := range a.holds {
-		h := &a.holds[i]
-		if h.Empty() {
-			r.EmptyHolds++
-			continue
-		}
-		ks := active[h.Key]
-		if ks == nil {
-			active[h.Key] = &keyState{furthest: i}
-			continue
-		}
-		j := ks.furthest
-		if h.Start < a.holds[j].End {
-			r.Count++
-			if !ks.inIncident {
-				r.Incidents++
-				ks.inIncident = true
-			}
-			if len(found) < MaxViolations {
-				found = append(found, pair{j, i})
-			}
-		} else {
-			ks.inIncident = false
-		}
-		if h.End > a.holds[j].End {
-			ks.furthest = i
-		}
-	}
-	r.Keys = len(active)
-	r.Valid = r.Count == 0
-	if len(found) == 0 {
-		return r
-	}
-	between := a.releaseExtendByKey()
-	for _, p := range found {
-		r.Violations = append(r.Violations, a.violation(&a.holds[p.first], &a.holds[p.second], between, ttl))
-	}
-	return r
-}
-
-// releaseExtendByKey lists the releases and extends per key that may have
-// changed the key (every outcome but a definite failure), in invocation
-// order; built only when there are violations to explain.
-func (a *analysis) releaseExtendByKey() map[string][]call {
-	m := map[string][]call{}
-	for _, c := range a.calls {
-		inv := &a.ops[c.inv]
-		if (inv.F != history.Release && inv.F != history.Extend) || a.outcome(c) == history.Fail {
-			continue
-		}
-		m[inv.Key] = append(m[inv.Key], c) // a.calls is in invocation order
-	}
-	return m
-}
-
-// between lists the releases and extends of other processes that may have
-// touched the key while the first holder held it and before the second was
-// granted: invoked before the second grant, and completed (or still in
-// flight) after the first holder's acquire was invoked. A release invoked
-// earlier still counts, since a GET-then-DEL can read its own token before
-// the key expires and delete the next holder's key afterwards. One whose
-// outcome is unknown counts whenever it was invoked, the first holder's
-// own included: the client gave up on it, but its DEL can still reach the
-// server after the holder's next grant (a loaded CI run showed a plain-DEL
-// release that timed out deleting its own process's next key).
-func (a *analysis) between(first, second *Hold, calls []call) []Event {
-	hi := sort.Search(len(calls), func(i int) bool { return a.ops[calls[i].inv].Time > second.Start })
-	var out []Event
-	perProcess := map[int]int{}
-	for i := hi - 1; i >= 0 && len(out) < maxBetween; i-- {
-		c := calls[i]
-		inv := &a.ops[c.inv]
-		// A process's latest maxBetween+1 calls, as the stream keeps.
-		if perProcess[inv.Process]++; perProcess[inv.Process] > maxBetween+1 {
-			continue
-		}
-		unknown := c.comp >= 0 && a.ops[c.comp].Type == history.Info
-		if !unknown && (inv.Process == first.Process || a.endOf(c) < first.Invoke) {
-			continue
-		}
-		var comp *history.Op
-		if c.comp >= 0 {
-			comp = &a.ops[c.comp]
-		}
-		out = append(out, callEvent(inv, comp, c.leaseEnd))
-	}
-	slices.Reverse(out) // oldest first reads better
-	return out
-}
-
 // callEvent is a call as a witness lists it: its completion, or its
 // invoke while it is still in flight (comp nil).
 func callEvent(inv, comp *history.Op, leaseEnd int64) Event {
@@ -220,43 +108,6 @@ func callEvent(inv, comp *history.Op, leaseEnd int64) Event {
 		e.Token = inv.Value.Token
 	}
 	return e
-}
-
-func (a *analysis) violation(first, second *Hold, between map[string][]call, ttl time.Duration) Violation {
-	v := Violation{Key: second.Key, First: *first, Second: *second,
-		OverlapStart: second.Start, OverlapEnd: min(first.End, second.End)}
-	end := v.OverlapEnd
-	if end == Never {
-		end = max(a.end, v.OverlapStart)
-	}
-	v.Overlap = end - v.OverlapStart
-	v.Between = a.between(first, second, between[v.Key])
-	from := v.OverlapStart
-	if ttl > 0 {
-		from = min(from, first.Start-int64(ttl))
-	}
-	for _, f := range a.faults {
-		if f.Start <= end && f.End >= from {
-			v.Faults = append(v.Faults, f.Fault)
-		}
-	}
-	v.OverClaim = overClaimOf(first, a.ttlOf(first))
-	v.Story = v.story()
-	return v
-}
-
-// ttlOf is the TTL the hold's acquire asked for (0 when not recorded).
-func (a *analysis) ttlOf(h *Hold) int64 {
-	i := indexOfEvent(a.ops, h.AcquireIndex)
-	for j := i - 1; j >= 0; j-- {
-		if op := &a.ops[j]; op.Process == h.Process && op.Type == history.Invoke {
-			if op.F == history.Acquire && op.Value != nil {
-				return op.Value.TTL
-			}
-			return 0
-		}
-	}
-	return 0
 }
 
 // indexOfEvent finds the event numbered idx (validated histories number
@@ -280,14 +131,20 @@ func overClaimOf(h *Hold, ttl int64) int64 {
 	return 0
 }
 
-func (h *Hold) describeAcquire() string {
+// tokenFence names a lease's token and fence, those it has.
+func tokenFence(token string, fence *int64) []string {
 	var parts []string
-	if h.Token != "" {
-		parts = append(parts, "token "+h.Token)
+	if token != "" {
+		parts = append(parts, "token "+token)
 	}
-	if h.Fence != nil {
-		parts = append(parts, fmt.Sprintf("fence %d", *h.Fence))
+	if fence != nil {
+		parts = append(parts, fmt.Sprintf("fence %d", *fence))
 	}
+	return parts
+}
+
+func (h *Hold) describeAcquire() string {
+	parts := tokenFence(h.Token, h.Fence)
 	if h.ValidUntil != nil {
 		parts = append(parts, "valid until "+fmtT(*h.ValidUntil))
 	} else {

@@ -65,356 +65,72 @@ type Hold struct {
 func (h *Hold) Empty() bool { return h.End <= h.Start }
 
 // Holds returns the believed holds of a history, one per ok acquire, in
-// order of Start.
-func Holds(ops []history.Op) []Hold { return scan(ops).holds }
-
-// call is a client operation as indices into the history, a compact
-// history.Operation: a million of these cost 16 MB instead of 100+.
-type call struct {
-	inv, comp int   // comp is -1 when the operation never completed
-	leaseEnd  int64 // a release's or extend's own lease end (Event.LeaseEnd)
-}
-
-// fault is a nemesis fault's active interval.
-type fault struct {
-	Fault
-}
-
-// analysis is one pass over a history shared by all checkers.
-type analysis struct {
-	ops    []history.Op
-	holds  []Hold
-	calls  []call
-	faults []fault
-	// summaries are the summary events (failed acquires counted, not
-	// recorded one by one), by index.
-	summaries []int
-	end       int64 // time of the last event
-	// ttls are the TTLs the holds' acquires asked for, by AcquireIndex.
-	ttls map[int64]int64
-}
-
-type procState struct {
-	pending int // index of the pending invoke, -1 if none
-	call    int // index into analysis.calls of the pending call
-	hold    int // index of the latest hold, -1 if none
-	crashState
-}
-
-// crashedClients are the clients nemesis event op crashed. Only a crash
-// that happened ends beliefs: "error" and "skipped" mark one that was
-// never applied.
-func crashedClients(op *history.Op) []int {
-	if op.F != "client-crash" || op.Value == nil || (op.Value.Phase != "start" && op.Value.Phase != "") {
-		return nil
-	}
-	return op.Value.Clients
-}
-
-// crashState is what every checker keeps of a process's latest crash.
-type crashState struct {
-	crashed   bool
-	crashedAt int64
-}
-
-func (c *crashState) crash(t int64) { c.crashed, c.crashedAt = true, t }
-
-// invoked notes an invoke at t: a crashed process that acts again is a new
-// client.
-func (c *crashState) invoked(t int64) {
-	if c.crashed && t > c.crashedAt {
-		c.crashed = false
-	}
-}
-
-// crashedSince reports whether the process crashed at or after t: an ok to
-// what it invoked at t then reached a dead client.
-func (c *crashState) crashedSince(t int64) bool { return c.crashed && c.crashedAt >= t }
-
-// procTable maps process numbers to their state; a slice covers the usual
-// small process numbers without hashing.
-type procTable struct {
-	small []procState
-	big   map[int]*procState
-}
-
-const smallProcs = 1 << 16
-
-func (t *procTable) get(p int) *procState {
-	if p >= 0 && p < smallProcs {
-		for p >= len(t.small) {
-			t.small = append(t.small, procState{pending: -1, hold: -1})
-		}
-		return &t.small[p]
-	}
-	if t.big == nil {
-		t.big = map[int]*procState{}
-	}
-	s := t.big[p]
-	if s == nil {
-		s = &procState{pending: -1, hold: -1}
-		t.big[p] = s
-	}
-	return s
-}
-
-// granted fills in what an ok acquire's value says of the hold; a hold
-// whose ok reached a dead client (crashed), or whose validity ended
-// before the grant, is empty.
-func (h *Hold) granted(v *history.Value, crashed bool) {
-	if v != nil {
-		h.Token, h.Fence, h.ValidUntil, h.Nodes = v.Token, v.Fence, v.ValidUntil, v.Nodes
-	}
-	if crashed {
-		h.End, h.EndReason = h.Start, EndCrash
-	} else if h.ValidUntil != nil && *h.ValidUntil <= h.Start {
-		h.End, h.EndReason = h.Start, EndValidUntil
-	}
-}
-
-func scan(ops []history.Op) *analysis {
-	a := &analysis{ops: ops, calls: make([]call, 0, len(ops)/2+1)}
-	if len(ops) > 0 {
-		a.end = ops[len(ops)-1].Time
-	}
-	var procs procTable
-	openFault := map[string]int{}
+// order of Start: the Tracker's, every one kept.
+func Holds(ops []history.Op) []Hold {
+	var hs []*Belief[struct{}]
+	t := Tracker[struct{}]{OnGrant: func(h *Belief[struct{}]) { hs = append(hs, h) }}
 	for i := range ops {
-		op := &ops[i]
-		if op.Process == history.NemesisProcess {
-			a.nemesis(i, openFault, &procs)
-			continue
-		}
-		if op.Type == history.Summary {
-			a.summaries = append(a.summaries, i)
-			continue
-		}
-		if op.Type == history.Background {
-			continue // a lock's own renewal: no operation of the holder's
-		}
-		ps := procs.get(op.Process)
-		if op.Type == history.Invoke {
-			ps.pending = i
-			ps.call = len(a.calls)
-			a.calls = append(a.calls, call{inv: i, comp: -1, leaseEnd: a.leaseEnd(op, ps)})
-			ps.invoked(op.Time)
-			a.invoke(i, ps)
-			continue
-		}
-		if ps.pending < 0 {
-			continue // a completion without an invoke: not a validated history
-		}
-		inv := ps.pending
-		ps.pending = -1
-		a.calls[ps.call].comp = i
-		a.complete(inv, i, ps)
+		t.Observe(&ops[i])
 	}
-	for i := range a.holds {
-		h := &a.holds[i]
-		if h.EndReason == "" {
-			if h.ValidUntil != nil {
-				h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
-			} else {
-				h.End, h.EndReason, h.EndIndex = Never, EndOpen, -1
-			}
-		}
+	t.EndRemaining()
+	out := make([]Hold, len(hs))
+	for i, h := range hs {
+		out[i] = h.Hold
 	}
-	// Holds are appended at their ok completion, so they are in Start order
-	// for any validated history; sort only if given something else.
-	if !sort.SliceIsSorted(a.holds, func(i, j int) bool { return a.holds[i].Start < a.holds[j].Start }) {
-		sort.SliceStable(a.holds, func(i, j int) bool { return a.holds[i].Start < a.holds[j].Start })
+	// Holds are made at their ok completion, so they are in Start order for
+	// any validated history; sort only if given something else.
+	if !sort.SliceIsSorted(out, func(i, j int) bool { return out[i].Start < out[j].Start }) {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	}
-	return a
-}
-
-// finish ends hold h's belief at t (event idx) unless its lease ran out
-// first.
-func finish(h *Hold, t int64, reason string, idx int64) {
-	if h.EndReason != "" {
-		return
-	}
-	if h.ValidUntil != nil && *h.ValidUntil <= t {
-		h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
-		return
-	}
-	h.End, h.EndReason, h.EndIndex = max(t, h.Start), reason, idx
-}
-
-// current returns the process's hold that op (a release or extend) refers
-// to, or nil when it refers to none.
-func (a *analysis) current(op *history.Op, ps *procState) *Hold {
-	if ps.hold < 0 {
-		return nil
-	}
-	if h := &a.holds[ps.hold]; refersTo(op, h.Key, h.Token) {
-		return h
-	}
-	return nil
-}
-
-// refersTo reports whether op (a release or extend) can refer to the hold
-// of key and token: every checker matches an operation to a process's hold
-// alike. A key or token either side leaves out matches any.
-func refersTo(op *history.Op, key, token string) bool {
-	if op.Key != "" && key != "" && op.Key != key {
-		return false
-	}
-	return op.Value == nil || op.Value.Token == "" || token == "" || op.Value.Token == token
-}
-
-// grantedKey is the key an ok acquire granted: its invoke's, or the
-// completion's when the invoke named none.
-func grantedKey(inv, op *history.Op) string {
-	if inv.Key == "" {
-		return op.Key
-	}
-	return inv.Key
-}
-
-// leaseEnd is a release's or extend's own lease end: the hold it refers
-// to, from its last grant or extend's start, plus its TTL; 0 if unknown.
-func (a *analysis) leaseEnd(op *history.Op, ps *procState) int64 {
-	if op.F != history.Release && op.F != history.Extend {
-		return 0
-	}
-	if h := a.current(op, ps); h != nil && a.ttls[h.AcquireIndex] > 0 {
-		return h.ValidFrom + a.ttls[h.AcquireIndex]
-	}
-	return 0
-}
-
-func (a *analysis) invoke(i int, ps *procState) {
-	op := &a.ops[i]
-	switch op.F {
-	case history.Acquire:
-		if ps.hold >= 0 {
-			finish(&a.holds[ps.hold], op.Time, EndAbandoned, op.Index)
-		}
-	case history.Release:
-		if h := a.current(op, ps); h != nil {
-			finish(h, op.Time, EndRelease, op.Index)
-		}
-	}
-}
-
-func (a *analysis) complete(inv, i int, ps *procState) {
-	iop, op := &a.ops[inv], &a.ops[i]
-	switch iop.F {
-	case history.Acquire:
-		if op.Type != history.OK {
-			return // a failed or unknown acquire confers no belief
-		}
-		h := Hold{Key: grantedKey(iop, op), Process: op.Process, Invoke: iop.Time, Start: op.Time,
-			AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}
-		h.granted(op.Value, ps.crashedSince(iop.Time))
-		if iop.Value != nil && iop.Value.TTL > 0 {
-			if a.ttls == nil {
-				a.ttls = map[int64]int64{}
-			}
-			a.ttls[op.Index] = iop.Value.TTL
-		}
-		ps.hold = len(a.holds)
-		a.holds = append(a.holds, h)
-	case history.Extend:
-		h := a.current(iop, ps)
-		if h == nil || h.EndReason != "" {
-			return
-		}
-		switch op.Type {
-		case history.OK:
-			if h.ValidUntil != nil && *h.ValidUntil <= op.Time {
-				// The lease ran out before the extension arrived; the
-				// belief ended then and is not revived.
-				finish(h, op.Time, EndValidUntil, -1)
-				return
-			}
-			if op.Value != nil && op.Value.ValidUntil != nil {
-				h.ValidUntil, h.ValidFrom = op.Value.ValidUntil, startOf(iop, op)
-				if *h.ValidUntil <= op.Time {
-					h.End, h.EndReason, h.EndIndex = op.Time, EndValidUntil, -1
-				}
-			}
-		case history.Fail:
-			finish(h, op.Time, EndLost, op.Index)
-		}
-	}
-	// A release's outcome does not matter: the belief ended at its invoke,
-	// before a failed release could tell the client it had lost the lock.
-}
-
-func (a *analysis) nemesis(i int, open map[string]int, procs *procTable) {
-	op := &a.ops[i]
-	var v history.Value
-	if op.Value != nil {
-		v = *op.Value
-	}
-	// Faults of one kind can overlap (two clients paused at once), so a
-	// stop matches the start of the same fault on the same targets.
-	id := faultID(op.F, v)
-	switch v.Phase {
-	case "start", "":
-		f := fault{Fault: Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets,
-			Clients: v.Clients, Detail: v.Detail}}
-		if op.F != "client-crash" && v.Phase == "start" {
-			open[id] = len(a.faults)
-			f.End = Never
-		}
-		a.faults = append(a.faults, f)
-	case "stop":
-		if j, ok := open[id]; ok {
-			a.faults[j].End = op.Time
-			delete(open, id)
-		}
-	}
-	for _, p := range crashedClients(op) {
-		ps := procs.get(p)
-		ps.crash(op.Time)
-		if ps.hold >= 0 {
-			finish(&a.holds[ps.hold], op.Time, EndCrash, op.Index)
-		}
-	}
-}
-
-func faultID(f string, v history.Value) string {
-	return fmt.Sprintf("%s|%v|%v", f, v.Targets, v.Clients)
-}
-
-// outcome of a call: ok, fail or info (never completed counts as info).
-func (a *analysis) outcome(c call) history.Type {
-	if c.comp < 0 {
-		return history.Info
-	}
-	return a.ops[c.comp].Type
-}
-
-// endOf is the completion time of c, or the end of the history.
-func (a *analysis) endOf(c call) int64 {
-	if c.comp < 0 {
-		return a.end
-	}
-	return a.ops[c.comp].Time
-}
-
-// startOf is when an operation began at the server at the earliest: its
-// invoke, or the lock's own stamp of its first send when it reports one
-// (a client in another process), which cannot be earlier than the invoke
-// nor later than the answer. A TTL counts from there.
-func startOf(inv, comp *history.Op) int64 {
-	from := inv.Time
-	if comp.Value != nil && comp.Value.Started != nil && *comp.Value.Started > from {
-		from = min(*comp.Value.Started, comp.Time)
-	}
-	return from
+	return out
 }
 
 // Faults are the nemesis faults of a history with the spans they were
 // active, in the order they started: End is Never for a fault never
 // stopped, and Start for an instant one (client-crash).
 func Faults(ops []history.Op) []Fault {
-	a := scan(ops)
-	out := make([]Fault, len(a.faults))
-	for i, f := range a.faults {
-		out[i] = f.Fault
+	var fs []*Fault
+	open := openFaults{}
+	for i := range ops {
+		if ops[i].Process == history.NemesisProcess {
+			if f := open.apply(&ops[i]); f != nil {
+				fs = append(fs, f)
+			}
+		}
+	}
+	out := make([]Fault, len(fs))
+	for i, f := range fs {
+		out[i] = *f
 	}
 	return out
+}
+
+// openFaults are the faults started and not yet stopped, by what a stop
+// names: faults of one kind can overlap (two clients paused at once), so a
+// stop matches the start of the same fault on the same targets.
+type openFaults map[string]*Fault
+
+// apply takes a nemesis event: it returns the fault a start (or an instant
+// fault) begins, and ends the one a stop stops.
+func (o openFaults) apply(op *history.Op) *Fault {
+	var v history.Value
+	if op.Value != nil {
+		v = *op.Value
+	}
+	id := fmt.Sprintf("%s|%v|%v", op.F, v.Targets, v.Clients)
+	switch v.Phase {
+	case "start", "":
+		f := &Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
+		if op.F != "client-crash" && v.Phase == "start" {
+			o[id] = f
+			f.End = Never
+		}
+		return f
+	case "stop":
+		if f, ok := o[id]; ok {
+			f.End = op.Time
+			delete(o, id)
+		}
+	}
+	return nil
 }

@@ -109,101 +109,8 @@ type expiry struct {
 	unknown bool  // an unknown grant or extend may have set it at any time
 }
 
-// leaseModel runs the over-claim and honesty checks over a.calls.
-func (a *analysis) leaseModel(opts Options) *LeaseResult {
-	r := &LeaseResult{Valid: true}
-	if opts.TTL > 0 {
-		r.ToleranceNs = int64(LeaseTolerance(opts.TTL))
-	}
-	latest := map[leaseKey]expiry{}
-	tokens := map[int]leaseKey{} // a process's latest lease, for release invokes without a token
-	for _, c := range a.calls {
-		inv := &a.ops[c.inv]
-		if inv.F != history.Acquire && inv.F != history.Extend && inv.F != history.Release {
-			continue
-		}
-		lk := a.leaseKeyOf(c, tokens)
-		if lk.token == "" {
-			continue
-		}
-		ttl := int64(0)
-		if inv.Value != nil {
-			ttl = inv.Value.TTL
-		}
-		outcome := a.outcome(c)
-		if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
-			a.judgeHonesty(r, c, lk, latest[lk], opts)
-		}
-		if inv.F == history.Release || outcome == history.Fail {
-			continue
-		}
-		// A grant or an extend that happened, or may have.
-		switch {
-		case outcome != history.OK:
-			latest[lk] = expiry{unknown: true}
-		case ttl <= 0:
-			latest[lk] = expiry{unknown: true} // the TTL asked for is not recorded
-		case !claimsValidity(&a.ops[c.comp]):
-			// A lock that claims no deadline (no TTL, or one renewed in
-			// the background) does not promise that its key expires.
-			latest[lk] = expiry{unknown: true}
-		default:
-			e, end := latest[lk], a.ops[c.comp].Time+ttl
-			if e.at == 0 {
-				e.since = inv.Time
-			}
-			if !e.unknown && end > e.at {
-				latest[lk] = expiry{at: end, ttl: ttl, since: e.since}
-			}
-			a.judgeClaim(r, c, ttl)
-		}
-	}
-	r.Valid = r.OverClaims == 0 && r.DishonestOps == 0
-	return r
-}
-
-// leaseKeyOf is the lease a call refers to: its own token, or for an
-// acquire the one it was granted.
-func (a *analysis) leaseKeyOf(c call, tokens map[int]leaseKey) leaseKey {
-	inv := &a.ops[c.inv]
-	lk := leaseKey{key: inv.Key}
-	if inv.Value != nil {
-		lk.token = inv.Value.Token
-	}
-	if inv.F == history.Acquire {
-		lk.token = ""
-		if c.comp >= 0 {
-			if v := a.ops[c.comp].Value; v != nil {
-				lk.token = v.Token
-			}
-		}
-		if lk.token != "" && a.outcome(c) == history.OK {
-			tokens[inv.Process] = lk
-		}
-		return lk
-	}
-	if lk.token == "" {
-		if prev, ok := tokens[inv.Process]; ok && prev.key == lk.key {
-			lk.token = prev.token
-		}
-	}
-	return lk
-}
-
 func claimsValidity(comp *history.Op) bool {
 	return comp.Value != nil && comp.Value.ValidUntil != nil
-}
-
-// judgeClaim checks an ok grant or extend's validity against invoke + TTL.
-func (a *analysis) judgeClaim(r *LeaseResult, c call, ttl int64) {
-	inv, comp := &a.ops[c.inv], &a.ops[c.comp]
-	if comp.Value == nil || comp.Value.ValidUntil == nil {
-		return // no limit claimed: nothing to over-claim
-	}
-	if !r.overClaims(inv, comp, ttl) || len(r.OverClaimed) >= MaxViolations {
-		return
-	}
-	r.OverClaimed = append(r.OverClaimed, overClaim(inv, comp, ttl))
 }
 
 // overClaims counts an ok grant or extend that claims a validity, and
@@ -234,30 +141,6 @@ func overClaim(inv, comp *history.Op, ttl int64) OverClaim {
 	return o
 }
 
-// judgeHonesty checks an ok release or extend against the latest expiry of
-// its lease's key.
-func (a *analysis) judgeHonesty(r *LeaseResult, c call, lk leaseKey, e expiry, opts Options) {
-	inv, comp := &a.ops[c.inv], &a.ops[c.comp]
-	if e.unknown || e.at == 0 {
-		return // the key's life is not bounded by what the history knows
-	}
-	if inv.Time <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
-		r.Judged++
-		return
-	}
-	if why := a.serverMayKeep(e.since, inv.Time, opts); why != "" {
-		r.Suspended++
-		r.SuspendedWhy = why
-		return
-	}
-	r.Judged++
-	r.DishonestOps++
-	if len(r.Dishonesty) >= MaxViolations {
-		return
-	}
-	r.Dishonesty = append(r.Dishonesty, dishonest(inv, comp, lk, e))
-}
-
 // dishonest is the witness of an ok release or extend of lease lk invoked
 // after its key's expiry e.
 func dishonest(inv, comp *history.Op, lk leaseKey, e expiry) Dishonest {
@@ -275,17 +158,9 @@ func dishonestStory(d *Dishonest) string {
 		d.Process, d.F, d.Key, d.Token, fmtT(d.Invoke), fmtT(d.Expiry), fmtD(d.Late), meaning, d.F)
 }
 
-// serverMayKeep says why the server may honestly have kept a key past its
-// TTL between from and to, or "" when nothing could have.
-func (a *analysis) serverMayKeep(from, to int64, opts Options) string {
-	faults := make([]*Fault, len(a.faults))
-	for i := range a.faults {
-		faults[i] = &a.faults[i].Fault
-	}
-	return serverMayKeep(faults, from, to, opts)
-}
-
-// serverMayKeep is (*analysis).serverMayKeep over a list of faults.
+// serverMayKeep says why a server may honestly have kept a key from from
+// to to (leases the servers renew, a clock fault active meanwhile), "" if
+// nothing excuses it.
 func serverMayKeep(faults []*Fault, from, to int64, opts Options) string {
 	if opts.ServerRenewsLeases != "" {
 		return opts.ServerRenewsLeases

@@ -16,7 +16,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/atomicfile"
 )
 
@@ -58,29 +57,6 @@ type LinearizabilityResult struct {
 	Errors []string `json:"errors,omitempty"`
 	// Elapsed is the check's wall time in ns.
 	Elapsed int64 `json:"elapsed_ns"`
-}
-
-// Linearizability checks the holds of a history against a mutex model with
-// porcupine.
-func Linearizability(ops []history.Op, opts Options) *LinearizabilityResult {
-	return scan(ops).linearizability(opts.withDefaults())
-}
-
-// linearizability feeds the analysis's holds to a linEngine: the in-memory
-// path, which the streaming one must agree with.
-func (a *analysis) linearizability(opts Options) *LinearizabilityResult {
-	e := newLinEngine(opts)
-	for i := range a.holds {
-		h := &a.holds[i]
-		if h.Empty() {
-			continue
-		}
-		e.add(h.Key, linOp{call: h.Invoke, ret: h.Start, hold: h})
-		if h.End != Never {
-			e.add(h.Key, linOp{call: h.End, ret: h.End, hold: h, release: true})
-		}
-	}
-	return e.finish()
 }
 
 const (

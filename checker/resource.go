@@ -2,10 +2,7 @@ package checker
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-
-	"github.com/lockjepsen/lockjepsen/history"
 )
 
 // Write is an accepted write to the protected resource.
@@ -77,97 +74,6 @@ type ResourceResult struct {
 	Explanation string         `json:"explanation,omitempty"`
 }
 
-// Resource checks the protected resource's reads and writes.
-func Resource(ops []history.Op) *ResourceResult { return scan(ops).resource() }
-
-func (a *analysis) resource() *ResourceResult {
-	r := &ResourceResult{Valid: true}
-	type keyState struct {
-		ResourceKey
-		lastWriteEnd int64
-		lastRead     int // call index of the ok read with the latest invoke
-		firstWrite   map[int64]Write
-	}
-	keys := map[string]*keyState{}
-	get := func(k string) *keyState {
-		ks := keys[k]
-		if ks == nil {
-			ks = &keyState{ResourceKey: ResourceKey{Key: k}, lastRead: -1, firstWrite: map[int64]Write{}}
-			keys[k] = ks
-		}
-		return ks
-	}
-	for ci, c := range a.calls {
-		inv := &a.ops[c.inv]
-		switch inv.F {
-		case history.Write:
-			ks := get(inv.Key)
-			ks.Writes++
-			end := a.endOf(c)
-			if c.comp < 0 {
-				end = Never // may still take effect: no read is "after" it
-			}
-			ks.lastWriteEnd = max(ks.lastWriteEnd, end)
-			switch a.outcome(c) {
-			case history.OK:
-				ks.Accepted++
-				w := Write{Process: inv.Process, Invoke: inv.Time, Time: a.ops[c.comp].Time, Index: a.ops[c.comp].Index}
-				if v := inv.Value; v != nil {
-					w.Token, w.Fence = v.Token, v.Fence
-					if v.N == nil {
-						continue
-					}
-					w.N = *v.N
-				} else {
-					continue
-				}
-				if first, dup := ks.firstWrite[w.N]; dup {
-					ks.Duplicates++
-					if len(r.Interleaved) < MaxViolations {
-						r.Interleaved = append(r.Interleaved, interleaving(inv.Key, first, w))
-					}
-				} else {
-					ks.firstWrite[w.N] = w
-				}
-			case history.Fail:
-				ks.RejectedStale++
-			default:
-				ks.UnknownWrites++
-			}
-		case history.Read:
-			ks := get(inv.Key)
-			ks.Reads++
-			switch a.outcome(c) {
-			case history.OK:
-				if v := a.ops[c.comp].Value; v != nil && v.N != nil {
-					ks.lastRead = ci
-				}
-			case history.Fail:
-				ks.RejectedReads++
-			}
-		}
-	}
-	names := make([]string, 0, len(keys))
-	for k, ks := range keys {
-		if ks.Writes > 0 {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	var why []string
-	for _, k := range names {
-		ks := keys[k]
-		// Calls are in invoke order, so lastRead is the latest-invoked ok
-		// read; it counts only if no write could land after it.
-		if ks.lastRead >= 0 && a.ops[a.calls[ks.lastRead].inv].Time > ks.lastWriteEnd {
-			ks.Final = a.ops[a.calls[ks.lastRead].comp].Value.N
-		}
-		why = r.addKey(&ks.ResourceKey, why)
-	}
-	r.finish(why)
-	return r
-}
-
 // judgeResourceKey judges one key's tally, whose Final is set, and says
 // why it is not valid.
 func judgeResourceKey(ks *ResourceKey) []string {
@@ -213,13 +119,7 @@ func (r *ResourceResult) finish(why []string) {
 
 func interleaving(key string, first, second Write) Interleaving {
 	desc := func(w Write) string {
-		var parts []string
-		if w.Token != "" {
-			parts = append(parts, "token "+w.Token)
-		}
-		if w.Fence != nil {
-			parts = append(parts, fmt.Sprintf("fence %d", *w.Fence))
-		}
+		parts := tokenFence(w.Token, w.Fence)
 		s := fmt.Sprintf("process %d", w.Process)
 		if len(parts) > 0 {
 			s += " (" + strings.Join(parts, ", ") + ")"

@@ -2,10 +2,7 @@ package checker
 
 import (
 	"math/bits"
-	"slices"
 	"time"
-
-	"github.com/lockjepsen/lockjepsen/history"
 )
 
 // Latency holds one operation kind's completion latencies, in ns.
@@ -38,55 +35,6 @@ type Stats struct {
 	// Counts, not in Latency, and porcupine did not see them.
 	SummarizedFailedAcquires int                 `json:"summarized_failed_acquires,omitempty"`
 	Latency                  map[string]*Latency `json:"latency"`
-}
-
-// ComputeStats counts and times a history's operations.
-func ComputeStats(ops []history.Op) *Stats { return scan(ops).stats() }
-
-func (a *analysis) stats() *Stats {
-	s := &Stats{Counts: map[string]map[string]int{}, Latency: map[string]*Latency{}, Duration: a.end}
-	lat := map[string][]int64{}
-	for _, c := range a.calls {
-		f := a.ops[c.inv].F
-		m := s.Counts[f]
-		if m == nil {
-			m = map[string]int{}
-			s.Counts[f] = m
-		}
-		if c.comp < 0 {
-			s.Pending++
-			m["pending"]++
-			continue
-		}
-		s.Ops++
-		m[string(a.ops[c.comp].Type)]++
-		lat[f] = append(lat[f], a.ops[c.comp].Time-a.ops[c.inv].Time)
-	}
-	for _, op := range a.ops {
-		if op.Process == history.NemesisProcess {
-			s.NemesisEvents++
-		}
-	}
-	for _, i := range a.summaries {
-		n := int(a.ops[i].Value.Count)
-		s.Ops += n
-		s.SummarizedFailedAcquires += n
-		if s.Counts[history.Acquire] == nil {
-			s.Counts[history.Acquire] = map[string]int{}
-		}
-		s.Counts[history.Acquire][string(history.Fail)] += n
-	}
-	for f, ds := range lat {
-		slices.Sort(ds)
-		q := func(p float64) int64 { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
-		s.Latency[f] = &Latency{Count: len(ds), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: ds[len(ds)-1]}
-	}
-	if s.rated() {
-		secs := float64(a.end) / 1e9
-		s.AcquireThroughput = float64(s.Counts[history.Acquire]["ok"]) / secs
-		s.OpThroughput = float64(s.Ops) / secs
-	}
-	return s
 }
 
 // minRated is the shortest history whose throughput is reported.

@@ -13,8 +13,9 @@ import (
 // and the longest lease, not by the history's length, so that an hour-long
 // run is checked in the memory of a minute-long one.
 //
-// It applies the rules of the in-memory analysis (holds.go and the
-// checkers over it) and gives the same Results; Check is Stream over a
+// The believed-hold rules are the Tracker's; the tests check that the
+// Stream gives the Results of the in-memory oracle (oracle_test.go, the
+// whole history in memory) on random histories; Check is Stream over a
 // slice. Where it keeps less, it says so: latency percentiles come from a
 // histogram (at most 0.8% above); the lease model takes a lease's calls in
 // completion order, which is invoke order for one holder's calls (two
@@ -29,9 +30,9 @@ type Stream struct {
 	opts   Options
 	now    int64 // the time of the latest event
 	events int
-	holds  int64 // holds created, numbering them in Start order
-	calls  int64 // calls invoked, numbering them in invoke order
-	procs  map[int]*sproc
+	// tr applies the believed-hold rules; the stream takes its calls and
+	// holds through the callbacks.
+	tr Tracker[holdState]
 	// undecided are the holds granted at the current instant: whether one
 	// overlaps an earlier hold, or is empty, is known once the clock
 	// passes its Start (a belief can end at that very instant, recorded
@@ -51,10 +52,10 @@ type Stream struct {
 }
 
 // hrec is a believed hold as the stream tracks it.
-type hrec struct {
-	Hold
-	seq     int64 // creation order, which is Start order
-	ttl     int64 // the TTL its acquire asked for
+type hrec = Belief[holdState]
+
+// holdState is what the stream adds to a hold.
+type holdState struct {
 	decided bool
 	settled bool // decided and its end known: handed to the end-time checks
 	// lost is set when a grant by another single node overlapped it (the
@@ -62,32 +63,11 @@ type hrec struct {
 	lost bool
 }
 
-func (h *hrec) resolved() bool { return h.EndReason != "" }
-
 // empty is Hold.Empty for a hold whose end may not be known yet.
-func (h *hrec) empty() bool { return h.resolved() && h.Empty() }
+func empty(h *hrec) bool { return h.Resolved() && h.Empty() }
 
-// sproc is a client process's state.
-type sproc struct {
-	call *scall // the pending invoke, nil if none
-	hold *hrec  // the latest hold
-	crashState
-}
-
-// scall is a client call: its invoke and, once done, its completion.
-type scall struct {
-	inv, comp history.Op
-	done      bool
-	seq       int64
-	leaseEnd  int64 // a release's or extend's own lease end (Event.LeaseEnd)
-}
-
-func (c *scall) outcome() history.Type {
-	if !c.done {
-		return history.Info
-	}
-	return c.comp.Type
-}
+// scall is a client call as the tracker keeps it.
+type scall = Call
 
 // tickEvents is how often the stream drops what no later event can need
 // and cuts porcupine's segments.
@@ -96,9 +76,11 @@ const tickEvents = 4096
 // NewStream returns a Stream that has seen nothing.
 func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
-	return &Stream{opts: opts, procs: map[int]*sproc{}, keys: map[string]*skey{},
-		faults: faultState{open: map[string]*Fault{}}, lease: newLeaseState(opts), res: newResState(),
+	s := &Stream{opts: opts, keys: map[string]*skey{},
+		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
 		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts)}
+	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
+	return s
 }
 
 // NewStreamContext is NewStream whose porcupine checks give up when ctx is
@@ -135,16 +117,14 @@ func (s *Stream) Add(op history.Op) {
 	case op.Type == history.Summary:
 		s.summary(&op)
 	case op.Type == history.Invoke:
-		s.invoke(op)
+		s.tr.Invoke(&op)
 	default:
-		s.complete(op)
+		s.tr.Complete(&op)
 	}
 	if s.events%tickEvents == 0 {
 		s.tick()
 	}
 }
-
-func (s *Stream) proc(p int) *sproc { return entry(s.procs, p, func(int) *sproc { return &sproc{} }) }
 
 func (s *Stream) key(k string) *skey { return entry(s.keys, k, newSkey) }
 
@@ -158,127 +138,25 @@ func entry[K comparable, V any](m map[K]*V, k K, mk func(K) *V) *V {
 	return v
 }
 
-func (s *Stream) invoke(op history.Op) {
-	ps := s.proc(op.Process)
-	c := &scall{inv: op, seq: s.calls}
-	s.calls++
-	if op.F == history.Release || op.F == history.Extend {
-		if h := currentHold(&op, ps); h != nil && h.ttl > 0 {
-			c.leaseEnd = h.ValidFrom + h.ttl
-		}
-	}
-	ps.call = c
-	ps.invoked(op.Time)
-	switch op.F {
+// invoked takes a call at its invoke, once the tracker applied it.
+func (s *Stream) invoked(c *scall) {
+	switch op := &c.Inv; op.F {
 	case history.Acquire:
-		if ps.hold != nil {
-			s.finish(ps.hold, op.Time, EndAbandoned, op.Index)
-		}
-		s.key(op.Key).acquiring = append(s.key(op.Key).acquiring, c)
-	case history.Release:
-		if h := currentHold(&op, ps); h != nil {
-			s.finish(h, op.Time, EndRelease, op.Index)
-		}
-	}
-	if op.F == history.Release || op.F == history.Extend {
+		ks := s.key(op.Key)
+		ks.acquiring = append(ks.acquiring, c)
+	case history.Release, history.Extend:
 		s.key(op.Key).recordCall(c)
 	}
 }
 
-func (s *Stream) complete(op history.Op) {
-	ps := s.proc(op.Process)
-	c := ps.call
-	if c == nil {
-		return // a completion without an invoke: not a validated history
-	}
-	ps.call = nil
-	c.comp, c.done = op, true
-	iop := &c.inv
-	switch iop.F {
-	case history.Acquire:
-		if op.Type == history.OK {
-			s.grant(c, ps)
-		}
-	case history.Extend:
-		s.extended(c, ps)
-	}
-	// A release's outcome does not matter: the belief ended at its invoke,
-	// before a failed release could tell the client it had lost the lock.
-	s.called(c)
-}
-
-// grant records the hold an ok acquire confers.
-func (s *Stream) grant(c *scall, ps *sproc) {
-	iop, op := &c.inv, &c.comp
-	h := &hrec{Hold: Hold{Key: grantedKey(iop, op), Process: op.Process, Invoke: iop.Time, Start: op.Time,
-		AcquireIndex: op.Index, EndIndex: -1, ValidFrom: startOf(iop, op)}, seq: s.holds}
-	s.holds++
-	if iop.Value != nil {
-		h.ttl = iop.Value.TTL
-	}
-	h.granted(op.Value, ps.crashedSince(iop.Time))
-	ps.hold = h
+// grant takes the hold an ok acquire confers.
+func (s *Stream) grant(h *hrec) {
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)
 }
 
-// extended applies an extend's completion to the hold it refers to.
-func (s *Stream) extended(c *scall, ps *sproc) {
-	iop, op := &c.inv, &c.comp
-	h := currentHold(iop, ps)
-	if h == nil || h.resolved() {
-		return
-	}
-	switch op.Type {
-	case history.OK:
-		if h.ValidUntil != nil && *h.ValidUntil <= op.Time {
-			// The lease ran out before the extension arrived; the belief
-			// ended then and is not revived.
-			s.finish(h, op.Time, EndValidUntil, -1)
-			return
-		}
-		if op.Value != nil && op.Value.ValidUntil != nil {
-			h.ValidUntil, h.ValidFrom = op.Value.ValidUntil, startOf(iop, op)
-			if *h.ValidUntil <= op.Time {
-				h.End, h.EndReason, h.EndIndex = op.Time, EndValidUntil, -1
-				s.onResolved(h)
-			}
-		}
-	case history.Fail:
-		s.finish(h, op.Time, EndLost, op.Index)
-	}
-}
-
-// currentHold returns the process's hold that op (a release or extend) refers
-// to, or nil when it refers to none.
-func currentHold(op *history.Op, ps *sproc) *hrec {
-	if h := ps.hold; h != nil && refersTo(op, h.Key, h.Token) {
-		return h
-	}
-	return nil
-}
-
-// finish ends hold h's belief at t (event idx) unless its lease ran out
-// first.
-func (s *Stream) finish(h *hrec, t int64, reason string, idx int64) {
-	if h.resolved() {
-		return
-	}
-	finish(&h.Hold, t, reason, idx)
-	s.onResolved(h)
-}
-
-// resolveDue ends h's belief at its lease's end once the clock has passed
-// it: nothing after can change that end.
-func (s *Stream) resolveDue(h *hrec) {
-	if !h.resolved() && h.ValidUntil != nil && *h.ValidUntil <= s.now {
-		h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
-		s.onResolved(h)
-	}
-}
-
 func (s *Stream) onResolved(h *hrec) {
-	if h.decided {
+	if h.X.decided {
 		s.settle(h)
 	}
 }
@@ -286,10 +164,10 @@ func (s *Stream) onResolved(h *hrec) {
 // settle hands a decided hold whose end is known to the checks that need
 // its end.
 func (s *Stream) settle(h *hrec) {
-	if h.settled {
+	if h.X.settled {
 		return
 	}
-	h.settled = true
+	h.X.settled = true
 	if h.Empty() {
 		return
 	}
@@ -310,22 +188,22 @@ func (s *Stream) decide() {
 }
 
 func (s *Stream) decideHold(h *hrec) {
-	s.resolveDue(h)
-	h.decided = true
+	s.tr.Expire(h, s.now)
+	h.X.decided = true
 	s.ex.holds++
-	if h.empty() {
+	if empty(h) {
 		s.ex.empty++
-		h.settled = true
+		h.X.settled = true
 		return
 	}
 	ks := s.key(h.Key)
 	for _, c := range ks.cands {
-		s.resolveDue(c)
+		s.tr.Expire(c, s.now)
 	}
 	s.exclusion(ks, h)
 	s.fo.deposed(h)
 	s.lin.add(h.Key, linOp{call: h.Invoke, ret: h.Start, hold: &h.Hold})
-	if h.resolved() {
+	if h.Resolved() {
 		s.settle(h)
 	}
 }
@@ -336,7 +214,7 @@ func (s *Stream) decideHold(h *hrec) {
 func (s *Stream) tick() {
 	for _, ks := range s.keys {
 		for _, c := range ks.cands {
-			s.resolveDue(c)
+			s.tr.Expire(c, s.now)
 		}
 		ks.pruneCands()
 		s.lin.cutKey(ks, s)
@@ -357,25 +235,11 @@ func (s *Stream) Finish(ctx context.Context) (*Results, error) {
 	// still open counts as reaching past it; then the beliefs nothing
 	// ended end at their lease, or never.
 	s.decide()
-	for _, ps := range s.procs {
-		if h := ps.hold; h != nil && !h.resolved() {
-			s.endAtLast(h)
-		}
-	}
+	s.tr.EndRemaining()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return s.results(ctx)
-}
-
-// endAtLast ends a belief that nothing ended: at its lease's end, or never.
-func (s *Stream) endAtLast(h *hrec) {
-	if h.ValidUntil != nil {
-		h.End, h.EndReason, h.EndIndex = max(*h.ValidUntil, h.Start), EndValidUntil, -1
-	} else {
-		h.End, h.EndReason, h.EndIndex = Never, EndOpen, -1
-	}
-	s.onResolved(h)
 }
 
 // called hands a completed call to the checks over calls.
@@ -383,25 +247,20 @@ func (s *Stream) called(c *scall) {
 	s.stats.called(c)
 	s.lease.called(c, s)
 	s.res.called(c)
-	switch c.inv.F {
+	switch c.Inv.F {
 	case history.Acquire:
-		ks := s.key(c.inv.Key)
+		ks := s.key(c.Inv.Key)
 		ks.attemptDone(c, s)
 	case history.Release, history.Extend:
-		if c.comp.Type == history.Fail {
-			s.key(c.inv.Key).dropCall(c)
+		if c.Comp.Type == history.Fail {
+			s.key(c.Inv.Key).dropCall(c)
 		}
 	}
 }
 
 // inFlight lists the calls that never completed, in invoke order.
 func (s *Stream) inFlight() []*scall {
-	var out []*scall
-	for _, ps := range s.procs {
-		if ps.call != nil {
-			out = append(out, ps.call)
-		}
-	}
+	out := s.tr.InFlight()
 	sortCalls(out)
 	return out
 }

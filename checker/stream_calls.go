@@ -71,7 +71,7 @@ func (e *linEngine) cutKey(ks *skey, s *Stream) {
 	}
 	w := s.now
 	for _, c := range ks.acquiring {
-		w = min(w, c.inv.Time)
+		w = min(w, c.Inv.Time)
 	}
 	for _, h := range s.undecided {
 		if h.Key == ks.name {
@@ -114,9 +114,9 @@ func newLeaseState(opts Options) *leaseState {
 
 func (l *leaseState) retained() int { return len(l.latest) + len(l.tokens) }
 
-// called runs (*analysis).leaseModel's step for one call.
+// called runs the lease model's step for one call.
 func (l *leaseState) called(c *scall, s *Stream) {
-	inv := &c.inv
+	inv := &c.Inv
 	if inv.F != history.Acquire && inv.F != history.Extend && inv.F != history.Release {
 		return
 	}
@@ -128,7 +128,7 @@ func (l *leaseState) called(c *scall, s *Stream) {
 	if inv.Value != nil {
 		ttl = inv.Value.TTL
 	}
-	outcome := c.outcome()
+	outcome := c.Outcome()
 	if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
 		l.judgeHonesty(c, lk, l.latest[lk], s)
 	}
@@ -137,13 +137,13 @@ func (l *leaseState) called(c *scall, s *Stream) {
 	}
 	// A grant or an extend that happened, or may have.
 	switch {
-	case outcome != history.OK, ttl <= 0, !claimsValidity(&c.comp):
+	case outcome != history.OK, ttl <= 0, !claimsValidity(&c.Comp):
 		// Unknown, no TTL recorded, or a lock that claims no deadline
 		// (no TTL, or one renewed in the background): no promise that
 		// its key expires.
 		l.latest[lk] = expiry{unknown: true}
 	default:
-		e, end := l.latest[lk], c.comp.Time+ttl
+		e, end := l.latest[lk], c.Comp.Time+ttl
 		if e.at == 0 {
 			e.since = inv.Time
 		}
@@ -158,17 +158,17 @@ func (l *leaseState) called(c *scall, s *Stream) {
 // acquire the one it was granted. A lease that is no longer any process's
 // latest is forgotten: only its holder names it.
 func (l *leaseState) leaseKeyOf(c *scall) leaseKey {
-	inv := &c.inv
+	inv := &c.Inv
 	lk := leaseKey{key: inv.Key}
 	if inv.Value != nil {
 		lk.token = inv.Value.Token
 	}
 	if inv.F == history.Acquire {
 		lk.token = ""
-		if c.done && c.comp.Value != nil {
-			lk.token = c.comp.Value.Token
+		if c.Done && c.Comp.Value != nil {
+			lk.token = c.Comp.Value.Token
 		}
-		if lk.token != "" && c.outcome() == history.OK {
+		if lk.token != "" && c.Outcome() == history.OK {
 			if old, ok := l.tokens[inv.Process]; ok && old != lk {
 				if l.refs[old]--; l.refs[old] <= 0 {
 					delete(l.refs, old)
@@ -192,12 +192,12 @@ func (l *leaseState) leaseKeyOf(c *scall) leaseKey {
 
 // judgeClaim checks an ok grant or extend's validity against invoke + TTL.
 func (l *leaseState) judgeClaim(c *scall, ttl int64) {
-	inv, comp := &c.inv, &c.comp
+	inv, comp := &c.Inv, &c.Comp
 	r := l.r
 	if !r.overClaims(inv, comp, ttl) {
 		return
 	}
-	i, keep := keepFirst(&l.overSeq, c.seq)
+	i, keep := keepFirst(&l.overSeq, c.Seq)
 	if !keep {
 		return
 	}
@@ -221,7 +221,7 @@ func keepFirst(seqs *[]int64, seq int64) (int, bool) {
 // judgeHonesty checks an ok release or extend against the latest expiry of
 // its lease's key.
 func (l *leaseState) judgeHonesty(c *scall, lk leaseKey, e expiry, s *Stream) {
-	inv, comp := &c.inv, &c.comp
+	inv, comp := &c.Inv, &c.Comp
 	r := l.r
 	if e.unknown || e.at == 0 {
 		return // the key's life is not bounded by what the history knows
@@ -237,7 +237,7 @@ func (l *leaseState) judgeHonesty(c *scall, lk leaseKey, e expiry, s *Stream) {
 	}
 	r.Judged++
 	r.DishonestOps++
-	i, keep := keepFirst(&l.disSeq, c.seq)
+	i, keep := keepFirst(&l.disSeq, c.Seq)
 	if !keep {
 		return
 	}
@@ -300,25 +300,25 @@ func (rs *resState) get(k string) *resKey {
 	})
 }
 
-// called runs (*analysis).resource's step for one call.
+// called runs the resource check's step for one call.
 func (rs *resState) called(c *scall) {
-	inv := &c.inv
+	inv := &c.Inv
 	switch inv.F {
 	case history.Write:
 		ks := rs.get(inv.Key)
 		ks.Writes++
 		end := int64(Never) // may still take effect: no read is "after" it
-		if c.done {
-			end = c.comp.Time
+		if c.Done {
+			end = c.Comp.Time
 		}
 		ks.lastWriteEnd = max(ks.lastWriteEnd, end)
-		switch c.outcome() {
+		switch c.Outcome() {
 		case history.OK:
 			ks.Accepted++
 			if v := inv.Value; v != nil && v.N != nil {
-				w := Write{Process: inv.Process, Invoke: inv.Time, Time: c.comp.Time, Index: c.comp.Index,
+				w := Write{Process: inv.Process, Invoke: inv.Time, Time: c.Comp.Time, Index: c.Comp.Index,
 					Token: v.Token, Fence: v.Fence, N: *v.N}
-				rs.accepted(ks, w, c.seq)
+				rs.accepted(ks, w, c.Seq)
 			}
 		case history.Fail:
 			ks.RejectedStale++
@@ -328,10 +328,10 @@ func (rs *resState) called(c *scall) {
 	case history.Read:
 		ks := rs.get(inv.Key)
 		ks.Reads++
-		switch c.outcome() {
+		switch c.Outcome() {
 		case history.OK:
-			if v := c.comp.Value; v != nil && v.N != nil && c.seq > ks.lastRead {
-				ks.lastRead, ks.lastReadAt, ks.lastReadN = c.seq, inv.Time, *v.N
+			if v := c.Comp.Value; v != nil && v.N != nil && c.Seq > ks.lastRead {
+				ks.lastRead, ks.lastReadAt, ks.lastReadN = c.Seq, inv.Time, *v.N
 			}
 		case history.Fail:
 			ks.RejectedReads++
@@ -454,18 +454,18 @@ func (st *statState) countN(f, outcome string, n int) {
 
 func (st *statState) called(c *scall) {
 	st.ops++
-	st.count(c.inv.F, string(c.comp.Type))
-	h := st.latency[c.inv.F]
+	st.count(c.Inv.F, string(c.Comp.Type))
+	h := st.latency[c.Inv.F]
 	if h == nil {
 		h = &histogram{}
-		st.latency[c.inv.F] = h
+		st.latency[c.Inv.F] = h
 	}
-	h.add(c.comp.Time - c.inv.Time)
+	h.add(c.Comp.Time - c.Inv.Time)
 }
 
 func (st *statState) pending(c *scall) {
 	st.pendingN++
-	st.count(c.inv.F, "pending")
+	st.count(c.Inv.F, "pending")
 }
 
 func (st *statState) result() *Stats {

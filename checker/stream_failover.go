@@ -8,7 +8,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// foState is (*analysis).failover over holds as they are decided and end.
+// foState is the failover check over holds as they are decided and end.
 type foState struct {
 	r          FailoverResult
 	strandedEx []strandedAt // the first maxFailoverExamples in Start order
@@ -59,12 +59,12 @@ func (fo *foState) stranded(h *hrec) {
 		if p.Start <= h.Start || p.Start >= h.End || p.Node == h.Nodes[0] {
 			continue
 		}
-		s := StrandedHold{Hold: h.Hold, FailoverAt: p.Start, NewPrimary: p.Node, Lost: h.lost}
+		s := StrandedHold{Hold: h.Hold, FailoverAt: p.Start, NewPrimary: p.Node, Lost: h.X.lost}
 		r.Stranded++
 		if s.Lost {
 			r.Lost++
 		}
-		i, _ := slices.BinarySearchFunc(fo.strandedEx, h.seq, func(x strandedAt, seq int64) int { return cmp.Compare(x.seq, seq) })
+		i, _ := slices.BinarySearchFunc(fo.strandedEx, h.Seq, func(x strandedAt, seq int64) int { return cmp.Compare(x.seq, seq) })
 		if i >= maxFailoverExamples {
 			return
 		}
@@ -73,7 +73,7 @@ func (fo *foState) stranded(h *hrec) {
 		if s.Lost {
 			s.Story += "; another client was granted it by a different primary meanwhile: the lease was lost in the failover"
 		}
-		fo.strandedEx = slices.Insert(fo.strandedEx, i, strandedAt{h.seq, s})
+		fo.strandedEx = slices.Insert(fo.strandedEx, i, strandedAt{h.Seq, s})
 		if len(fo.strandedEx) > maxFailoverExamples {
 			fo.strandedEx = fo.strandedEx[:maxFailoverExamples]
 		}
@@ -122,7 +122,7 @@ func (fo *foState) fence(h *hrec) {
 		if c := cmp.Compare(x.key, h.Key); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.seq, h.seq)
+		return cmp.Compare(x.seq, h.Seq)
 	}
 	i, _ := slices.BinarySearchFunc(fo.fences, 0, func(x fenceAt, _ int) int { return at(x) })
 	if i >= maxFailoverExamples {
@@ -130,7 +130,7 @@ func (fo *foState) fence(h *hrec) {
 	}
 	story := fmt.Sprintf("process %d was granted %s with fence %d at %s%s, not above fence %d granted to process %d at %s%s: the fencing counter went backwards",
 		h.Process, h.Key, *h.Fence, fmtT(h.Start), by(&h.Hold), *best.Fence, best.Process, fmtT(best.Start), by(&best.Hold))
-	fo.fences = slices.Insert(fo.fences, i, fenceAt{h.Key, h.seq, best, h, story})
+	fo.fences = slices.Insert(fo.fences, i, fenceAt{h.Key, h.Seq, best, h, story})
 	if len(fo.fences) > maxFailoverExamples {
 		fo.fences = fo.fences[:maxFailoverExamples]
 	}

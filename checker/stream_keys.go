@@ -52,9 +52,9 @@ func newGapAgg() gapAgg { return gapAgg{first: Never} }
 // gap that starts at gs.
 func (g *gapAgg) add(c *scall, end, gs int64, open bool) {
 	g.attempts++
-	g.first = min(g.first, max(c.inv.Time, gs))
+	g.first = min(g.first, max(c.Inv.Time, gs))
 	g.lastEnd = max(g.lastEnd, end)
-	if open || c.outcome() == history.Fail {
+	if open || c.Outcome() == history.Fail {
 		g.failed++
 	} else {
 		g.unknown++
@@ -84,22 +84,22 @@ type switness struct {
 	calls  []*scall
 }
 
-// exclusion runs the sweep of (*analysis).exclusion for hold h, decided and
+// exclusion runs the exclusion sweep for hold h, decided and
 // not empty, and the liveness and failover checks that need the holds
 // before it on its key.
 func (s *Stream) exclusion(ks *skey, h *hrec) {
 	overlap, unresolved := false, false
 	maxEnd := ks.resolvedMax
 	for _, c := range ks.cands {
-		if !c.resolved() {
+		if !c.Resolved() {
 			unresolved = true
 		} else {
 			maxEnd = max(maxEnd, c.End)
 		}
-		if !c.resolved() || c.End > h.Start {
+		if !c.Resolved() || c.End > h.Start {
 			overlap = true
 			if len(c.Nodes) == 1 && len(h.Nodes) == 1 && c.Nodes[0] != h.Nodes[0] {
-				c.lost, h.lost = true, true
+				c.X.lost, h.X.lost = true, true
 			}
 		}
 	}
@@ -133,7 +133,7 @@ func (s *Stream) exclusion(ks *skey, h *hrec) {
 func (ks *skey) witness(h *hrec) *switness {
 	w := &switness{second: h}
 	for _, c := range ks.cands {
-		if !c.resolved() || c.End > h.Start {
+		if !c.Resolved() || c.End > h.Start {
 			w.cands = append(w.cands, c)
 		}
 	}
@@ -150,7 +150,7 @@ func (ks *skey) pruneCands() { ks.pruneCandsAt(Never) }
 func (ks *skey) pruneCandsAt(now int64) {
 	keep := ks.cands[:0]
 	for _, c := range ks.cands {
-		if c.resolved() && c.End <= now && c.End != Never {
+		if c.Resolved() && c.End <= now && c.End != Never {
 			ks.resolvedMax = max(ks.resolvedMax, c.End)
 			continue
 		}
@@ -165,18 +165,18 @@ func (ks *skey) pruneCandsAt(now int64) {
 // and the latest maxBetween that did not fail are all a witness can list
 // of it.
 func (ks *skey) recordCall(c *scall) {
-	calls := append(ks.recentCalls[c.inv.Process], c)
+	calls := append(ks.recentCalls[c.Inv.Process], c)
 	if len(calls) > maxBetween+1 {
 		calls = slices.Delete(calls, 0, len(calls)-maxBetween-1)
 	}
-	ks.recentCalls[c.inv.Process] = calls
+	ks.recentCalls[c.Inv.Process] = calls
 }
 
 // dropCall forgets a release or extend that failed: it changed nothing.
 func (ks *skey) dropCall(c *scall) {
-	calls := ks.recentCalls[c.inv.Process]
+	calls := ks.recentCalls[c.Inv.Process]
 	if i := slices.Index(calls, c); i >= 0 {
-		ks.recentCalls[c.inv.Process] = slices.Delete(calls, i, i+1)
+		ks.recentCalls[c.Inv.Process] = slices.Delete(calls, i, i+1)
 	}
 }
 
@@ -185,7 +185,7 @@ func (ks *skey) dropCall(c *scall) {
 func (s *Stream) closeGap(ks *skey, gs, ge int64) {
 	g := &sgap{start: gs, end: ge, agg: ks.open}
 	for _, c := range ks.acquiring {
-		if c.inv.Time < ge {
+		if c.Inv.Time < ge {
 			g.waiting = append(g.waiting, c)
 		}
 	}
@@ -204,8 +204,8 @@ func (ks *skey) attemptDone(c *scall, s *Stream) {
 		ks.acquiring = slices.Delete(ks.acquiring, i, i+1)
 	}
 	ks.count(c)
-	ok := c.outcome() == history.OK
-	end := c.comp.Time
+	ok := c.Outcome() == history.OK
+	end := c.Comp.Time
 	keep := ks.pendingGaps[:0]
 	for _, g := range ks.pendingGaps {
 		if i := slices.Index(g.waiting, c); i >= 0 {
@@ -227,7 +227,7 @@ func (ks *skey) attemptDone(c *scall, s *Stream) {
 	gs, known := s.gapStart(ks)
 	switch {
 	case !known || end <= gs:
-	case c.inv.Time == s.now:
+	case c.Inv.Time == s.now:
 		if len(ks.tie) == 0 {
 			s.tieKeys = append(s.tieKeys, ks)
 		}
@@ -246,8 +246,8 @@ func (s *Stream) flushTie(ks *skey) {
 	if ks.closedAt != s.now {
 		gs, known := s.gapStart(ks)
 		for _, c := range ks.tie {
-			if known && c.comp.Time > gs {
-				ks.open.add(c, c.comp.Time, gs, false)
+			if known && c.Comp.Time > gs {
+				ks.open.add(c, c.Comp.Time, gs, false)
 			}
 		}
 	}
@@ -262,8 +262,8 @@ func (s *Stream) gapStart(ks *skey) (int64, bool) {
 	}
 	gs := ks.resolvedMax
 	for _, c := range ks.cands {
-		s.resolveDue(c)
-		if !c.resolved() {
+		s.tr.Expire(c, s.now)
+		if !c.Resolved() {
 			return 0, false
 		}
 		gs = max(gs, c.End)
@@ -294,7 +294,7 @@ func (s *Stream) summary(op *history.Op) {
 	}
 }
 
-func (ks *skey) count(c *scall) { ks.kl.count(c.outcome()) }
+func (ks *skey) count(c *scall) { ks.kl.count(c.Outcome()) }
 
 // liveState is the liveness checker's running tally.
 type liveState struct {
@@ -319,7 +319,7 @@ func (e *exState) window(ks *skey, g *sgap, recovered bool) *Window {
 
 // insertTopOrdered keeps the topWindows longest windows, longest first;
 // among equal durations by key and then time, which is the order the
-// in-memory checker meets them in.
+// in-memory oracle meets them in.
 func insertTopOrdered(top []Window, w Window) []Window {
 	less := func(a, b Window) bool { // a before b
 		if a.Duration != b.Duration {
@@ -433,83 +433,62 @@ func (s *Stream) violation(w *switness) Violation {
 			v.Faults = append(v.Faults, *f)
 		}
 	}
-	v.OverClaim = overClaimOf(&first.Hold, first.ttl)
+	v.OverClaim = overClaimOf(&first.Hold, first.TTL)
 	v.Story = v.story()
 	return v
 }
 
-// between is (*analysis).between over the calls a witness kept.
+// between lists the calls a witness kept that may explain it.
 func (s *Stream) between(first, second *hrec, calls []*scall) []Event {
 	calls = slices.Clone(calls)
 	sortCalls(calls)
 	var out []Event
 	for i := len(calls) - 1; i >= 0 && len(out) < maxBetween; i-- {
 		c := calls[i]
-		inv := &c.inv
+		inv := &c.Inv
 		end := s.stats.last
-		if c.done {
-			end = c.comp.Time
+		if c.Done {
+			end = c.Comp.Time
 		}
-		// As analysis.between: an unknown outcome may take effect later.
-		unknown := c.done && c.comp.Type == history.Info
-		if inv.Time > second.Start || c.outcome() == history.Fail || (!unknown && (inv.Process == first.Process || end < first.Invoke)) {
+		// An unknown outcome may take effect later.
+		unknown := c.Done && c.Comp.Type == history.Info
+		if inv.Time > second.Start || c.Outcome() == history.Fail || (!unknown && (inv.Process == first.Process || end < first.Invoke)) {
 			continue
 		}
 		var comp *history.Op
-		if c.done {
-			comp = &c.comp
+		if c.Done {
+			comp = &c.Comp
 		}
-		out = append(out, callEvent(inv, comp, c.leaseEnd))
+		out = append(out, callEvent(inv, comp, c.LeaseEnd))
 	}
 	slices.Reverse(out) // oldest first reads better
 	return out
 }
 
 func sortCalls(calls []*scall) {
-	slices.SortFunc(calls, func(a, b *scall) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(calls, func(a, b *scall) int { return cmp.Compare(a.Seq, b.Seq) })
 }
 
 // faultState keeps the faults a witness may still list, the open ones, and
 // every clock fault (the lease model asks about them; there are few).
 type faultState struct {
 	kept  []*Fault
-	open  map[string]*Fault
+	open  openFaults
 	clock []*Fault
 }
 
-// nemesis applies a nemesis event as (*analysis).nemesis does.
+// nemesis applies a nemesis event: its fault, and the crashes that end
+// beliefs.
 func (s *Stream) nemesis(op *history.Op) {
 	s.stats.nemesis++
-	var v history.Value
-	if op.Value != nil {
-		v = *op.Value
-	}
 	s.fo.primary(op, s.stats.last)
-	id := faultID(op.F, v)
-	switch v.Phase {
-	case "start", "":
-		f := &Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
-		if op.F != "client-crash" && v.Phase == "start" {
-			s.faults.open[id] = f
-			f.End = Never
-		}
+	if f := s.faults.open.apply(op); f != nil {
 		s.faults.kept = append(s.faults.kept, f)
 		if s.opts.isClockFault(f.Name) {
 			s.faults.clock = append(s.faults.clock, f)
 		}
-	case "stop":
-		if f, ok := s.faults.open[id]; ok {
-			f.End = op.Time
-			delete(s.faults.open, id)
-		}
 	}
-	for _, p := range crashedClients(op) {
-		ps := s.proc(p)
-		ps.crash(op.Time)
-		if ps.hold != nil {
-			s.finish(ps.hold, op.Time, EndCrash, op.Index)
-		}
-	}
+	s.tr.Crash(op)
 }
 
 // prune drops the faults that ended before any witness still to be found

@@ -59,16 +59,16 @@ const maxZoomLeases = 2000
 // hold adds h to a zoomed lane if it shows in the window: its lease or
 // its belief reaches into it.
 func (l *laneData) hold(h *shold) {
-	vu := h.end
-	if h.hasVU {
-		vu = h.validUntil
+	vu := h.End
+	if h.ValidUntil != nil {
+		vu = *h.ValidUntil
 	}
-	if max(h.end, vu) < l.sc.t0 || h.invoke > l.sc.t1 {
+	if max(h.End, vu) < l.sc.t0 || h.Invoke > l.sc.t1 {
 		return
 	}
-	l.bars.add(h.start, h.end, h.red)
+	l.bars.add(h.Start, h.End, h.X.red)
 	if l.ops != nil && len(l.leases) < maxZoomLeases {
-		l.leases = append(l.leases, [2]int64{h.invoke, h.validUntil})
+		l.leases = append(l.leases, [2]int64{h.Invoke, validUntil(h)})
 	}
 }
 
@@ -184,20 +184,20 @@ func (c *collector) done() {
 
 // emit draws a hold whose end and colour are final.
 func (c *collector) emit(h *shold) {
-	l := c.lanes[h.process]
+	l := c.lanes[h.Process]
 	full := scale{t0: 0, t1: c.end, x0: plotX0, w: plotW}
 	if l == nil {
 		l = &laneData{bars: newBarAcc(full, c.end), sc: full}
-		c.lanes[h.process] = l
+		c.lanes[h.Process] = l
 	}
-	l.bars.add(h.start, h.end, h.red)
-	u := c.keyBars[h.key]
+	l.bars.add(h.Start, h.End, h.X.red)
+	u := c.keyBars[h.Key]
 	if u == nil {
 		u = &unionBars{sc: full, end: c.end}
-		c.keyBars[h.key] = u
+		c.keyBars[h.Key] = u
 	}
-	u.add(h.start, h.end)
-	for _, z := range c.zoomBy[h.process] {
+	u.add(h.Start, h.End)
+	for _, z := range c.zoomBy[h.Process] {
 		z.hold(h)
 	}
 }

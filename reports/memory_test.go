@@ -61,12 +61,12 @@ func soakRun(t *testing.T, dir string, nOps int) {
 	cfg.TimeLimit, cfg.Recovery = time.Duration(end)-3*time.Second, 3*time.Second
 	writeJSON(t, filepath.Join(dir, harness.ConfigFile), cfg)
 	writeJSON(t, filepath.Join(dir, harness.RunInfoFile), fixtureInfo())
-	opts := checker.Options{TTL: cfg.TTL}
+	r := checkWithoutPorcupine(prefix, cfg.TTL)
 	res := &checker.Results{
-		Exclusion:       checker.ExclusionWith(prefix, opts),
+		Exclusion:       r.Exclusion,
 		Linearizability: &checker.LinearizabilityResult{Valid: checker.ValidUnknown},
-		Liveness:        checker.Liveness(prefix, opts),
-		Stats:           checker.ComputeStats(prefix),
+		Liveness:        r.Liveness,
+		Stats:           r.Stats,
 		Verdict:         checker.VerdictUnsafe, Valid: checker.ValidFalse,
 	}
 	res.Stats.Duration = end

@@ -23,7 +23,7 @@ func overlaps(holds []checker.Hold, end int64) (red []bool, spans []span) {
 	var pts []point
 	sh := make([]*shold, len(holds))
 	for i, h := range holds {
-		sh[i] = &shold{key: h.Key, process: h.Process, start: h.Start, end: h.End, ended: true}
+		sh[i] = &shold{Hold: h}
 		if !h.Empty() {
 			pts = append(pts, point{h.Start, true, i}, point{h.End, false, i})
 		}
@@ -38,10 +38,10 @@ func overlaps(holds []checker.Hold, end int64) (red []bool, spans []span) {
 	sc := scale{t0: 0, t1: end, x0: 0, w: 1e9}
 	for _, p := range pts {
 		h := sh[p.i]
-		ks := keys[h.key]
+		ks := keys[h.Key]
 		if ks == nil {
-			ks = &keySweep{key: h.key, sc: sc}
-			keys[h.key] = ks
+			ks = &keySweep{key: h.Key, sc: sc}
+			keys[h.Key] = ks
 		}
 		if p.start {
 			ks.grant(h)
@@ -51,7 +51,7 @@ func overlaps(holds []checker.Hold, end int64) (red []bool, spans []span) {
 	}
 	red = make([]bool, len(holds))
 	for i, h := range sh {
-		red[i] = h.red
+		red[i] = h.X.red
 	}
 	for _, ks := range keys {
 		spans = append(spans, ks.spans...)

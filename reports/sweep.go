@@ -8,55 +8,38 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// The believed holds of a history, followed one event at a time. The
-// rules are checker.Holds' (holds.go); what is kept is what later events
-// can still change, as checker.Watcher keeps: per process its pending
-// call and latest hold, per key the holds still believed. A hold leaves
-// as soon as its end and its colour are final, to be drawn, so memory is
-// bounded by the clients, not by the history's length. The overlaps are
-// found the way the old whole-history sweep (overlaps) found them: a
-// hold is red when another hold of its key was believed at some instant
-// of its own belief, and the overlap spans are the times when two or more
-// were.
+// The believed holds of a history, followed one event at a time by the
+// checker's own engine (checker.Tracker), which keeps per process only its
+// pending call and latest hold. The sweep keeps per key the holds still
+// believed; a hold leaves as soon as its end and its colour are final, to
+// be drawn, so memory is bounded by the clients, not by the history's
+// length. The overlaps are found the way the old whole-history sweep
+// (overlaps) found them: a hold is red when another hold of its key was
+// believed at some instant of its own belief, and the overlap spans are
+// the times when two or more were.
 
 // shold is a believed hold while the pass follows it.
-type shold struct {
-	key        string
-	process    int
-	invoke     int64
-	start      int64
-	end        int64 // final once ended
-	validUntil int64 // as extended; checker.Never when the lease has none
-	hasVU      bool
-	token      string
-	ended      bool // checker.Hold.EndReason != ""
-	counted    bool // among its key's believed holds
-	red        bool
-	heapIdx    int
+type shold = checker.Belief[sweepHold]
+
+// sweepHold is what the sweep adds to a hold.
+type sweepHold struct {
+	counted bool // among its key's believed holds
+	red     bool
+	heapIdx int
 }
 
-func (h *shold) empty() bool { return h.ended && h.end <= h.start }
-
-// pendingCall is a client's invoke awaiting its completion.
-type pendingCall struct {
-	time  int64
-	f     string
-	key   string
-	token string
-}
-
-// sproc is what the pass keeps of one client process.
-type sproc struct {
-	pending   *pendingCall
-	hold      *shold // its latest hold, ended or not
-	crashed   bool
-	crashedAt int64
+// validUntil is h's lease end as extended; checker.Never when it has none.
+func validUntil(h *shold) int64 {
+	if h.ValidUntil == nil {
+		return checker.Never
+	}
+	return *h.ValidUntil
 }
 
 // holdSweep applies the believed-hold rules and the overlap sweep.
 type holdSweep struct {
-	procs map[int]*sproc
-	keys  map[string]*keySweep
+	tr   checker.Tracker[sweepHold]
+	keys map[string]*keySweep
 	// undecided are the holds granted at the instant now: whether one
 	// overlaps another is known once the clock passes it, since a belief
 	// that ends at that very instant does not overlap, and its end may be
@@ -74,16 +57,9 @@ type holdSweep struct {
 }
 
 func newHoldSweep(sc scale, emit func(*shold)) *holdSweep {
-	return &holdSweep{procs: map[int]*sproc{}, keys: map[string]*keySweep{}, holders: map[int]bool{}, sc: sc, emit: emit}
-}
-
-func (s *holdSweep) proc(p int) *sproc {
-	ps := s.procs[p]
-	if ps == nil {
-		ps = &sproc{}
-		s.procs[p] = ps
-	}
-	return ps
+	s := &holdSweep{keys: map[string]*keySweep{}, holders: map[int]bool{}, sc: sc, emit: emit}
+	s.tr = checker.Tracker[sweepHold]{OnGrant: s.grant, OnExtend: s.extended, OnEnd: s.ended}
+	return s
 }
 
 func (s *holdSweep) key(k string) *keySweep {
@@ -103,24 +79,7 @@ func (s *holdSweep) add(op *history.Op) {
 		}
 		s.started, s.now = true, op.Time
 	}
-	if op.Process == history.NemesisProcess {
-		s.nemesis(op)
-		return
-	}
-	if op.Type == history.Summary || op.Type == history.Background {
-		return // failed acquires, a lock's own renewals: no completion of a call
-	}
-	ps := s.proc(op.Process)
-	if op.Type == history.Invoke {
-		s.invoke(op, ps)
-		return
-	}
-	if ps.pending == nil {
-		return // a completion without an invoke: not a validated history
-	}
-	inv := ps.pending
-	ps.pending = nil
-	s.complete(inv, op, ps)
+	s.tr.Observe(op)
 }
 
 // advance moves the clock from now to t: the leases that ran out by now
@@ -129,8 +88,8 @@ func (s *holdSweep) add(op *history.Op) {
 func (s *holdSweep) advance(t int64) {
 	s.expire(s.now, true)
 	for _, h := range s.undecided {
-		if !h.ended {
-			s.key(h.key).grant(h)
+		if !h.Resolved() {
+			s.key(h.Key).grant(h)
 			heap.Push(&s.expiry, h)
 		}
 	}
@@ -143,10 +102,10 @@ func (s *holdSweep) advance(t int64) {
 func (s *holdSweep) expire(t int64, at bool) {
 	for len(s.expiry.hs) > 0 {
 		h := s.expiry.hs[0]
-		if h.validUntil > t || (!at && h.validUntil == t) {
+		if vu := validUntil(h); vu > t || (!at && vu == t) {
 			return
 		}
-		s.finish(h, h.validUntil)
+		s.tr.Expire(h, t)
 	}
 }
 
@@ -158,140 +117,35 @@ func (s *holdSweep) done() {
 	}
 	s.advance(checker.Never)
 	for len(s.expiry.hs) > 0 {
-		h := s.expiry.hs[0]
-		s.finish(h, h.validUntil)
+		s.tr.Finish(s.expiry.hs[0], checker.Never, checker.EndOpen, -1)
 	}
 }
 
-// finish ends h's belief at t unless its lease ran out first (holds.go's
-// finish).
-func (s *holdSweep) finish(h *shold, t int64) {
-	if h.ended {
-		return
+// ended takes h out of the believed holds and hands it on to be drawn.
+func (s *holdSweep) ended(h *shold) {
+	if h.X.counted {
+		heap.Remove(&s.expiry, h.X.heapIdx)
+		s.key(h.Key).end(h)
 	}
-	end := t
-	if h.hasVU && h.validUntil <= t {
-		end = h.validUntil
-	}
-	s.endAt(h, max(end, h.start))
-}
-
-// endAt ends h at end, takes it out of the believed holds and hands it on
-// to be drawn.
-func (s *holdSweep) endAt(h *shold, end int64) {
-	h.end, h.ended = end, true
-	if h.counted {
-		heap.Remove(&s.expiry, h.heapIdx)
-		s.key(h.key).end(h)
-	}
-	if !h.empty() {
+	if !h.Empty() {
 		s.emit(h)
 	}
 }
 
-// current is the process's hold that a release or extend refers to.
-func current(inv *pendingCall, ps *sproc) *shold {
-	h := ps.hold
-	if h == nil || (inv.key != "" && h.key != "" && inv.key != h.key) {
-		return nil
-	}
-	if inv.token != "" && h.token != "" && inv.token != h.token {
-		return nil
-	}
-	return h
-}
-
-func (s *holdSweep) invoke(op *history.Op, ps *sproc) {
-	c := &pendingCall{time: op.Time, f: op.F, key: op.Key}
-	if op.Value != nil {
-		c.token = op.Value.Token
-	}
-	ps.pending = c
-	if ps.crashed && op.Time > ps.crashedAt {
-		ps.crashed = false // a crashed process that acts again is a new client
-	}
-	switch op.F {
-	case history.Acquire:
-		if ps.hold != nil {
-			s.finish(ps.hold, op.Time)
-		}
-	case history.Release:
-		if h := current(c, ps); h != nil {
-			s.finish(h, op.Time)
-		}
+// extended keeps the expiry order when an extend moved h's lease.
+func (s *holdSweep) extended(h *shold) {
+	if h.X.counted {
+		heap.Fix(&s.expiry, h.X.heapIdx)
 	}
 }
 
-func (s *holdSweep) complete(inv *pendingCall, op *history.Op, ps *sproc) {
-	switch inv.f {
-	case history.Acquire:
-		if op.Type == history.OK {
-			s.grant(inv, op, ps)
-		}
-	case history.Extend:
-		h := current(inv, ps)
-		if h == nil || h.ended {
-			return
-		}
-		switch op.Type {
-		case history.OK:
-			if h.hasVU && h.validUntil <= op.Time {
-				s.finish(h, op.Time) // the lease ran out before the extension arrived
-				return
-			}
-			if op.Value != nil && op.Value.ValidUntil != nil {
-				h.validUntil, h.hasVU = *op.Value.ValidUntil, true
-				if h.counted {
-					heap.Fix(&s.expiry, h.heapIdx)
-				}
-				if h.validUntil <= op.Time {
-					s.endAt(h, op.Time)
-				}
-			}
-		case history.Fail:
-			s.finish(h, op.Time)
-		}
-	}
-}
-
-func (s *holdSweep) grant(inv *pendingCall, op *history.Op, ps *sproc) {
-	key := inv.key
-	if key == "" {
-		key = op.Key
-	}
-	h := &shold{key: key, process: op.Process, invoke: inv.time, start: op.Time, validUntil: checker.Never}
-	if v := op.Value; v != nil {
-		h.token = v.Token
-		if v.ValidUntil != nil {
-			h.validUntil, h.hasVU = *v.ValidUntil, true
-		}
-	}
+// grant takes a new hold; one that confers no belief is only counted.
+func (s *holdSweep) grant(h *shold) {
 	s.holds++
-	s.key(key)
-	s.holders[op.Process] = true
-	ps.hold = h
-	if (ps.crashed && ps.crashedAt >= inv.time) || (h.hasVU && h.validUntil <= h.start) {
-		// The ok reached a dead client, or a lease already run out: the
-		// hold confers no belief.
-		h.end, h.ended = h.start, true
-		return
-	}
-	s.undecided = append(s.undecided, h)
-}
-
-func (s *holdSweep) nemesis(op *history.Op) {
-	v := op.Value
-	// Only a crash that happened ends beliefs: "error" and "skipped" mark
-	// one that was never applied.
-	if op.F != "client-crash" || v == nil || (v.Phase != "start" && v.Phase != "") {
-		return
-	}
-	for _, p := range v.Clients {
-		ps := s.proc(p)
-		ps.crashed, ps.crashedAt = true, op.Time
-		if ps.hold != nil {
-			s.finish(ps.hold, op.Time)
-		}
+	s.key(h.Key)
+	s.holders[h.Process] = true
+	if !h.Resolved() {
+		s.undecided = append(s.undecided, h)
 	}
 }
 
@@ -316,15 +170,15 @@ const maxSpans = 1024
 // grant takes h, granted at h.start while the others are believed: if
 // any is, every one of them and h are red, and an overlap begins.
 func (k *keySweep) grant(h *shold) {
-	h.counted = true
+	h.X.counted = true
 	if len(k.believed) > 0 {
-		h.red = true
+		h.X.red = true
 		for _, o := range k.believed {
-			o.red = true
+			o.X.red = true
 		}
 		if len(k.believed) == 1 {
-			k.openAt = h.start
-			if k.hasLast && k.lastEnd == h.start {
+			k.openAt = h.Start
+			if k.hasLast && k.lastEnd == h.Start {
 				// The last overlap ended at this instant: it goes on.
 				k.openAt = k.spans[len(k.spans)-1].Start
 				k.spans = k.spans[:len(k.spans)-1]
@@ -343,12 +197,12 @@ func (k *keySweep) end(h *shold) {
 			break
 		}
 	}
-	h.counted = false
+	h.X.counted = false
 	if len(k.believed) != 1 {
 		return
 	}
-	k.spans = append(k.spans, span{Key: k.key, Start: k.openAt, End: min(h.end, k.sc.t1)})
-	k.lastEnd, k.hasLast = h.end, true
+	k.spans = append(k.spans, span{Key: k.key, Start: k.openAt, End: min(h.End, k.sc.t1)})
+	k.lastEnd, k.hasLast = h.End, true
 	if len(k.spans) > maxSpans {
 		k.spans, k.merged = mergeOnScreen(k.sc, k.spans), true
 	}
@@ -389,14 +243,14 @@ func (o span) title() string {
 type expiryHeap struct{ hs []*shold }
 
 func (e expiryHeap) Len() int           { return len(e.hs) }
-func (e expiryHeap) Less(i, j int) bool { return e.hs[i].validUntil < e.hs[j].validUntil }
+func (e expiryHeap) Less(i, j int) bool { return validUntil(e.hs[i]) < validUntil(e.hs[j]) }
 func (e expiryHeap) Swap(i, j int) {
 	e.hs[i], e.hs[j] = e.hs[j], e.hs[i]
-	e.hs[i].heapIdx, e.hs[j].heapIdx = i, j
+	e.hs[i].X.heapIdx, e.hs[j].X.heapIdx = i, j
 }
 func (e *expiryHeap) Push(x any) {
 	h := x.(*shold)
-	h.heapIdx = len(e.hs)
+	h.X.heapIdx = len(e.hs)
 	e.hs = append(e.hs, h)
 }
 func (e *expiryHeap) Pop() any {

@@ -21,6 +21,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/internal/registry"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -295,12 +296,12 @@ func init() {
 			Edit:  single},
 		{Name: "token-client-pause", Expect: safe, Tags: []string{"single", "quick"},
 			Shows: "the token lock with stalled clients: a stale holder's release deletes nothing that is not its own",
-			Edit:  then(single, func(c *harness.Config) { c.Nemesis = []string{"client-pause"} })},
+			Edit:  then(single, func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientPause} })},
 		{Name: "del-release", Expect: unsafe, Tags: []string{"single", "quick"},
 			Shows: "release with a plain DEL: a client stalled past its lease wakes up and deletes the next holder's key",
 			Edit: then(single, func(c *harness.Config) {
 				c.Lock = locks.SetnxDel
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 		{Name: "del-release-long-hold", Expect: unsafe, Tags: []string{"single", "quick"},
 			Shows: "release with a plain DEL and 5% of holds outlasting the TTL: no fault needed to delete another's lock",
@@ -312,23 +313,23 @@ func init() {
 			Shows: "a lock without expiry (SET NX): a crashed holder blocks everyone for ever",
 			Edit: then(single, func(c *harness.Config) {
 				c.Lock = locks.SetnxNoTTL
-				c.Nemesis = []string{"client-crash"}
+				c.Nemesis = []string{nemesis.ClientCrash}
 			})},
 		{Name: "token-client-crash", Expect: safe, Tags: []string{"single", "quick"},
 			Shows: "the token lock with crashed holders: the TTL frees the lock and nobody overlaps",
-			Edit:  then(single, func(c *harness.Config) { c.Nemesis = []string{"client-crash"} })},
+			Edit:  then(single, func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientCrash} })},
 		{Name: "gc-pause", Expect: unsafe, Tags: []string{"single", "quick"},
 			Shows: "Kleppmann's argument: a client pauses between its lease check and its write; the lock looks fine, the counter loses updates",
 			Edit: then(single, func(c *harness.Config) {
 				c.Workload = workloads.Counter
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 		{Name: "gc-pause-fenced", Expect: safe, Tags: []string{"single", "quick"},
 			Shows: "the same pauses with fencing tokens: the resource rejects the stale write and the counter stays right",
 			Edit: then(single, func(c *harness.Config) {
 				c.Workload = workloads.Counter
 				c.Lock = locks.Fenced
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 		// Single Redis: server faults.
 		{Name: "clock-jump", Expect: unsafe, Tags: []string{"single", "quick", "clock"},
@@ -422,19 +423,19 @@ func init() {
 			Shows: "the same with stalled clients: a holder that wakes past its lease fails its next extend and stops",
 			Edit: then(single, func(c *harness.Config) {
 				c.Workload, c.Renew, c.Keys = workloads.Renew, workloads.RenewExplicit, 4
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 		{Name: "renew-watchdog-client-pause", Expect: unsafe, Tags: []string{"single", "renew", "quick"},
 			Shows: "a Redisson-style watchdog: the pause stops the renewer with the holder, the key expires, and the holder wakes up believing",
 			Edit: then(single, func(c *harness.Config) {
 				c.Workload, c.Renew, c.Keys = workloads.Renew, workloads.RenewWatchdog, 4
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 		{Name: "renew-watchdog-fenced-counter", Expect: unsafe, Tags: []string{"single", "renew", "quick"},
 			Shows: "the same with fencing and a write at every step: the lock is not exclusive, the resource refuses the stale holder",
 			Edit: then(single, func(c *harness.Config) {
 				c.Lock, c.Workload, c.Renew, c.Keys = locks.Fenced, workloads.RenewCounter, workloads.RenewWatchdog, 4
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 
 		// Lock clients of other languages (examples/, over the client
@@ -448,17 +449,17 @@ func init() {
 		{Name: "python-redispy-client-pause", Expect: unsafe, Tags: []string{"single", "client"},
 			Shows: "redis-py's Lock with the client process stopped (SIGSTOP) past its TTL: its holder believes until it releases, and has no fence",
 			Edit: then(client(debianPython, "examples/python/redispy_lock.py"), func(c *harness.Config) {
-				c.Nemesis = []string{"client-pause"}
+				c.Nemesis = []string{nemesis.ClientPause}
 			})},
 		{Name: "python-fenced-counter", Expect: safe, Tags: []string{"single", "client"},
 			Shows: "a fenced token lock in Python, the counter, stopped client processes: the resource refuses the stale writes",
 			Edit: then(client(debianPython, "examples/python/token_lock.py", "--fenced"), func(c *harness.Config) {
-				c.Workload, c.Nemesis = workloads.Counter, []string{"client-pause"}
+				c.Workload, c.Nemesis = workloads.Counter, []string{nemesis.ClientPause}
 			})},
 		{Name: "node-fenced-counter", Expect: safe, Tags: []string{"single", "client"},
 			Shows: "the same fenced token lock in Node (node-redis): the resource stays safe",
 			Edit: then(client("node", "examples/node/token_lock.js", "--fenced"), func(c *harness.Config) {
-				c.Workload, c.Nemesis = workloads.Counter, []string{"client-pause"}
+				c.Workload, c.Nemesis = workloads.Counter, []string{nemesis.ClientPause}
 			})},
 
 		// The lock libraries teams use (issue 35; docs/libraries.md has
@@ -474,14 +475,14 @@ func init() {
 			Edit: then(client("php", "examples/php/laravel_lock.php"), func(c *harness.Config) {
 				// A lock with no deadline is paused for 2 TTL: twice the
 				// key's lifetime of a whole second.
-				c.Nemesis, c.TTL = []string{"client-pause"}, time.Second
+				c.Nemesis, c.TTL = []string{nemesis.ClientPause}, time.Second
 			})},
 		{Name: "malkusch-client-pause", Expect: unsafe, Tags: []string{"library", "client", "php", "single"},
 			Shows: "malkusch/lock's synchronized() never tells its callback the lock is gone: a callback paused past the key's timeout + 1 s runs beside the next holder's",
 			Edit: then(client("php", "examples/php/malkusch_lock.php"), func(c *harness.Config) {
 				// The key lives timeout + 1 s (3 s); the pause of a lock
 				// with no deadline is 2 TTL (4 s).
-				c.Nemesis, c.TTL = []string{"client-pause"}, 2*time.Second
+				c.Nemesis, c.TTL = []string{nemesis.ClientPause}, 2*time.Second
 				c.TimeLimit = 5 * time.Second
 			})},
 		{Name: "redispy-sentinel-kill-after-acquire", Expect: unsafe, Tags: []string{"library", "client", "python"},

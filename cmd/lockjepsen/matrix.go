@@ -95,7 +95,7 @@ type matrixCount struct {
 
 // gridFaults are the fault sets of the default grid; its locks are each
 // system's own (fittingLocks).
-const gridFaults = "none,client-pause,kill,partition,clock-jump"
+var gridFaults = strings.Join([]string{nemesis.None, nemesis.ClientPause, nemesis.Kill, nemesis.Partition, nemesis.ClockJump}, ",")
 
 // matrixFlags are the matrix command's flags.
 type matrixFlags struct {
