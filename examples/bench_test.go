@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/locks/extclient"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // The cost of a lock client in another language, side by side in one run

@@ -7,7 +7,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/opsbench"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/opsbench"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // benchClients and benchKeys: the speed target of the benchmark issue is 16

@@ -12,9 +12,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // leakyBackend is the real local backend, whose clusters' Close stops

@@ -11,8 +11,8 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // faultCase checks a server fault's results beyond its verdict.

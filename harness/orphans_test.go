@@ -15,7 +15,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 // requireClockFaults skips (or, with LOCKJEPSEN_REQUIRE_REDIS, fails) a

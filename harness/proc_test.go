@@ -3,7 +3,7 @@ package harness_test
 import (
 	"testing"
 
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
 )
 
 func TestMain(m *testing.M) { harnesstest.Main(m) }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // Without enough replicas to acknowledge, the wait lock grants nothing and

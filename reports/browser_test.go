@@ -11,8 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/lockjepsen/lockjepsen/internal/browsertest"
 	"github.com/lockjepsen/lockjepsen/reports"
+	"github.com/lockjepsen/lockjepsen/testkit/browsertest"
 )
 
 // The browser helpers, shared with the review's page tests.

@@ -11,10 +11,10 @@ import (
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/review"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // A review tells a broken Go lock from a correct one by mechanism, under

@@ -11,10 +11,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/internal/browsertest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/review"
+	"github.com/lockjepsen/lockjepsen/testkit/browsertest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // A review of the token lock on a single Redis, narrowed to two threats

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/scenario"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 var all = flag.Bool("all", false, "run every scenario and require its verdict (also LOCKJEPSEN_SCENARIOS=all)")

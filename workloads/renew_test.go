@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // A watchdog's renewals are in the history as its process's background

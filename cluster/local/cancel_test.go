@@ -15,7 +15,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // TestStartCancelled cancels Start's context at every process it creates

@@ -21,7 +21,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 func startEtcd(t *testing.T, mesh *proxy.Mesh) *local.EtcdCluster {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }

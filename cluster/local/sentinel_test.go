@@ -18,7 +18,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // requireSentinel skips (or, with LOCKJEPSEN_REQUIRE_REDIS, fails) a test

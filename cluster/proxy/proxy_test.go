@@ -20,8 +20,8 @@ import (
 	"github.com/rs/zerolog"
 	zlog "github.com/rs/zerolog/log"
 
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/opsbench"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/opsbench"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // cliBenchArgs is the CLI run: the default 10 clients and no

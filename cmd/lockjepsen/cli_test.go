@@ -12,9 +12,9 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/scenario"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 func TestScenarioList(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // Issue 34 item 1, end to end: a client that answers every acquire and

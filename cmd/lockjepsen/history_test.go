@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // A run's compressed history prints as JSON Lines; written back plain,

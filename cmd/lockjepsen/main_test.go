@@ -14,7 +14,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // The test binary doubles as the CLI, so that a test can run it as a

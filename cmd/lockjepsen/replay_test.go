@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // shrink refuses a safe run with exit 2 and keeps nothing; replay and

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // A review that cannot be run is refused before anything starts, with

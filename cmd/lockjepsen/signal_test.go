@@ -14,9 +14,9 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 // startCLI runs the CLI as a child process (the test binary doubles as it).

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // A soak killed before its end (SIGKILL: no chance to clean up) leaves a

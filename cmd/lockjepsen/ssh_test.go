@@ -9,9 +9,9 @@ import (
 	sshbackend "github.com/lockjepsen/lockjepsen/contrib/ssh"
 	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/review"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // The tests of the ssh backend through the CLI run against the test hosts

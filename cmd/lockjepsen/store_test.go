@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // smallFS mounts a tmpfs of size bytes for the test; readOnly remounts it

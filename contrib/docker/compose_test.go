@@ -14,9 +14,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 // composeCmd finds docker-compose v1 or the compose plugin.

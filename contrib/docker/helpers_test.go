@@ -15,9 +15,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
 	"github.com/lockjepsen/lockjepsen/history"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 // requireDocker skips the test when no Docker engine answers, unless

@@ -14,7 +14,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 // The docker backend is the harness's orphan reaper.

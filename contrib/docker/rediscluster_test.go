@@ -12,7 +12,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 var _ cluster.SlotCluster = (*docker.Cluster)(nil)

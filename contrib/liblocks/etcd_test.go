@@ -13,8 +13,8 @@ import (
 	jcluster "github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // startEtcd starts a 3-member etcd cluster for the test and returns its

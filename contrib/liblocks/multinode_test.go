@@ -14,9 +14,9 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
-	"github.com/lockjepsen/lockjepsen/internal/testutil"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
+	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
 
 // nodeSet is n independent redis-server nodes named n1..nN.

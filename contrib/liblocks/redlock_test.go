@@ -12,8 +12,8 @@ import (
 	"github.com/bsm/redislock"
 
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // TestQuorum drives redlock and redsync through the node answers that

@@ -10,9 +10,9 @@ import (
 	"github.com/lockjepsen/lockjepsen/contrib/ssh"
 	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
 	"github.com/lockjepsen/lockjepsen/harness"
-	"github.com/lockjepsen/lockjepsen/internal/harnesstest"
-	"github.com/lockjepsen/lockjepsen/internal/redistest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )
 
 // verdictCase is one scenario run on the local backend and on the test
