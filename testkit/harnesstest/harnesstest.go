@@ -249,25 +249,14 @@ func RequireTwoPrimaries(t testing.TB, r *harness.Results) {
 
 // KillAfterAcquireSteps are the steps of the named script
 // sentinel-kill-after-acquire for c, with the killed primary kept down for
-// down instead of the script's 5 s, and replication 500 ms behind instead
-// of the script's 100 ms. The kill must land before the grant reaches a
-// replica; its path (a client's reply, the harness's grant event, the
-// SIGKILL; for a Python client a process of its own) took longer than
-// 100 ms on a loaded CI machine, which replicated the key and promoted a
-// replica that had it (2026-12-04, load 18). With the sentinels' pings as
-// late as the replication, a node must stay silent 2 s, not 1 s, before a
-// sentinel takes it for down, or the lag alone would fail it over.
+// down instead of the script's 5 s.
 func KillAfterAcquireSteps(c *harness.Config, down time.Duration) []nemesis.Step {
-	c.DownAfter = 2 * time.Second
 	p := nemesis.ScriptParams{Nodes: []string{"n1", "n2", "n3"}, Sentinels: []string{"s1", "s2", "s3"},
 		Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit, Interval: c.NemesisInterval, Duration: c.FaultDuration}
 	steps := nemesis.Scripts["sentinel-kill-after-acquire"].Build(p)
 	for i := range steps {
-		switch steps[i].Action.Fault {
-		case nemesis.Kill:
+		if steps[i].Action.Fault == nemesis.Kill {
 			steps[i].Action.For = down
-		case nemesis.Latency:
-			steps[i].Action.Link.Latency = 500 * time.Millisecond
 		}
 	}
 	return steps
