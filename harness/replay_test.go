@@ -164,26 +164,20 @@ func TestReplayAimsAtTheSameKindOfLease(t *testing.T) {
 // leaseGrantedBetween reports whether a lease granted by n nodes, node
 // among them, completed after due and was asked for before landed.
 func leaseGrantedBetween(ops []history.Op, due, landed int64, n int, node string) bool {
-	invoked := map[int]int64{}
-	for _, op := range ops {
-		if op.F != history.Acquire || op.IsNemesis() {
-			continue
-		}
-		switch op.Type {
-		case history.Invoke:
-			invoked[op.Process] = op.Time
-		case history.OK:
-			if op.Time >= due && invoked[op.Process] <= landed && op.Value != nil && len(op.Value.Nodes) == n && slices.Contains(op.Value.Nodes, node) {
-				return true
-			}
-		}
-	}
-	return false
+	return grantedBetween(ops, due, landed, func(op history.Op) bool {
+		return op.Value != nil && len(op.Value.Nodes) == n && slices.Contains(op.Value.Nodes, node)
+	})
 }
 
 // grantBetween reports whether an acquire invoked before landed
 // completed ok after due.
 func grantBetween(ops []history.Op, due, landed int64) bool {
+	return grantedBetween(ops, due, landed, func(history.Op) bool { return true })
+}
+
+// grantedBetween reports whether an acquire invoked before landed
+// completed ok after due with a grant that match accepts.
+func grantedBetween(ops []history.Op, due, landed int64, match func(history.Op) bool) bool {
 	invoked := map[int]int64{}
 	for _, op := range ops {
 		if op.F != history.Acquire || op.IsNemesis() {
@@ -193,7 +187,7 @@ func grantBetween(ops []history.Op, due, landed int64) bool {
 		case history.Invoke:
 			invoked[op.Process] = op.Time
 		case history.OK:
-			if op.Time >= due && invoked[op.Process] <= landed {
+			if op.Time >= due && invoked[op.Process] <= landed && match(op) {
 				return true
 			}
 		}
