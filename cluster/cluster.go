@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -61,6 +62,10 @@ type Spec struct {
 	// FakeClock starts the nodes under test with a clock the nemesis can
 	// move (libfaketime). It costs throughput, so only clock faults ask.
 	FakeClock bool
+	// Faults are the faults the run injects (nemesis names), so that a
+	// backend can refuse, before anything starts, one it cannot land on
+	// the system (Fitter).
+	Faults []string
 	// Processes, when set, is told of every server process a backend that
 	// runs local processes has started, again whenever one is restarted
 	// with a new PID, so that the caller can record them where a later run
@@ -397,4 +402,36 @@ func (s Spec) MinReplicasArgs() []string {
 		a = append(a, "--min-replicas-max-lag", strconv.Itoa(int(s.MinReplicasMaxLag/time.Second)))
 	}
 	return a
+}
+
+// RunReaper is a backend that can clean up after one run of an earlier,
+// killed harness in this store: nodes are the processes that run listed
+// (its nodes.json). It returns one line per thing it removed, for the
+// user, and never touches a process that is not the run's own.
+type RunReaper interface {
+	ReapRun(dir string, nodes []Node) []string
+}
+
+// defaultBackend is the backend of a run whose configuration names none.
+var defaultBackend struct {
+	sync.Mutex
+	b Backend
+}
+
+// SetDefaultBackend makes b the backend of runs whose configuration names
+// none. The local backend's package sets itself when it is imported, as
+// database/sql's drivers register, so that the harness reaches backends
+// only through this interface.
+func SetDefaultBackend(b Backend) {
+	defaultBackend.Lock()
+	defer defaultBackend.Unlock()
+	defaultBackend.b = b
+}
+
+// DefaultBackend is the backend of runs whose configuration names none,
+// or nil when no package has set one.
+func DefaultBackend() Backend {
+	defaultBackend.Lock()
+	defer defaultBackend.Unlock()
+	return defaultBackend.b
 }

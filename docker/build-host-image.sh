@@ -24,7 +24,7 @@ need() { [ -e "$1" ] || die "$1 is missing: apt-get install $2"; }
 
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker engine is reachable"
 faketime_lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-shim_src="$root/cluster/local/fakeclock/shim/shim.c"
+shim_src="$root/cluster/fakeclock/shim/shim.c"
 need /usr/sbin/sshd openssh-server
 need /usr/bin/redis-server redis-server
 need /usr/bin/redis-sentinel redis-sentinel

@@ -10,7 +10,7 @@
 #
 # The Redis image holds Debian's redis-server/redis-sentinel/redis-cli, every
 # library they link (found with ldd), libfaketime (multithreaded variant) and
-# the lockjepsen allocator shim (cluster/local/fakeclock/shim/shim.c, compiled
+# the lockjepsen allocator shim (cluster/fakeclock/shim/shim.c, compiled
 # here with cc) that lets jemalloc-linked redis run under libfaketime. Labels
 # tell the docker backend where the clock-fault files are:
 #   io.lockjepsen.fakeclock.preload   LD_PRELOAD value (shim:libfaketime)
@@ -61,7 +61,7 @@ redis_bin=/usr/bin/redis-server
 sentinel_bin=/usr/bin/redis-sentinel
 cli_bin=/usr/bin/redis-cli
 faketime_lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-shim_src="$root/cluster/local/fakeclock/shim/shim.c"
+shim_src="$root/cluster/fakeclock/shim/shim.c"
 need "$redis_bin" redis-server
 need "$sentinel_bin" redis-sentinel
 need "$cli_bin" redis-tools

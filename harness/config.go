@@ -44,7 +44,8 @@ type Config struct {
 	// test. It is called once per client process with a connection to the
 	// system's node.
 	Locker LockerFactory `json:"-"`
-	// Backend starts the system; nil is the local-process backend.
+	// Backend starts the system; nil is cluster.DefaultBackend, the
+	// local-process backend once its package is imported.
 	Backend cluster.Backend `json:"-"`
 	// Progress receives a line every few seconds and the final summary;
 	// nil is silent.
@@ -104,7 +105,7 @@ func IsUsage(err error) bool {
 
 // Validate checks every option and names the one that is wrong.
 func (c *Config) Validate() error {
-	for _, check := range []func() error{c.validateSystem, c.validateWorkload, c.validateFaults, c.validateRanges, c.validateRun, c.validateFit} {
+	for _, check := range []func() error{c.validateSystem, c.validateWorkload, c.validateFaults, c.validateRanges, c.validateRun, c.validateBackend} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -370,17 +371,24 @@ func (c *Config) steps() []nemesis.Step {
 
 // usesFault says whether the run's faults, given by --nemesis or by its
 // schedule, include the named one.
-func (c *Config) usesFault(name string) bool {
-	if slices.Contains(c.Nemesis, name) {
-		return true
-	}
+func (c *Config) usesFault(name string) bool { return slices.Contains(c.faultsUsed(), name) }
+
+// faultsUsed are the faults the run injects: the nemesis's, and those its
+// script's steps name, once each.
+func (c *Config) faultsUsed() []string {
+	faults := slices.Clone(c.Nemesis)
 	steps := c.Script
 	if sc, ok := nemesis.Scripts[c.ScriptName]; ok && sc.Build != nil {
 		// Validation may not have reached the script yet: an unknown
 		// one has no steps here and is refused there.
 		steps = sc.Build(c.scriptParams())
 	}
-	return slices.ContainsFunc(steps, func(s nemesis.Step) bool { return s.Action.Fault == name })
+	for _, s := range steps {
+		if s.Action.Fault != "" && !slices.Contains(faults, s.Action.Fault) {
+			faults = append(faults, s.Action.Fault)
+		}
+	}
+	return faults
 }
 
 // NodeCount is the number of nodes of the system under test.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
 	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 	"github.com/lockjepsen/lockjepsen/testkit/testutil"
@@ -513,9 +515,12 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.System, c.DownAfter = "sentinel", 1000*time.Hour }, "down-after"},
 		// etcd's own locks live in contrib; a lock of the user's runs there too.
 		{func(c *harness.Config) { c.System, c.CustomLock, c.TTL = "etcd", true, 1500*time.Millisecond }, "whole seconds"},
+		// The backend says what it cannot run (cluster.Fitter), from the
+		// spec: here, a fault it cannot land.
 		{func(c *harness.Config) {
-			c.System, c.CustomLock, c.TTL, c.Backend = "etcd", true, time.Second, namedBackend("docker")
-		}, "local backend only"},
+			c.System, c.CustomLock, c.TTL, c.Backend = "etcd", true, time.Second, refusingBackend{"no-kills", nemesis.Kill}
+			c.Nemesis = []string{nemesis.Kill}
+		}, "--backend no-kills: cannot land kill on etcd"},
 		{func(c *harness.Config) { c.Nemesis = []string{"failover"} }, "--nemesis failover"},
 		{func(c *harness.Config) { c.Nemesis = []string{"isolate"} }, "--nemesis isolate"},
 	}
@@ -533,12 +538,19 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 	}
 }
 
-// namedBackend is a backend that is refused before it is asked to start.
-type namedBackend string
+// refusingBackend refuses, as a Fitter, a spec whose faults include its
+// fault.
+type refusingBackend struct{ name, fault string }
 
-func (b namedBackend) Name() string { return string(b) }
-func (b namedBackend) Start(context.Context, cluster.Spec) (cluster.Cluster, error) {
+func (b refusingBackend) Name() string { return b.name }
+func (b refusingBackend) Start(context.Context, cluster.Spec) (cluster.Cluster, error) {
 	return nil, errors.New("a refused config must not start a cluster")
+}
+func (b refusingBackend) Fit(spec cluster.Spec) error {
+	if slices.Contains(spec.Faults, b.fault) {
+		return fmt.Errorf("cannot land %s on %s", b.fault, spec.System)
+	}
+	return nil
 }
 
 func TestMissingRedisIsAHarnessError(t *testing.T) {

@@ -13,10 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/internal/procstate"
 	"github.com/lockjepsen/lockjepsen/testkit/testutil"
 )
+
+// localReapers clean up after killed runs of the local backend.
+var localReapers = []cluster.RunReaper{local.Backend{}}
 
 // requireClockFaults skips (or, with LOCKJEPSEN_REQUIRE_REDIS, fails) a
 // test that needs redis-server with a fake clock.
@@ -70,9 +75,9 @@ func TestOrphanFaketimeFilesRemoved(t *testing.T) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
-		waitGone(serverPIDs, 10*time.Second)
+		procstate.WaitGone(serverPIDs, 10*time.Second)
 		for _, pid := range serverPIDs {
-			if !running(pid) {
+			if !procstate.Running(pid) {
 				fakeclock.CleanupShm(pid)
 			}
 		}
@@ -124,7 +129,7 @@ func TestOrphanFaketimeFilesRemoved(t *testing.T) {
 	t.Logf("server pids %v, files %v, fault in progress after %v", serverPIDs, shm, time.Since(start).Round(time.Millisecond))
 
 	killChild()
-	lines := reapOrphans(store)
+	lines := reapOrphans(store, localReapers)
 	t.Logf("reapOrphans: %q", lines)
 	for _, f := range shm {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
@@ -140,11 +145,11 @@ func TestOrphanFaketimeFilesRemoved(t *testing.T) {
 		}
 	}
 	for _, pid := range serverPIDs {
-		if running(pid) {
+		if procstate.Running(pid) {
 			t.Errorf("server pid %d still running after reapOrphans", pid)
 		}
 	}
-	if again := reapOrphans(store); len(again) != 0 {
+	if again := reapOrphans(store, localReapers); len(again) != 0 {
 		t.Errorf("a second reapOrphans did something: %q", again)
 	}
 }
@@ -212,7 +217,7 @@ func TestOrphanFilesOfLiveProcessesKept(t *testing.T) {
 			t.Skipf("%s exists already: not this test's to touch", f)
 		}
 	}
-	if alive(dead) {
+	if procstate.Alive(dead) {
 		t.Skipf("pid %d was reused already", dead)
 	}
 	for _, f := range append(append([]string{}, liveFiles...), deadFiles...) {
@@ -227,7 +232,7 @@ func TestOrphanFilesOfLiveProcessesKept(t *testing.T) {
 	fallocErr := syscall.Fallocate(int(spare.Fd()), 0, 0, 4<<20)
 	spare.Close()
 
-	lines := reapOrphans(store)
+	lines := reapOrphans(store, localReapers)
 	t.Logf("reapOrphans: %q", lines)
 	for _, f := range liveFiles {
 		if _, err := os.Stat(f); err != nil {
@@ -257,7 +262,7 @@ func TestOrphanFilesOfLiveProcessesKept(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(run, "nodes.json"), []byte(nodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lines = reapOrphans(store)
+	lines = reapOrphans(store, localReapers)
 	if fallocErr != nil {
 		t.Logf("no fallocate here (%v): the trim is not checked", fallocErr)
 		return

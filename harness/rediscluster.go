@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -24,25 +23,11 @@ var redisClusterSystem = systemDriver{
 	internalLinks: true,
 	slots:         true,
 	faultTarget:   nemesis.TargetPrimary,
-	validate: func(c *Config) error {
-		if c.Backend == nil || c.Backend.Name() == (local.Backend{}).Name() {
-			return nil
-		}
-		if c.Backend.Name() != dockerBackend {
-			return usage("--system cluster runs on the local and docker backends, not --backend %s", c.Backend.Name())
-		}
-		if c.usesFault(nemesis.Isolate) {
-			return usage("--system cluster on --backend docker cannot isolate a node: its toxiproxy container cuts the cluster's links only on their way into a node, " +
-				"and a Redis Cluster node that still reaches its peers hears at once that its replica took over; isolate it on --backend local")
-		}
-		return nil
-	},
-	version: recordRedisVersion,
+	// Which backends run it, and which faults they land on it, the
+	// backends say themselves (cluster.Fitter).
+	validate: noOptions,
+	version:  recordRedisVersion,
 }
-
-// dockerBackend is the name of contrib/docker's backend, which harness
-// does not import.
-const dockerBackend = "docker"
 
 // clusterReload is how often a client reloads the cluster's slots.
 const clusterReload = time.Second

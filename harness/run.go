@@ -18,7 +18,6 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
@@ -283,8 +282,8 @@ func describe(cfg Config) *runfile.Description {
 // reap removes what killed runs left behind: their servers (and clock
 // files) in this store, and the backend's containers anywhere.
 func (r *runner) reap(ctx context.Context) []string {
-	reaped := reapOrphans(r.cfg.Store)
-	if or, ok := r.cfg.Backend.(cluster.OrphanReaper); ok {
+	reaped := reapOrphans(r.cfg.Store, r.cfg.runReapers())
+	if or, ok := r.cfg.backend().(cluster.OrphanReaper); ok {
 		reaped = append(reaped, or.ReapOrphans(ctx)...)
 	}
 	for _, msg := range reaped {
@@ -450,10 +449,7 @@ type system struct {
 // what it is in run.json.
 func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, error) {
 	cfg := r.cfg
-	backend := cfg.Backend
-	if backend == nil {
-		backend = local.Backend{}
-	}
+	backend := cfg.backend()
 	r.info.Backend = backend.Name()
 	spec := cfg.Spec(r.dir)
 	spec.Processes = func(nodes []cluster.Node) error { return runfile.WriteNodes(r.dir, nodes) }

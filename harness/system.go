@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/local"
+	"github.com/lockjepsen/lockjepsen/cluster/etcdq"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/workloads"
@@ -223,16 +223,15 @@ var etcdSystem = systemDriver{
 	// etcd grants leases in whole seconds: LeaseGrant takes a TTL in
 	// seconds.
 	ttl: TTLRule{Default: time.Second, Unit: time.Second, Why: "whole seconds"},
+	// Which backends run it, the backends say themselves
+	// (cluster.Fitter).
 	validate: func(c *Config) error {
-		switch {
-		case c.needsFakeClock():
+		if c.needsFakeClock() {
 			return usage("clock faults are not supported on etcd: its leases run on monotonic timers")
-		case c.Backend != nil && c.Backend.Name() != "local":
-			return usage("--system etcd runs on the local backend only, not --backend %s", c.Backend.Name())
 		}
 		return nil
 	},
-	version: func(ctx context.Context, addr string, info *RunInfo) { info.EtcdVersion = local.EtcdVersion(ctx, addr) },
+	version: func(ctx context.Context, addr string, info *RunInfo) { info.EtcdVersion = etcdq.Version(ctx, addr) },
 }
 
 // Spec is what the backend is asked to start for a valid configuration,
@@ -241,6 +240,7 @@ var etcdSystem = systemDriver{
 func (c *Config) Spec(dir string) cluster.Spec {
 	s := c.spec(dir)
 	s.Resource, s.FakeClock = workloads.UsesResource(c.Workload), c.needsFakeClock()
+	s.Faults = c.faultsUsed()
 	return s
 }
 
@@ -298,16 +298,45 @@ func (c *Config) validateSystem() error {
 	return nil
 }
 
-// validateFit asks a backend that runs a given deployment (a hosts file)
-// whether it can run this configuration's spec, last: the spec needs the
-// rest validated.
-func (c *Config) validateFit() error {
-	f, ok := c.Backend.(cluster.Fitter)
+// backend is the configuration's backend: the one it names, or the
+// default one (the local backend, once its package is imported).
+func (c *Config) backend() cluster.Backend {
+	if c.Backend != nil {
+		return c.Backend
+	}
+	return cluster.DefaultBackend()
+}
+
+// runReapers are the backends that clean up after killed runs in the
+// store: the default one, which runs the store's processes unless told
+// otherwise, and the configuration's own.
+func (c *Config) runReapers() []cluster.RunReaper {
+	var reapers []cluster.RunReaper
+	seen := map[string]bool{}
+	for _, b := range []cluster.Backend{cluster.DefaultBackend(), c.backend()} {
+		if r, ok := b.(cluster.RunReaper); ok && !seen[b.Name()] {
+			seen[b.Name()] = true
+			reapers = append(reapers, r)
+		}
+	}
+	return reapers
+}
+
+// validateBackend checks that there is a backend, and asks one that runs
+// a given deployment (a hosts file), or cannot land every fault on every
+// system, whether it can run this configuration's spec, last: the spec
+// needs the rest validated.
+func (c *Config) validateBackend() error {
+	b := c.backend()
+	if b == nil {
+		return usage("no backend: set Config.Backend, or import github.com/lockjepsen/lockjepsen/cluster/local for the local one")
+	}
+	f, ok := b.(cluster.Fitter)
 	if !ok {
 		return nil
 	}
 	if err := f.Fit(c.Spec(".").WithDefaults()); err != nil {
-		return usage("--backend %s: %v", c.Backend.Name(), err)
+		return usage("--backend %s: %v", b.Name(), err)
 	}
 	return nil
 }

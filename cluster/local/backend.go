@@ -12,7 +12,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/clusterq"
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 )
 
 // Host is the loopback address nodes bind to.

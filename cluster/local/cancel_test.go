@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )

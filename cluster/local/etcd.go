@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/etcdq"
 	"github.com/lockjepsen/lockjepsen/cluster/sentinelq"
 )
 
@@ -428,25 +429,6 @@ func (c *EtcdCluster) member(name string) (*EtcdNode, error) {
 	return nil, fmt.Errorf("no node %q", name)
 }
 
-// etcdVersionTimeout bounds EtcdVersion: the version is informational, and
-// a member that is paused or gone must not hold up its caller.
-const etcdVersionTimeout = 2 * time.Second
-
-// EtcdVersion is the server version of the etcd member whose client URL is
-// at addr (host:port), as its /version answers, or "" if it does not answer
-// within 2 s.
-func EtcdVersion(ctx context.Context, addr string) string {
-	ctx, cancel := context.WithTimeout(ctx, etcdVersionTimeout)
-	defer cancel()
-	var v struct {
-		Server string `json:"etcdserver"`
-	}
-	if err := etcdCall(ctx, addr, "/version", nil, &v); err != nil {
-		return ""
-	}
-	return v.Server
-}
-
 // MemberStatus is one member's view, as its Status call answers.
 type MemberStatus struct {
 	Name     string
@@ -470,8 +452,8 @@ func (c *EtcdCluster) Status(ctx context.Context, node string) (MemberStatus, er
 func (c *EtcdCluster) status(ctx context.Context, n *EtcdNode) (MemberStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	var r etcdStatus
-	if err := etcdCall(ctx, n.Addr(), "/v3/maintenance/status", struct{}{}, &r); err != nil {
+	var r etcdq.Status
+	if err := etcdq.Call(ctx, n.Addr(), "/v3/maintenance/status", struct{}{}, &r); err != nil {
 		return MemberStatus{}, fmt.Errorf("%s: status: %w", n.Name, err)
 	}
 	id, leaderID := uint64(r.Header.MemberID), uint64(r.Leader)
@@ -564,8 +546,8 @@ func (c *EtcdCluster) checkHealthy(ctx context.Context) error {
 func (c *EtcdCluster) linearizableRead(ctx context.Context, n *EtcdNode) error {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	req := etcdRangeRequest{Key: []byte("lockjepsen/health")}
-	if err := etcdCall(ctx, n.Addr(), "/v3/kv/range", req, nil); err != nil {
+	req := etcdq.RangeRequest{Key: []byte("lockjepsen/health")}
+	if err := etcdq.Call(ctx, n.Addr(), "/v3/kv/range", req, nil); err != nil {
 		return fmt.Errorf("%s: linearizable read: %w", n.Name, err)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/etcdq"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/testkit/redistest"
@@ -250,7 +251,7 @@ func TestEtcdStartsAndStops(t *testing.T) {
 			t.Errorf("status of %s: %+v", n.Name, st)
 		}
 		ids[st.ID] = n.Name
-		if v := local.EtcdVersion(ctx, n.Addr); !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(v) {
+		if v := etcdq.Version(ctx, n.Addr); !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(v) {
 			t.Errorf("version of %s: %q", n.Name, v)
 		}
 	}
@@ -278,7 +279,7 @@ func TestEtcdStartsAndStops(t *testing.T) {
 			t.Errorf("pid %d still there after Close: %v", pid, err)
 		}
 	}
-	if v := local.EtcdVersion(ctx, nodes[0].Addr); v != "" {
+	if v := etcdq.Version(ctx, nodes[0].Addr); v != "" {
 		t.Errorf("a closed member answers version %q", v)
 	}
 	if _, err := cl.Status(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "n1: status") {

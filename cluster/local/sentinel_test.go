@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/local"
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/testkit/redistest"
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/cluster/local"
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
 	sshbackend "github.com/lockjepsen/lockjepsen/contrib/ssh"
 	"github.com/lockjepsen/lockjepsen/harness"
@@ -33,7 +34,7 @@ func (b *backendFlags) flags(f *pflag.FlagSet) {
 	f.BoolVar(&b.dryRun, "dry-run", false, "ssh: print every command the run would execute on each host, and run none")
 }
 
-// backend returns nil for the local backend (the harness's default). A dry
+// backend returns the chosen backend. A dry
 // run of the ssh backend prints its commands to stdout. A
 // missing Docker engine is refused at once, before anything starts.
 func (b *backendFlags) backend(ctx context.Context, stdout io.Writer) (cluster.Backend, error) {
@@ -42,7 +43,7 @@ func (b *backendFlags) backend(ctx context.Context, stdout io.Writer) (cluster.B
 		if b.image != "" {
 			return nil, &harness.UsageError{Err: errors.New("--image is for --backend docker")}
 		}
-		return nil, nil
+		return local.Backend{}, nil
 	case "docker", "compose":
 		if err := docker.Available(ctx); err != nil {
 			return nil, &harness.UsageError{Err: fmt.Errorf("--backend %s: %w", b.name, err)}

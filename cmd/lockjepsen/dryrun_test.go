@@ -67,7 +67,7 @@ nodes:
 		{[]string{"--system", "redlock", "--lock", "redlock"}, "lists 3 redis nodes; the run asks for --nodes 5"},
 		{[]string{"--system", "redlock", "--lock", "redlock", "--nodes", "3", "--workload", "counter"}, "no process with role resource"},
 		{[]string{"--system", "redlock", "--lock", "redlock", "--nodes", "3", "--nemesis", "clock-jump"}, "has no faketime_preload"},
-		{[]string{"--system", "etcd", "--lock", "etcd"}, "--system etcd runs on the local backend only"},
+		{[]string{"--system", "etcd", "--lock", "etcd"}, "the ssh backend runs the single, sentinel and redlock systems so far, not etcd"},
 		{[]string{"--system", "cluster", "--nodes", "6"}, "cluster"},
 	} {
 		args := append([]string{"test", "--backend", "ssh", "--hosts", hosts, "--store", store}, c.args...)

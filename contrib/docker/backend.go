@@ -26,7 +26,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/clusterq"
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 )
 
 // Backend starts clusters as containers with testcontainers-go.
@@ -134,8 +134,8 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.System == cluster.Etcd {
-		return nil, fmt.Errorf("the docker backend runs the %q, %q, %q and %q systems; %q runs on the local backend", cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.RedisCluster, cluster.Etcd)
+	if err := b.Fit(spec); err != nil {
+		return nil, err
 	}
 	spec = spec.WithDefaults()
 	spec.Mesh = nil // see above: never used by this backend

@@ -15,7 +15,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 )
 
 // opTimeout bounds one Docker API call of the nemesis.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
-	"github.com/lockjepsen/lockjepsen/cluster/local/fakeclock"
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 )

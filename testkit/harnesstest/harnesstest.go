@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
+	_ "github.com/lockjepsen/lockjepsen/cluster/local" // the default backend of the runs it configures
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"

@@ -1,4 +1,7 @@
-package local
+// Package etcdq asks etcd members what the harness and the local backend
+// need to know (their version, status and health) over etcd's JSON
+// gateway, as sentinelq asks sentinels.
+package etcdq
 
 import (
 	"bytes"
@@ -12,7 +15,7 @@ import (
 	"time"
 )
 
-// The backend talks to the etcd members over etcd's own JSON gateway on
+// The harness talks to the etcd members over etcd's own JSON gateway on
 // their client URLs (the same port as gRPC), not through etcd's Go client:
 // the core module must not require the etcd client, or every user of the
 // Go API would get this module's version of it forced on them. Paths are
@@ -20,10 +23,10 @@ import (
 // which 3.5 dropped). The gateway writes proto field names and, as proto3's
 // JSON mapping does, 64-bit integers as strings.
 
-// etcdHTTP is shared by every cluster and EtcdVersion: connections to a
+// httpClient is shared by every caller: connections to a
 // member are reused across polls, and a stopped member's connections close
 // with it.
-var etcdHTTP = &http.Client{
+var httpClient = &http.Client{
 	Transport: &http.Transport{
 		// All traffic stays on loopback: never through $HTTP_PROXY.
 		Proxy: nil,
@@ -40,11 +43,11 @@ var etcdHTTP = &http.Client{
 	Timeout: 30 * time.Second,
 }
 
-// etcdUint64 decodes a 64-bit integer of the gateway, which proto3's JSON
+// Uint64 decodes a 64-bit integer of the gateway, which proto3's JSON
 // mapping quotes (a bare number is accepted too).
-type etcdUint64 uint64
+type Uint64 uint64
 
-func (u *etcdUint64) UnmarshalJSON(b []byte) error {
+func (u *Uint64) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	if s == "null" {
 		return nil
@@ -56,46 +59,46 @@ func (u *etcdUint64) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("not a uint64: %s", b)
 	}
-	*u = etcdUint64(v)
+	*u = Uint64(v)
 	return nil
 }
 
-// etcdStatus is the part of a maintenance/status answer the backend reads.
-type etcdStatus struct {
+// Status is the part of a maintenance/status answer the backend reads.
+type Status struct {
 	Header struct {
-		MemberID etcdUint64 `json:"member_id"`
+		MemberID Uint64 `json:"member_id"`
 	} `json:"header"`
-	Leader   etcdUint64 `json:"leader"` // 0 (absent) when the member knows no leader
-	RaftTerm etcdUint64 `json:"raftTerm"`
-	Errors   []string   `json:"errors"` // alarms, such as NOSPACE
+	Leader   Uint64   `json:"leader"` // 0 (absent) when the member knows no leader
+	RaftTerm Uint64   `json:"raftTerm"`
+	Errors   []string `json:"errors"` // alarms, such as NOSPACE
 }
 
-// etcdRangeRequest is a linearizable kv/range request for one key; []byte
+// RangeRequest is a linearizable kv/range request for one key; []byte
 // goes as base64, which is what the gateway expects for proto bytes.
-type etcdRangeRequest struct {
+type RangeRequest struct {
 	Key []byte `json:"key"`
 }
 
-// etcdGatewayError is a gateway answer other than 200 OK: the gRPC error
+// GatewayError is a gateway answer other than 200 OK: the gRPC error
 // of the call (such as "etcdserver: request timed out"), or, without a
 // JSON body, the HTTP status alone.
-type etcdGatewayError struct {
+type GatewayError struct {
 	Status  int
 	Code    int
 	Message string
 }
 
-func (e *etcdGatewayError) Error() string {
+func (e *GatewayError) Error() string {
 	if e.Message == "" {
 		return fmt.Sprintf("HTTP %d", e.Status)
 	}
 	return fmt.Sprintf("%s (HTTP %d, gRPC code %d)", e.Message, e.Status, e.Code)
 }
 
-// etcdCall sends one gateway request to the member at addr (host:port):
+// Call sends one gateway request to the member at addr (host:port):
 // a POST of req as JSON, or a GET when req is nil; a 200 answer is decoded
 // into resp. Errors name the path or URL, not the member: callers add that.
-func etcdCall(ctx context.Context, addr, path string, req, resp any) error {
+func Call(ctx context.Context, addr, path string, req, resp any) error {
 	method, body := http.MethodGet, io.Reader(nil)
 	if req != nil {
 		b, err := json.Marshal(req)
@@ -111,7 +114,7 @@ func etcdCall(ctx context.Context, addr, path string, req, resp any) error {
 	if req != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	r, err := etcdHTTP.Do(hr)
+	r, err := httpClient.Do(hr)
 	if err != nil {
 		return err // a *url.Error: it names the method and URL already
 	}
@@ -122,7 +125,7 @@ func etcdCall(ctx context.Context, addr, path string, req, resp any) error {
 		return fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	if r.StatusCode != http.StatusOK {
-		ge := &etcdGatewayError{Status: r.StatusCode}
+		ge := &GatewayError{Status: r.StatusCode}
 		var eb struct {
 			Error   string `json:"error"`
 			Message string `json:"message"`
@@ -143,4 +146,23 @@ func etcdCall(ctx context.Context, addr, path string, req, resp any) error {
 		return fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// versionTimeout bounds Version: the version is informational, and a
+// member that is paused or gone must not hold up its caller.
+const versionTimeout = 2 * time.Second
+
+// Version is the server version of the etcd member whose client URL is at
+// addr (host:port), as its /version answers, or "" if it does not answer
+// within 2 s.
+func Version(ctx context.Context, addr string) string {
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	var v struct {
+		Server string `json:"etcdserver"`
+	}
+	if err := Call(ctx, addr, "/version", nil, &v); err != nil {
+		return ""
+	}
+	return v.Server
 }
