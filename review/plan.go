@@ -340,17 +340,8 @@ func mitigationNames() string {
 func (p *Plan) base(seed int64) harness.Config {
 	o := p.Options
 	c := scenario.Base()
-	switch o.System {
-	case cluster.Sentinel:
-		scenario.Sentinel(&c)
-	case cluster.Redlock:
-		scenario.Redlock(o.Lock)(&c)
-	case cluster.Etcd:
-		scenario.Etcd(o.Lock)(&c)
-	case cluster.RedisCluster:
-		scenario.RedisCluster(&c)
-	default:
-		scenario.Single(&c)
+	if preset, err := scenario.PresetFor(o.System); err == nil {
+		preset.On(o.Lock)(&c)
 	}
 	c.System, c.Lock, c.Client, c.Seed = o.System, o.Lock, o.Client, seed
 	if o.Backend != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/scenario"
@@ -123,5 +124,27 @@ func TestEveryScenarioGivesItsVerdict(t *testing.T) {
 				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, s.Expect, r.Errors, strings.Join(r.Summary(), "\n"))
 			}
 		})
+	}
+}
+
+// TestEverySystemHasAPreset: the review and the matrix's grid find every
+// system's preset here, and it sets the system and the lock it is given;
+// an unknown system is an error, not a silent single Redis.
+func TestEverySystemHasAPreset(t *testing.T) {
+	for _, sys := range cluster.Systems {
+		p, err := scenario.PresetFor(sys)
+		if err != nil {
+			t.Errorf("%s: %v", sys, err)
+			continue
+		}
+		c := scenario.Base()
+		p.On("some-lock")(&c)
+		p.Grid(&c)
+		if c.System != sys || c.Lock != "some-lock" || c.TimeLimit <= 0 {
+			t.Errorf("%s: the preset gave system %q, lock %q, time limit %v", sys, c.System, c.Lock, c.TimeLimit)
+		}
+	}
+	if _, err := scenario.PresetFor("nope"); err == nil {
+		t.Error("an unknown system has a preset")
 	}
 }

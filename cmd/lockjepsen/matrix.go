@@ -402,18 +402,8 @@ func gridConfig(sys, lock, workload string, faults []string) harness.Config {
 	cfg.TimeLimit, cfg.Recovery = 4*time.Second, 1500*time.Millisecond
 	cfg.NemesisInterval = 400 * time.Millisecond
 	cfg.Hold, cfg.FaultDuration = "100ms..300ms", 300*time.Millisecond
-	switch sys {
-	case cluster.Sentinel, cluster.RedisCluster:
-		cfg.TimeLimit = 6 * time.Second
-		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
-	case cluster.Redlock:
-		cfg.Clients = 3
-		cfg.NemesisInterval, cfg.FaultDuration = 150*time.Millisecond, 150*time.Millisecond
-	case cluster.Etcd:
-		// The etcd client reconnects to a member it lost with a backoff,
-		// hence the longer recovery.
-		cfg.TimeLimit, cfg.Recovery = 6*time.Second, 3*time.Second
-		cfg.NemesisInterval, cfg.FaultDuration = time.Second, time.Second
+	if preset, err := scenario.PresetFor(sys); err == nil {
+		preset.Grid(&cfg)
 	}
 	cfg.Expect = harness.ExpectAny
 	cfg.Name = gridName(sys, lock, workload, faults)
