@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
-	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -56,13 +55,12 @@ func faultSystems(name string) []string {
 	return d.Systems
 }
 
-// FailoverTTL is the shortest TTL the failover threat runs with: longer
-// than a Sentinel failover with the harness's settings.
-const FailoverTTL = 5 * time.Second
+// FailoverTTL is the shortest TTL the failover threat runs with on
+// Sentinel: a lease that outlives the failover.
+const FailoverTTL = scenario.FailoverTTL
 
-// ClusterFailoverTTL is FailoverTTL on Redis Cluster, whose clients also
-// have to reload the slots (every second) before the new primary grants.
-const ClusterFailoverTTL = 10 * time.Second
+// ClusterFailoverTTL is FailoverTTL on Redis Cluster.
+const ClusterFailoverTTL = scenario.ClusterFailoverTTL
 
 // failoverSystems are the systems that fail over by themselves.
 var failoverSystems = harness.FailoverSystems()
@@ -149,38 +147,14 @@ var Threats = []Threat{
 	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more; 10 s on Redis Cluster)", Systems: failoverSystems,
 		Catches: "a lock lost on a replica that never saw it (Jepsen's Redis analysis; Redisson #5256 with WAIT)",
 		Inject: func(c *harness.Config) {
-			switch c.System {
-			case cluster.Sentinel:
-				c.ScriptName = "sentinel-kill-after-acquire"
-				// A lease shorter than the failover (about 2.5 s) has
-				// ended before a replica is promoted: that case is the
-				// ttl-below-failover mitigation. Production TTLs of
-				// seconds outlive it; so do these holds.
-				c.TTL = max(c.TTL, FailoverTTL)
-				c.Hold = "3s..4500ms"
-			case cluster.RedisCluster:
-				clusterScript(c, "cluster-kill-after-acquire")
-			default:
-				analog(c)
-			}
+			ownOrAnalog(c, func(p scenario.SystemPreset) func(*harness.Config) { return p.Failover })
 		},
 		Moments:     []string{checker.MomentFailovers, checker.MomentNodeFaults},
 		Mitigations: []string{"ttl-below-failover", "wait", "min-replicas", "fencing", "etcd"}, Analog: true},
 	{Name: "split-brain", Title: "split brain: the primary cut off from the sentinels (on Redis Cluster: from the other nodes, right after a grant) but not from half the clients", Systems: failoverSystems,
 		Catches: "a deposed primary still granting locks (Jepsen's Redis analysis)",
 		Inject: func(c *harness.Config) {
-			switch c.System {
-			case cluster.Sentinel:
-				c.ScriptName = "sentinel-split-brain"
-				c.Hold = "50ms..150ms"
-			case cluster.RedisCluster:
-				// A Redis Cluster primary cut off from the others stops
-				// taking writes after the node timeout: a lease it
-				// granted right before is what outlives the failover.
-				clusterScript(c, "cluster-isolate-primary")
-			default:
-				analog(c)
-			}
+			ownOrAnalog(c, func(p scenario.SystemPreset) func(*harness.Config) { return p.SplitBrain })
 		},
 		Moments:     []string{checker.MomentFailovers, checker.MomentNodeFaults},
 		Mitigations: []string{"min-replicas", "wait", "fencing", "etcd"}, Analog: true},
@@ -240,12 +214,14 @@ func renewal(c *harness.Config) {
 	}
 }
 
-// clusterScript runs a Redis Cluster script with a lease that outlives the
-// failover and the clients' move to the new primary.
-func clusterScript(c *harness.Config, script string) {
-	c.ScriptName = script
-	c.TTL = max(c.TTL, ClusterFailoverTTL)
-	c.Hold = "8s..9500ms"
+// ownOrAnalog runs the system's own variant of a failover threat, which
+// variant picks from its preset, or the analog where it has none.
+func ownOrAnalog(c *harness.Config, variant func(scenario.SystemPreset) func(*harness.Config)) {
+	if p, err := scenario.PresetFor(c.System); err == nil && variant(p) != nil {
+		variant(p)(c)
+		return
+	}
+	analog(c)
 }
 
 // serverFault injects a server fault the way the scenarios do, aimed where

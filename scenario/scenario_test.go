@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,10 @@ func TestEverySystemHasAPreset(t *testing.T) {
 		p.Grid(&c)
 		if c.System != sys || c.Lock != "some-lock" || c.TimeLimit <= 0 {
 			t.Errorf("%s: the preset gave system %q, lock %q, time limit %v", sys, c.System, c.Lock, c.TimeLimit)
+		}
+		failsOver := slices.Contains(harness.FailoverSystems(), sys)
+		if (p.Failover != nil) != failsOver || (p.SplitBrain != nil) != failsOver {
+			t.Errorf("%s: fails over by itself: %v, but has a failover variant: %v, a split-brain one: %v", sys, failsOver, p.Failover != nil, p.SplitBrain != nil)
 		}
 	}
 	if _, err := scenario.PresetFor("nope"); err == nil {

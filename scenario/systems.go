@@ -20,13 +20,33 @@ type SystemPreset struct {
 	// Grid sets what a matrix grid cell (short, busy, faults that land on
 	// holders) needs on this system beyond the common timing.
 	Grid func(*harness.Config)
+	// Failover sets a run that meets the system's own failover: the
+	// primary killed right after a grant, before replication, with a
+	// lease that outlives the failover. SplitBrain: the primary cut off
+	// right after a grant from those that elect its successor, but not
+	// from half the clients. Both are nil where the system does not fail
+	// over by itself.
+	Failover, SplitBrain func(*harness.Config)
 }
 
 // systemPresets lists one preset per system, in the order of
 // cluster.Systems.
 var systemPresets = []SystemPreset{
 	{System: cluster.Single, On: withLock(Single), Grid: func(*harness.Config) {}},
-	{System: cluster.Sentinel, On: withLock(Sentinel), Grid: failoverGrid},
+	{System: cluster.Sentinel, On: withLock(Sentinel), Grid: failoverGrid,
+		Failover: func(c *harness.Config) {
+			c.ScriptName = "sentinel-kill-after-acquire"
+			// A lease shorter than the failover (about 2.5 s) has ended
+			// before a replica is promoted: that case is the review's
+			// ttl-below-failover mitigation. Production TTLs of seconds
+			// outlive it; so do these holds.
+			c.TTL = max(c.TTL, FailoverTTL)
+			c.Hold = "3s..4500ms"
+		},
+		SplitBrain: func(c *harness.Config) {
+			c.ScriptName = "sentinel-split-brain"
+			c.Hold = "50ms..150ms"
+		}},
 	{System: cluster.Redlock, On: Redlock, Grid: func(c *harness.Config) {
 		c.Clients = 3
 		c.NemesisInterval, c.FaultDuration = 150*time.Millisecond, 150*time.Millisecond
@@ -37,7 +57,30 @@ var systemPresets = []SystemPreset{
 		c.TimeLimit, c.Recovery = 6*time.Second, 3*time.Second
 		c.NemesisInterval, c.FaultDuration = time.Second, time.Second
 	}},
-	{System: cluster.RedisCluster, On: withLock(RedisCluster), Grid: failoverGrid},
+	{System: cluster.RedisCluster, On: withLock(RedisCluster), Grid: failoverGrid,
+		Failover: clusterScript("cluster-kill-after-acquire"),
+		// A Redis Cluster primary cut off from the others stops taking
+		// writes after the node timeout: a lease it granted right before
+		// is what outlives the failover.
+		SplitBrain: clusterScript("cluster-isolate-primary")},
+}
+
+// FailoverTTL is the shortest TTL a Sentinel failover run takes: a lease
+// that outlives the failover (about 2.5 s on loopback).
+const FailoverTTL = 5 * time.Second
+
+// ClusterFailoverTTL is FailoverTTL on Redis Cluster, whose clients also
+// have to reload the slots (every second) before the new primary grants.
+const ClusterFailoverTTL = 10 * time.Second
+
+// clusterScript runs a Redis Cluster script with leases that outlive the
+// failover and the clients' move to the new primary.
+func clusterScript(script string) func(*harness.Config) {
+	return func(c *harness.Config) {
+		c.ScriptName = script
+		c.TTL = max(c.TTL, ClusterFailoverTTL)
+		c.Hold = "8s..9500ms"
+	}
 }
 
 // failoverGrid: a system that fails over needs a run that outlasts one,
