@@ -16,7 +16,7 @@ import (
 )
 
 var redisClusterSystem = systemDriver{
-	name: cluster.RedisCluster, referenceLock: locks.Token,
+	name: cluster.RedisCluster, title: "Redis Cluster: primaries that share the hash slots, a replica each", referenceLock: locks.Token,
 	// A lock sees one connection: a cluster client, which sends each key
 	// to the primary of its slot.
 	lockNodes:     func(int) int { return 1 },

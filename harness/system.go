@@ -23,6 +23,8 @@ import (
 // in systems.
 type systemDriver struct {
 	name string
+	// title says what the system is, for help and the reference.
+	title string
 	// lockNodes is how many nodes a lock sees when the system has n.
 	lockNodes func(n int) int
 	// internalLinks: the nodes talk to each other (replication, sentinels,
@@ -96,6 +98,22 @@ func LockNodes(system string) int {
 		return 0
 	}
 	return d.lockNodes(cluster.DefaultNodes(system))
+}
+
+// SystemTitle says what the system is ("" for an unknown system).
+func SystemTitle(system string) string {
+	d, _ := lookupSystem(system)
+	return d.title
+}
+
+// SystemHelp lists the systems with what each is, for the --system flags:
+// "single (one redis-server), sentinel (...), ...".
+func SystemHelp() string {
+	var parts []string
+	for _, d := range systems {
+		parts = append(parts, fmt.Sprintf("%s (%s)", d.name, d.title))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ReferenceLock names the harness's correct lock on the system ("" for an
@@ -197,16 +215,16 @@ func everyNode(n int) int { return n }
 func noOptions(*Config) error { return nil }
 
 var singleSystem = systemDriver{
-	name: cluster.Single, lockNodes: everyNode, referenceLock: locks.Token, validate: noOptions, version: recordRedisVersion,
+	name: cluster.Single, title: "one redis-server", lockNodes: everyNode, referenceLock: locks.Token, validate: noOptions, version: recordRedisVersion,
 }
 
 var redlockSystem = systemDriver{
-	name: cluster.Redlock, lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, validate: noOptions, version: recordRedisVersion,
+	name: cluster.Redlock, title: "independent redis-servers, for Redlock", lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, validate: noOptions, version: recordRedisVersion,
 	faultTarget: nemesis.TargetHolder,
 }
 
 var sentinelSystem = systemDriver{
-	name: cluster.Sentinel, referenceLock: locks.Token,
+	name: cluster.Sentinel, title: "a primary, its replicas and the sentinels that fail it over", referenceLock: locks.Token,
 	// A lock sees one node: whichever is primary.
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
@@ -217,7 +235,7 @@ var sentinelSystem = systemDriver{
 }
 
 var etcdSystem = systemDriver{
-	name: cluster.Etcd, lockNodes: everyNode, referenceLock: "etcd", internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
+	name: cluster.Etcd, title: "etcd members (raft): the consensus baseline", lockNodes: everyNode, referenceLock: "etcd", internalLinks: true, addressesOnly: true, clientFaultsNeedLinks: true,
 	serverRenewsLeases: "etcd's leader renews every lease when leadership changes, so a key may outlive its TTL",
 	ownPersistence:     "etcd syncs its log before it answers",
 	// etcd grants leases in whole seconds: LeaseGrant takes a TTL in

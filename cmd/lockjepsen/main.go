@@ -23,7 +23,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/contrib/liblocks"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
@@ -389,7 +388,7 @@ const redlockAlgorithm = locks.RedlockName + ", " + liblocks.RedsyncName
 
 // systemFlags are the test's system and lock.
 func systemFlags(f *pflag.FlagSet, cfg *harness.Config) {
-	f.StringVar(&cfg.System, "system", cfg.System, "system under test: single, sentinel (primary, replicas, sentinels), redlock (independent nodes), cluster (Redis Cluster: 3 primaries with a replica each, local backend), or etcd (3 members: the consensus baseline, with --lock "+orList(fittingLocks(cluster.Etcd))+")")
+	f.StringVar(&cfg.System, "system", cfg.System, "system under test: "+harness.SystemHelp())
 	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinel: number of sentinels (0: 3)")
 	f.DurationVar(&cfg.DownAfter, "down-after", 0, "sentinel: down-after-milliseconds (0: 1s)")
 	f.DurationVar(&cfg.FailoverTimeout, "failover-timeout", 0, "sentinel: failover-timeout (0: 3s)")

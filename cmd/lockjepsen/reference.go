@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
@@ -47,7 +48,7 @@ func writeReference(w io.Writer) error {
 }
 
 func referenceSystems(b *strings.Builder) {
-	b.WriteString("\n## Systems (`--system`)\n\n| system | default nodes | locks | faults |\n|---|---|---|---|\n")
+	b.WriteString("\n## Systems (`--system`)\n\n| system | what it is | default nodes | locks | faults |\n|---|---|---|---|---|\n")
 	for _, s := range cluster.Systems {
 		var faults []string
 		for _, d := range nemesis.All() {
@@ -55,7 +56,7 @@ func referenceSystems(b *strings.Builder) {
 				faults = append(faults, "`"+d.Name+"`")
 			}
 		}
-		fmt.Fprintf(b, "| `%s` | %d | %s | %s |\n", s, cluster.DefaultNodes(s), codeList(locks.NamesFor(s)), strings.Join(faults, ", "))
+		fmt.Fprintf(b, "| `%s` | %s | %d | %s | %s |\n", s, cell(harness.SystemTitle(s)), cluster.DefaultNodes(s), codeList(locks.NamesFor(s)), strings.Join(faults, ", "))
 	}
 }
 

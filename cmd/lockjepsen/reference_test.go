@@ -21,7 +21,7 @@ func TestReferenceDocMatchesDescriptors(t *testing.T) {
 	if code := run([]string{"reference"}, &out, &errOut); code != 0 {
 		t.Fatalf("lockjepsen reference: exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"| `token` |", "| `redsync` |", "| `client-pause` | client |", "| `sentinel-split-brain` |", "| `baseline` | safe |", "| `cluster` | 6 |"} {
+	for _, want := range []string{"| `token` |", "| `redsync` |", "| `client-pause` | client |", "| `sentinel-split-brain` |", "| `baseline` | safe |", "| `cluster` | Redis Cluster: primaries that share the hash slots, a replica each | 6 |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the reference lacks %q: a descriptor list is not read", want)
 		}
