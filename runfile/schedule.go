@@ -66,12 +66,25 @@ type ScheduledFault struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Finished says why run directory dir holds no finished run (nil when it
+// does): a run whose harness failed, or was killed, before the checkers
+// ran has no results.json, and so no verdict and no executed faults.
+func Finished(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, ResultsFile)); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s did not finish (it has no %s: its harness failed or was stopped before the checkers ran; its output says why), so it has no verdict or faults to replay or shrink", dir, ResultsFile)
+	}
+	return nil
+}
+
 // ReadSchedule reads run directory dir's schedule.json. A run stored
 // before schedules were recorded has none: the error says so.
 func ReadSchedule(dir string) (*Schedule, error) {
 	var s Schedule
 	err := ReadJSON(filepath.Join(dir, ScheduleFile), &s)
 	if errors.Is(err, os.ErrNotExist) {
+		if err := Finished(dir); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s has no %s: it was recorded before lockjepsen stored the faults it executed, so its faults cannot be replayed", dir, ScheduleFile)
 	}
 	if err != nil {

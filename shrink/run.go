@@ -79,6 +79,9 @@ type Outcome struct {
 func Run(ctx context.Context, req Request) (*Outcome, error) {
 	start := time.Now()
 	var res runfile.Results
+	if err := runfile.Finished(req.Dir); err != nil {
+		return nil, &harness.UsageError{Err: fmt.Errorf("shrink: %w", err)}
+	}
 	if err := runfile.ReadJSON(filepath.Join(req.Dir, runfile.ResultsFile), &res); err != nil {
 		return nil, &harness.UsageError{Err: fmt.Errorf("shrink %s: %w", req.Dir, err)}
 	}

@@ -31,6 +31,17 @@ func TestShrinkAndReplayRefuse(t *testing.T) {
 	if len(entries) != 2 { // the test's directory and latest
 		t.Errorf("shrink of a safe run left entries in the store: %v", entries)
 	}
+	// A run whose harness failed before the checkers ran has a history
+	// but no verdict: said as such, not as a missing file.
+	unfinished := t.TempDir()
+	for _, name := range []string{runfile.ConfigFile, "history.jsonl.zst"} {
+		if b, err := os.ReadFile(filepath.Join(latest, name)); err == nil {
+			_ = os.WriteFile(filepath.Join(unfinished, name), b, 0o644)
+		}
+	}
+	if code, _, stderr := runCLI(t, "shrink", unfinished); code != exitUsage || !strings.Contains(stderr, "did not finish (it has no results.json") {
+		t.Errorf("shrink of an unfinished run: exit %d, %q", code, stderr)
+	}
 	for _, cmd := range []string{"shrink", "replay"} {
 		if code, _, stderr := runCLI(t, cmd, t.TempDir()); code != exitUsage || !strings.Contains(stderr, "not a run directory") {
 			t.Errorf("%s of an empty directory: exit %d, %q", cmd, code, stderr)
@@ -86,14 +97,21 @@ func TestTestReplay(t *testing.T) {
 	if err := os.WriteFile(config, []byte("clients: 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	noSchedule := t.TempDir()
-	for _, name := range []string{runfile.ConfigFile, "history.jsonl.zst"} {
+	// noSchedule is a finished run stored before schedules were;
+	// unfinished, one whose harness failed before the checkers ran.
+	noSchedule, unfinished := t.TempDir(), t.TempDir()
+	for _, name := range []string{runfile.ConfigFile, "history.jsonl.zst", runfile.ResultsFile} {
 		b, err := os.ReadFile(filepath.Join(orig, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(noSchedule, name), b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if name != runfile.ResultsFile {
+			if err := os.WriteFile(filepath.Join(unfinished, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	before := storedRuns(t, store)
@@ -108,6 +126,7 @@ func TestTestReplay(t *testing.T) {
 		{[]string{"--replay", filepath.Join(store, "nothing")}, "no such run directory"},
 		{[]string{"--replay", t.TempDir()}, "not a run directory"},
 		{[]string{"--replay", noSchedule}, "has no schedule.json"},
+		{[]string{"--replay", unfinished}, "did not finish (it has no results.json"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"test", "--store", store}, c.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
