@@ -221,7 +221,32 @@ func LockVersusResource(ex *ExclusionResult, res *ResourceResult) string {
 
 // Summary is a few lines for a human, the verdict first.
 func (r *Results) Summary() []string {
-	var lines []string
+	lines := []string{r.headline()}
+	if r.Answers != nil && r.Verdict != VerdictStuck && r.Verdict != "" {
+		lines = append(lines, r.Answers.Line())
+	}
+	if r.Exercised != nil {
+		// Right after the answers: a safe answer weighs only as much as
+		// the dangerous moments the run got to.
+		lines = append(lines, r.Exercised.SummaryLine())
+	}
+	if r.Disagreement != "" {
+		lines = append(lines, "WARNING: "+r.Disagreement)
+	}
+	if line := LockVersusResource(r.Exclusion, r.Resource); line != "" {
+		lines = append(lines, line)
+	}
+	lines = append(lines, r.leaseLines()...)
+	for _, line := range []func() string{r.resourceLine, r.failoverLine, r.livenessLine, r.linearizabilityLine, r.statsLine} {
+		if s := line(); s != "" {
+			lines = append(lines, s)
+		}
+	}
+	return lines
+}
+
+// headline is the summary's first line: the verdict and what decided it.
+func (r *Results) headline() string {
 	ex, res, live, lin := r.Exclusion, r.Resource, r.Liveness, r.Linearizability
 	switch r.Verdict {
 	case VerdictUnsafe:
@@ -244,17 +269,17 @@ func (r *Results) Summary() []string {
 					s += fmt.Sprintf(" (the longest overlap: %s)", fmtD(longest.Overlap))
 				}
 			}
-			lines = append(lines, s)
+			return s
 		case res != nil && res.Checked && !res.Valid:
-			lines = append(lines, "UNSAFE: the lock looked fine but the protected resource was corrupted: "+res.Explanation)
+			return "UNSAFE: the lock looked fine but the protected resource was corrupted: " + res.Explanation
 		case r.Lease != nil && !r.Lease.Valid:
-			lines = append(lines, "UNSAFE: "+r.Lease.headline())
+			return "UNSAFE: " + r.Lease.headline()
 		default:
-			lines = append(lines, fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal))
+			return fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal)
 		}
 	case VerdictStuck:
-		lines = append(lines, fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end of the run (%s) although clients kept trying",
-			live.StuckKey, fmtT(live.StuckSince), fmtD(live.StuckKeys[0].For)))
+		return fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end of the run (%s) although clients kept trying",
+			live.StuckKey, fmtT(live.StuckSince), fmtD(live.StuckKeys[0].For))
 	case VerdictUnknown:
 		switch {
 		case ex != nil && ex.untested():
@@ -266,78 +291,92 @@ func (r *Results) Summary() []string {
 			case live != nil:
 				s += fmt.Sprintf(" (%d acquire %s, none ok)", live.AcquireAttempts, plural(live.AcquireAttempts, "attempt", "attempts"))
 			}
-			lines = append(lines, s)
+			return s
 		case lin != nil:
-			lines = append(lines, fmt.Sprintf("UNKNOWN: no violation found, but porcupine could not check %d of %d segments (%d too large, %d timed out, %d over budget)",
-				lin.SegmentsUnknown, lin.Segments, lin.TooLarge, lin.TimedOut, lin.OverBudget))
+			return fmt.Sprintf("UNKNOWN: no violation found, but porcupine could not check %d of %d segments (%d too large, %d timed out, %d over budget)",
+				lin.SegmentsUnknown, lin.Segments, lin.TooLarge, lin.TimedOut, lin.OverBudget)
 		default:
-			lines = append(lines, "UNKNOWN")
+			return "UNKNOWN"
 		}
 	case VerdictSafe:
-		lines = append(lines, fmt.Sprintf("SAFE: no mutual-exclusion violations in %d %s; porcupine found the history linearizable", ex.Holds, plural(ex.Holds, "hold", "holds")))
+		return fmt.Sprintf("SAFE: no mutual-exclusion violations in %d %s; porcupine found the history linearizable", ex.Holds, plural(ex.Holds, "hold", "holds"))
 	default:
-		lines = append(lines, "NOT CHECKED")
+		return "NOT CHECKED"
 	}
-	if r.Answers != nil && r.Verdict != VerdictStuck && r.Verdict != "" {
-		lines = append(lines, r.Answers.Line())
+}
+
+// resourceLine counts the protected resource's writes ("" without one).
+func (r *Results) resourceLine() string {
+	res := r.Resource
+	if res == nil || !res.Checked {
+		return ""
 	}
-	if r.Exercised != nil {
-		// Right after the answers: a safe answer weighs only as much as
-		// the dangerous moments the run got to.
-		lines = append(lines, r.Exercised.SummaryLine())
+	s := fmt.Sprintf("resource: %d writes, %d accepted, %d rejected as stale, %d unknown", res.Writes, res.Accepted, res.RejectedStale, res.UnknownWrites)
+	if res.Final != nil {
+		s += fmt.Sprintf("; final value %d", *res.Final)
 	}
-	if r.Disagreement != "" {
-		lines = append(lines, "WARNING: "+r.Disagreement)
+	if res.LostUpdates > 0 {
+		s += fmt.Sprintf("; %d lost updates", res.LostUpdates)
 	}
-	if line := LockVersusResource(ex, res); line != "" {
-		lines = append(lines, line)
+	if res.Duplicates > 0 {
+		s += fmt.Sprintf("; %d interleaved writes", res.Duplicates)
 	}
-	lines = append(lines, r.leaseLines()...)
-	if res != nil && res.Checked {
-		s := fmt.Sprintf("resource: %d writes, %d accepted, %d rejected as stale, %d unknown", res.Writes, res.Accepted, res.RejectedStale, res.UnknownWrites)
-		if res.Final != nil {
-			s += fmt.Sprintf("; final value %d", *res.Final)
-		}
-		if res.LostUpdates > 0 {
-			s += fmt.Sprintf("; %d lost updates", res.LostUpdates)
-		}
-		if res.Duplicates > 0 {
-			s += fmt.Sprintf("; %d interleaved writes", res.Duplicates)
-		}
-		lines = append(lines, s)
+	return s
+}
+
+// failoverLine says what the failovers did to leases ("" with none).
+func (r *Results) failoverLine() string {
+	fo := r.Failover
+	if fo == nil || (fo.Failovers == 0 && fo.FenceRegressions == 0) {
+		return ""
 	}
-	if fo := r.Failover; fo != nil && (fo.Failovers > 0 || fo.FenceRegressions > 0) {
-		s := fmt.Sprintf("failover: %d %s; %d %s outlived the primary that granted %s, %d of them lost to a grant on the new primary; %d %s by a deposed primary",
-			fo.Failovers, plural(fo.Failovers, "failover", "failovers"), fo.Stranded, plural(fo.Stranded, "lease", "leases"),
-			plural(fo.Stranded, "it", "them"), fo.Lost, fo.Deposed, plural(fo.Deposed, "grant", "grants"))
-		if fo.FenceRegressions > 0 {
-			s += fmt.Sprintf("; the fencing counter went backwards %d %s", fo.FenceRegressions, plural(fo.FenceRegressions, "time", "times"))
-		}
-		lines = append(lines, s)
+	s := fmt.Sprintf("failover: %d %s; %d %s outlived the primary that granted %s, %d of them lost to a grant on the new primary; %d %s by a deposed primary",
+		fo.Failovers, plural(fo.Failovers, "failover", "failovers"), fo.Stranded, plural(fo.Stranded, "lease", "leases"),
+		plural(fo.Stranded, "it", "them"), fo.Lost, fo.Deposed, plural(fo.Deposed, "grant", "grants"))
+	if fo.FenceRegressions > 0 {
+		s += fmt.Sprintf("; the fencing counter went backwards %d %s", fo.FenceRegressions, plural(fo.FenceRegressions, "time", "times"))
 	}
-	if live != nil {
-		s := fmt.Sprintf("liveness: %d acquire %s, %d ok (%.1f%%), %d failed, %d unknown",
-			live.AcquireAttempts, plural(live.AcquireAttempts, "attempt", "attempts"), live.AcquireOK, 100*live.SuccessRate, live.AcquireFail, live.AcquireUnknown)
-		if st := r.Stats; st != nil && st.SummarizedFailedAcquires > 0 {
-			s += fmt.Sprintf(" (%d of the failures recorded as per-second counts)", st.SummarizedFailedAcquires)
-		}
-		if live.Longest != nil {
-			s += fmt.Sprintf("; longest unavailability %s on %s from %s", fmtD(live.Longest.Duration), live.Longest.Key, fmtT(live.Longest.Start))
-		}
-		lines = append(lines, s)
+	return s
+}
+
+// livenessLine counts the acquires and the longest unavailability.
+func (r *Results) livenessLine() string {
+	live := r.Liveness
+	if live == nil {
+		return ""
 	}
-	if lin != nil {
-		lines = append(lines, fmt.Sprintf("linearizability: %s (%d segments, %d checked, %d illegal, %d unknown; %d of %d ops checked)",
-			lin.Valid, lin.Segments, lin.SegmentsChecked, lin.SegmentsIllegal, lin.SegmentsUnknown, lin.OpsChecked, lin.Ops))
+	s := fmt.Sprintf("liveness: %d acquire %s, %d ok (%.1f%%), %d failed, %d unknown",
+		live.AcquireAttempts, plural(live.AcquireAttempts, "attempt", "attempts"), live.AcquireOK, 100*live.SuccessRate, live.AcquireFail, live.AcquireUnknown)
+	if st := r.Stats; st != nil && st.SummarizedFailedAcquires > 0 {
+		s += fmt.Sprintf(" (%d of the failures recorded as per-second counts)", st.SummarizedFailedAcquires)
 	}
-	if st := r.Stats; st != nil {
-		s := fmt.Sprintf("%d %s in %s", st.Ops, plural(st.Ops, "operation", "operations"), fmtD(st.Duration))
-		if st.rated() {
-			s += fmt.Sprintf(" (%.0f ops/s, %.1f acquires/s)", st.OpThroughput, st.AcquireThroughput)
-		}
-		lines = append(lines, s)
+	if live.Longest != nil {
+		s += fmt.Sprintf("; longest unavailability %s on %s from %s", fmtD(live.Longest.Duration), live.Longest.Key, fmtT(live.Longest.Start))
 	}
-	return lines
+	return s
+}
+
+// linearizabilityLine is porcupine's count of segments.
+func (r *Results) linearizabilityLine() string {
+	lin := r.Linearizability
+	if lin == nil {
+		return ""
+	}
+	return fmt.Sprintf("linearizability: %s (%d segments, %d checked, %d illegal, %d unknown; %d of %d ops checked)",
+		lin.Valid, lin.Segments, lin.SegmentsChecked, lin.SegmentsIllegal, lin.SegmentsUnknown, lin.OpsChecked, lin.Ops)
+}
+
+// statsLine is the run's size and rate.
+func (r *Results) statsLine() string {
+	st := r.Stats
+	if st == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%d %s in %s", st.Ops, plural(st.Ops, "operation", "operations"), fmtD(st.Duration))
+	if st.rated() {
+		s += fmt.Sprintf(" (%.0f ops/s, %.1f acquires/s)", st.OpThroughput, st.AcquireThroughput)
+	}
+	return s
 }
 
 // untested reports whether the history had no believed hold at all, so that
