@@ -250,41 +250,61 @@ func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 		c.Close(context.Background())
 		return nil, err
 	}
+	initial, release, err := c.planMembers(spec, binary)
+	defer release()
+	if err != nil {
+		return fail(err)
+	}
+	c.setArgs(initial)
+	release()
+	if c.resource != nil {
+		if err := c.resource.Start(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if err := c.launchMembers(ctx); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// planMembers picks every member's ports and, with a mesh, its inbound
+// peer link, and returns the initial cluster they name; release frees the
+// ports' listeners, which hold them until the members start.
+func (c *EtcdCluster) planMembers(spec cluster.Spec, binary string) (initial []string, release func(), err error) {
 	// Every port is picked before anything starts: the initial cluster
 	// names them all. The picker holds each port's listener open until all
 	// are picked, so no two members draw the same port (a CI run once saw
 	// a peer port equal to another member's client port). Another process
 	// could still take one in between; the member then fails with
 	// "address already in use" and its log says so.
-	var initial []string
 	ip := fmt.Sprintf("127.0.0.%d", 2+mrand.Intn(250))
 	ports := &portPicker{host: ip}
-	defer ports.release()
 	for i := 1; i <= spec.Nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
 		nd := nodeDir(spec, name)
 		n := &EtcdNode{Name: name, IP: ip, Dir: nd, DataDir: filepath.Join(nd, "data"), LogPath: filepath.Join(nd, "etcd.log"), binary: binary}
 		if n.ClientPort, err = ports.pick(); err != nil {
-			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
+			return nil, ports.release, fmt.Errorf("start node %s: pick a port: %w", name, err)
 		}
 		if n.PeerPort, err = ports.pick(); err != nil {
-			return fail(fmt.Errorf("start node %s: pick a port: %w", name, err))
+			return nil, ports.release, fmt.Errorf("start node %s: pick a port: %w", name, err)
 		}
 		n.PeerAnnounce = n.PeerAddr()
 		if spec.Mesh != nil {
 			r, err := newPeerRouter(name, n.PeerAddr())
 			if err != nil {
-				return fail(err)
+				return nil, ports.release, err
 			}
 			c.routers = append(c.routers, r)
 			addr, err := spec.Mesh.AddLink("net", name, r.Addr())
 			if err != nil {
-				return fail(fmt.Errorf("start node %s: inbound link: %w", name, err))
+				return nil, ports.release, fmt.Errorf("start node %s: inbound link: %w", name, err)
 			}
 			n.PeerAnnounce = addr
 		}
 		if err := os.MkdirAll(nd, 0o755); err != nil {
-			return fail(fmt.Errorf("start node %s: %w", name, err))
+			return nil, ports.release, fmt.Errorf("start node %s: %w", name, err)
 		}
 		initial = append(initial, name+"=http://"+n.PeerAnnounce)
 		c.nodes = append(c.nodes, n)
@@ -299,6 +319,12 @@ func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 		}
 		r.start(links, members)
 	}
+	return initial, ports.release, nil
+}
+
+// setArgs gives every member its command line, with a cluster token of
+// this start's own, so that members of two runs never join each other.
+func (c *EtcdCluster) setArgs(initial []string) {
 	token := make([]byte, 6)
 	_, _ = rand.Read(token)
 	for _, n := range c.nodes {
@@ -318,41 +344,37 @@ func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 			"--log-outputs", "stderr",
 		}
 	}
-	ports.release()
-	if c.resource != nil {
-		if err := c.resource.Start(ctx); err != nil {
-			return fail(err)
-		}
-	}
+}
+
+// launchMembers starts the members, records their PIDs, and waits until
+// the cluster is healthy.
+func (c *EtcdCluster) launchMembers(ctx context.Context) error {
 	for _, n := range c.nodes {
 		if err := ctx.Err(); err != nil {
-			return fail(fmt.Errorf("start node %s: %w", n.Name, err))
+			return fmt.Errorf("start node %s: %w", n.Name, err)
 		}
 		if err := n.launch(); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	// Recorded before the wait, so that a harness killed while waiting
 	// still leaves the PIDs behind for orphan clean-up.
 	if err := c.writeProcesses(); err != nil {
-		return fail(err)
+		return err
 	}
 	listenCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	for _, n := range c.nodes {
 		if err := n.waitListening(listenCtx); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
-		return fail(fmt.Errorf("etcd system: %w\n%s", err, c.logTails()))
+		return fmt.Errorf("etcd system: %w\n%s", err, c.logTails())
 	}
 	// Cancelled after the last check above: still stop, so that a
 	// cancelled start never leaves a running cluster behind.
-	if err := cancelled(ctx); err != nil {
-		return fail(err)
-	}
-	return c, nil
+	return cancelled(ctx)
 }
 
 func (c *EtcdCluster) logTails() string {
