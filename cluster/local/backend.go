@@ -114,7 +114,42 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	withClock := func(s *Server) error {
+	withClock := clockSetter(kit)
+	newServer := func(name, role string) *Server {
+		dir := nodeDir(spec, name)
+		return &Server{
+			Name: name, Role: role, Host: Host, Dir: dir,
+			LogPath: filepath.Join(dir, "redis.log"),
+			Args:    persistenceArgs(spec.Persistence), binary: binary,
+		}
+	}
+	for i := 1; i <= spec.Nodes; i++ {
+		s := newServer(fmt.Sprintf("n%d", i), nodeRole(spec, i))
+		if err := withClock(s); err != nil {
+			return nil, err
+		}
+		c.servers = append(c.servers, s)
+	}
+	if spec.Resource {
+		c.resource = newServer("resource", cluster.RoleResource)
+		c.resource.Args = nil // the resource is not under test; keep it plain
+	}
+	if err := c.startServers(ctx, spec, sentinelBinary, withClock); err != nil {
+		c.Close(context.Background())
+		return nil, err
+	}
+	if spec.Persistence != cluster.PersistNone {
+		c.aof = startAOFSampler(c.servers)
+	}
+	return c, nil
+}
+
+// clockSetter prepares a server to run under the fake clock of kit: its
+// clock file at offset 0 and rate 1, libfaketime in its environment, and
+// its shared-memory files removed when it exits. Without a kit it does
+// nothing.
+func clockSetter(kit *fakeclock.Kit) func(*Server) error {
+	return func(s *Server) error {
 		if kit == nil {
 			return nil
 		}
@@ -128,42 +163,29 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 		s.AfterExit = func(pid int) { fakeclock.CleanupShm(pid) }
 		return nil
 	}
-	newServer := func(name, role string) *Server {
-		dir := nodeDir(spec, name)
-		return &Server{
-			Name: name, Role: role, Host: Host, Dir: dir,
-			LogPath: filepath.Join(dir, "redis.log"),
-			Args:    persistenceArgs(spec.Persistence), binary: binary,
+}
+
+// nodeRole is the role node i (from 1) starts in: Sentinel's first node
+// is its primary, Redis Cluster's first half are the primaries.
+func nodeRole(spec cluster.Spec, i int) string {
+	switch spec.System {
+	case cluster.Sentinel:
+		if i == 1 {
+			return cluster.RolePrimary
 		}
-	}
-	for i := 1; i <= spec.Nodes; i++ {
-		role := cluster.RoleNode
-		switch spec.System {
-		case cluster.Sentinel:
-			role = cluster.RoleReplica
-			if i == 1 {
-				role = cluster.RolePrimary
-			}
-		case cluster.RedisCluster:
-			role = cluster.RoleReplica
-			if i <= spec.Nodes/2 {
-				role = cluster.RolePrimary
-			}
+		return cluster.RoleReplica
+	case cluster.RedisCluster:
+		if i <= spec.Nodes/2 {
+			return cluster.RolePrimary
 		}
-		s := newServer(fmt.Sprintf("n%d", i), role)
-		if err := withClock(s); err != nil {
-			return nil, err
-		}
-		c.servers = append(c.servers, s)
+		return cluster.RoleReplica
 	}
-	if spec.Resource {
-		c.resource = newServer("resource", cluster.RoleResource)
-		c.resource.Args = nil // the resource is not under test; keep it plain
-	}
-	fail := func(err error) (*Cluster, error) {
-		c.Close(context.Background())
-		return nil, err
-	}
+	return cluster.RoleNode
+}
+
+// startServers starts the servers (and, on Sentinel, the sentinels; on
+// Redis Cluster, forms the cluster) and records their PIDs.
+func (c *Cluster) startServers(ctx context.Context, spec cluster.Spec, sentinelBinary string, withClock func(*Server) error) error {
 	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
 		setup, start := c.setupSentinel, c.startSentinel
 		if spec.System == cluster.RedisCluster {
@@ -171,41 +193,34 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 			start = c.startRedisCluster
 		}
 		if err := setup(spec, sentinelBinary, withClock); err != nil {
-			return fail(err)
+			return err
 		}
 		if c.resource != nil {
 			if err := c.resource.Start(ctx); err != nil {
-				return fail(err)
+				return err
 			}
 		}
 		// Recorded before the wait, so that a harness killed while
 		// waiting still leaves the PIDs behind for orphan clean-up.
-		err := start(ctx, c.writeProcesses)
-		if err == nil {
-			err = c.writeProcesses()
+		if err := start(ctx, c.writeProcesses); err != nil {
+			return err
 		}
-		if err != nil {
-			return fail(err)
+		if err := c.writeProcesses(); err != nil {
+			return err
 		}
 	} else {
 		for _, s := range c.all() {
 			if err := s.Start(ctx); err != nil {
-				return fail(err)
+				return err
 			}
 		}
 		if err := c.writeProcesses(); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	// Cancelled after the last check above: still stop, so that a
 	// cancelled Start never leaves a running cluster behind.
-	if err := cancelled(ctx); err != nil {
-		return fail(err)
-	}
-	if spec.Persistence != cluster.PersistNone {
-		c.aof = startAOFSampler(c.servers)
-	}
-	return c, nil
+	return cancelled(ctx)
 }
 
 // prepareFakeClock builds (or finds in the user's cache) what a node needs
