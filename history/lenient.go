@@ -37,75 +37,11 @@ func ReadLenient(path string) (*LenientRead, error) {
 		return nil, err
 	}
 	defer f.Close()
-	type chunk struct {
-		n     int
-		data  []byte
-		line0 int // line number of the chunk's first line, filled in order
-		ops   []Op
-		bad   []string
-		lines int
+	chunks, carry, err := parseChunks(f)
+	if err != nil {
+		return nil, err
 	}
-	workers := max(1, runtime.GOMAXPROCS(0))
-	jobs := make(chan *chunk, workers)
-	var chunks []*chunk
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := newLineParser()
-			for c := range jobs {
-				c.ops, c.bad, c.lines = p.parseChunk(c.data)
-			}
-		}()
-	}
-	var carry []byte
-	buf := make([]byte, chunkSize)
-	var readErr error
-	for {
-		n, err := io.ReadFull(f, buf)
-		if n > 0 {
-			data := append(carry, buf[:n]...)
-			cut := bytes.LastIndexByte(data, '\n')
-			if cut >= 0 {
-				c := &chunk{n: len(chunks), data: data[:cut+1]}
-				chunks = append(chunks, c)
-				jobs <- c
-				carry = append([]byte(nil), data[cut+1:]...)
-			} else {
-				carry = data
-			}
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if readErr != nil {
-		return nil, readErr
-	}
-	hr := &LenientRead{}
-	total := 0
-	for _, c := range chunks {
-		total += len(c.ops)
-	}
-	hr.Ops = make([]Op, 0, total+1)
-	line := 0
-	for _, c := range chunks {
-		hr.Ops = append(hr.Ops, c.ops...)
-		for _, b := range c.bad {
-			hr.Bad++
-			if hr.FirstBad == "" {
-				hr.FirstBad = b
-			}
-		}
-		line += c.lines
-	}
+	hr := joinChunks(chunks)
 	hr.Corrupt = f.Corrupt()
 	hr.Truncated = f.Cut() || hr.Corrupt != ""
 	if len(bytes.TrimSpace(carry)) > 0 {
@@ -119,6 +55,80 @@ func ReadLenient(path string) (*LenientRead, error) {
 		}
 	}
 	return hr, nil
+}
+
+// lenientChunk is a run of whole lines of the history and what its
+// parse found.
+type lenientChunk struct {
+	data  []byte
+	ops   []Op
+	bad   []string
+	lines int
+}
+
+// parseChunks cuts r into chunks of whole lines, parses them on every
+// core, and returns them in order, with what followed the last newline.
+func parseChunks(r io.Reader) (chunks []*lenientChunk, carry []byte, err error) {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	jobs := make(chan *lenientChunk, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			p := newLineParser()
+			for c := range jobs {
+				c.ops, c.bad, c.lines = p.parseChunk(c.data)
+			}
+		})
+	}
+	buf := make([]byte, chunkSize)
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			data := append(carry, buf[:n]...)
+			if cut := bytes.LastIndexByte(data, '\n'); cut >= 0 {
+				c := &lenientChunk{data: data[:cut+1]}
+				chunks = append(chunks, c)
+				jobs <- c
+				carry = append([]byte(nil), data[cut+1:]...)
+			} else {
+				carry = data
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	return chunks, carry, nil
+}
+
+// joinChunks puts the chunks' operations together in order and counts
+// their bad lines.
+func joinChunks(chunks []*lenientChunk) *LenientRead {
+	hr := &LenientRead{}
+	total := 0
+	for _, c := range chunks {
+		total += len(c.ops)
+	}
+	hr.Ops = make([]Op, 0, total+1)
+	for _, c := range chunks {
+		hr.Ops = append(hr.Ops, c.ops...)
+		for _, b := range c.bad {
+			hr.Bad++
+			if hr.FirstBad == "" {
+				hr.FirstBad = b
+			}
+		}
+	}
+	return hr
 }
 
 // lineParser parses the recorder's own output. Anything it does not
