@@ -212,25 +212,8 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 	for _, tk := range timeTicks(sc.t0, sc.t1, 12) {
 		s.text(sc.x(tk.T), h-6, "axis", "middle", tk.Label)
 	}
-	// Server faults shade every lane.
-	for i := range m.faults {
-		f := &m.faults[i]
-		if !f.applied() || f.isClientFault() {
-			continue
-		}
-		a, b := f.Start, f.endOr(m.end)
-		if b < sc.t0 || a > sc.t1 {
-			continue
-		}
-		x0, x1 := sc.clampX(a), sc.clampX(b)
-		s.rect(x0, lanesTop-4, max(x1-x0, 1.5), lanesBot-lanesTop+4, "shade "+m.faultClass(f.Name), f.describe())
-	}
-	if sp.phase > 0 && sp.phase > sc.t0 && sp.phase < sc.t1 {
-		x := sc.x(sp.phase)
-		s.line(x, axisH+4, x, lanesBot, "phase")
-		s.text(x-4, axisH+14, "phase-label", "end", "faults ←")
-		s.text(x+4, axisH+14, "phase-label", "start", "→ healed: recovery")
-	}
+	m.shadeServerFaults(s, sc, lanesTop, lanesBot)
+	drawPhaseEnd(s, sp, lanesBot)
 	y := lanesTop
 	laneRect := func(label, title string) {
 		s.rect(plotX0, y, plotW, laneH, "lane", "")
@@ -276,6 +259,36 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 	}
 	drawEvents(s, sp, clientsTop)
 	return s.html()
+}
+
+// shadeServerFaults shades every lane, from top to bot, where a server
+// fault was in effect.
+func (m *model) shadeServerFaults(s *svg, sc scale, top, bot float64) {
+	for i := range m.faults {
+		f := &m.faults[i]
+		if !f.applied() || f.isClientFault() {
+			continue
+		}
+		a, b := f.Start, f.endOr(m.end)
+		if b < sc.t0 || a > sc.t1 {
+			continue
+		}
+		x0, x1 := sc.clampX(a), sc.clampX(b)
+		s.rect(x0, top-4, max(x1-x0, 1.5), bot-top+4, "shade "+m.faultClass(f.Name), f.describe())
+	}
+}
+
+// drawPhaseEnd marks where the fault phase ended and recovery began, if
+// the timeline shows that moment.
+func drawPhaseEnd(s *svg, sp timelineSpec, bot float64) {
+	sc := sp.sc
+	if sp.phase <= 0 || sp.phase <= sc.t0 || sp.phase >= sc.t1 {
+		return
+	}
+	x := sc.x(sp.phase)
+	s.line(x, axisH+4, x, bot, "phase")
+	s.text(x-4, axisH+14, "phase-label", "end", "faults ←")
+	s.text(x+4, axisH+14, "phase-label", "start", "→ healed: recovery")
 }
 
 // drawKeyLane draws key k's lane at y: the union of everyone's holds,
