@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -30,6 +31,13 @@ func (c *Config) validateClient() error {
 	}
 	if _, err := exec.LookPath(c.Client[0]); err != nil {
 		return usage("--client %s: %v", strings.Join(c.Client, " "), err)
+	}
+	if script := clientScript(c.Client); script != "" {
+		if _, err := os.Stat(script); err != nil {
+			wd, _ := os.Getwd()
+			return usage("--client %s: its script %s is not there (from %s): the examples' clients are paths from the repository's root, so run there or give the script's absolute path",
+				strings.Join(c.Client, " "), script, wd)
+		}
 	}
 	if ok, systems := ClientRunsOn(c.Client, c.System); !ok {
 		return usage("--client %s runs on --system %s (it says so in its handshake), not on %s",
@@ -71,6 +79,22 @@ func clientName(argv []string) string {
 		return "client"
 	}
 	return name
+}
+
+// scriptExts are the extensions of the scripts interpreters run.
+var scriptExts = []string{".py", ".js", ".mjs", ".cjs", ".php", ".rb", ".pl", ".sh", ".ts"}
+
+// clientScript is the script file a client's interpreter runs
+// ("examples/python/redispy_lock.py" of "python3 examples/python/
+// redispy_lock.py"), or "" when its arguments name none: a code argument
+// ("node -e '...'") has spaces or no script extension.
+func clientScript(argv []string) string {
+	for _, a := range argv[1:] {
+		if !strings.HasPrefix(a, "-") && !strings.ContainsAny(a, " \t\n;'\"") && slices.Contains(scriptExts, filepath.Ext(a)) {
+			return a
+		}
+	}
+	return ""
 }
 
 // namesScript says whether a client's argument looks like the script its

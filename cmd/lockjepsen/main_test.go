@@ -55,6 +55,9 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--lock", "nope", "--store", store}, "--lock"},
 		{[]string{"test", "--ttl", "soon", "--store", store}, "ttl"},
 		{[]string{"test", "--system", "mars", "--store", store}, "--system"},
+		// A client's script given as a path from elsewhere (the examples'
+		// clients are paths from the repository's root).
+		{[]string{"test", "--client", "sh no/such/client.sh", "--store", store}, "its script no/such/client.sh is not there"},
 		{[]string{"check"}, "arg"},
 		{[]string{"check", filepath.Join(store, "nothing")}, "not a lockjepsen run directory"},
 		{[]string{"frobnicate"}, "unknown command"},
