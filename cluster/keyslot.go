@@ -1,6 +1,9 @@
 package cluster
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // KeySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of the key,
 // or of its hash tag (the part between the first "{" and the next "}",
@@ -35,4 +38,20 @@ func SlotRange(i, p int) (lo, hi int) {
 		hi = ClusterSlots - 1
 	}
 	return lo, hi
+}
+
+// Topology describes, for a report, a system whose layout its node list
+// does not show, as it started: on Redis Cluster each primary with its
+// slots and its replica (nP+i replicates ni). It is "" for the others.
+func Topology(system string, nodes []Node) string {
+	if system != RedisCluster {
+		return ""
+	}
+	p := len(nodes) / 2
+	var parts []string
+	for i := 0; i < p && p+i < len(nodes); i++ {
+		lo, hi := SlotRange(i, p)
+		parts = append(parts, fmt.Sprintf("%s slots %d-%d, replica %s", nodes[i].Name, lo, hi, nodes[p+i].Name))
+	}
+	return fmt.Sprintf("Redis Cluster of %d primaries, as started (lock-0 is in slot %d): %s", p, KeySlot("lock-0"), strings.Join(parts, "; "))
 }

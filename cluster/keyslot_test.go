@@ -1,6 +1,10 @@
 package cluster
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // The expected slots are Redis 7's answers to CLUSTER KEYSLOT.
 func TestKeySlot(t *testing.T) {
@@ -36,5 +40,28 @@ func TestSlotRange(t *testing.T) {
 	}
 	if lo, hi := SlotRange(0, 3); lo != 0 || hi != 5460 {
 		t.Errorf("SlotRange(0, 3) = %d-%d, want redis-cli's 0-5460", lo, hi)
+	}
+}
+
+// TestTopology: a report shows Redis Cluster's slot layout, and nothing
+// for systems whose node list says it all.
+func TestTopology(t *testing.T) {
+	var six []Node
+	for i := 1; i <= 6; i++ {
+		six = append(six, Node{Name: fmt.Sprintf("n%d", i)})
+	}
+	for _, c := range []struct {
+		system string
+		want   string
+	}{
+		{RedisCluster, "Redis Cluster of 3 primaries, as started (lock-0 is in slot "},
+		{RedisCluster, "n1 slots 0-5460, replica n4; n2 slots 5461-10921, replica n5; n3 slots 10922-16383, replica n6"},
+		{Sentinel, ""},
+		{Single, ""},
+	} {
+		got := Topology(c.system, six)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.system, got, c.want)
+		}
 	}
 }

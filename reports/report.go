@@ -396,8 +396,8 @@ func configRows(c *runConfig, info *runInfo) [][2]string {
 		if len(ns) > 0 {
 			add("nodes", strings.Join(ns, "; "))
 		}
-		if c != nil && c.System == cluster.RedisCluster {
-			add("topology", clusterTopology(info.Nodes))
+		if t := cluster.Topology(configSystem(c), info.Nodes); t != "" {
+			add("topology", t)
 		}
 		if len(info.Failovers) > 0 {
 			add("failovers", failoverLines(info.Failovers))
@@ -606,18 +606,6 @@ func shellJoin(args []string) string {
 	return strings.Join(parts, " ")
 }
 
-// clusterTopology describes a Redis Cluster as it started: each primary
-// with its slots and its replica (nP+i replicates ni).
-func clusterTopology(nodes []cluster.Node) string {
-	p := len(nodes) / 2
-	var parts []string
-	for i := 0; i < p && p+i < len(nodes); i++ {
-		lo, hi := cluster.SlotRange(i, p)
-		parts = append(parts, fmt.Sprintf("%s slots %d-%d, replica %s", nodes[i].Name, lo, hi, nodes[p+i].Name))
-	}
-	return fmt.Sprintf("Redis Cluster of %d primaries, as started (lock-0 is in slot %d): %s", p, cluster.KeySlot("lock-0"), strings.Join(parts, "; "))
-}
-
 // failoverLines says when the primary changed, and how long after which
 // fault.
 func failoverLines(fs []runfile.Failover) string {
@@ -630,4 +618,12 @@ func failoverLines(fs []runfile.Failover) string {
 		lines = append(lines, l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// configSystem is the run's system, or "" when its settings are unknown.
+func configSystem(c *runConfig) string {
+	if c == nil {
+		return ""
+	}
+	return c.System
 }
