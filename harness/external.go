@@ -32,13 +32,6 @@ func (c *Config) validateClient() error {
 	if _, err := exec.LookPath(c.Client[0]); err != nil {
 		return usage("--client %s: %v", strings.Join(c.Client, " "), err)
 	}
-	if script := clientScript(c.Client); script != "" {
-		if _, err := os.Stat(script); err != nil {
-			wd, _ := os.Getwd()
-			return usage("--client %s: its script %s is not there (from %s): the examples' clients are paths from the repository's root, so run there or give the script's absolute path",
-				strings.Join(c.Client, " "), script, wd)
-		}
-	}
 	if ok, systems := ClientRunsOn(c.Client, c.System); !ok {
 		return usage("--client %s runs on --system %s (it says so in its handshake), not on %s",
 			strings.Join(c.Client, " "), strings.Join(systems, ", "), c.System)
@@ -79,6 +72,23 @@ func clientName(argv []string) string {
 		return "client"
 	}
 	return name
+}
+
+// checkClientScript refuses, before a run starts, a client whose script
+// is not there: a relative path is the client process's, from the
+// working directory. Not part of Validate, which judges a configuration
+// wherever it is read (a scenario list, a matrix's shards).
+func (c *Config) checkClientScript() error {
+	script := clientScript(c.Client)
+	if script == "" {
+		return nil
+	}
+	if _, err := os.Stat(script); err != nil {
+		wd, _ := os.Getwd()
+		return usage("--client %s: its script %s is not there (from %s): the examples' clients are paths from the repository's root, so run there or give the script's absolute path",
+			strings.Join(c.Client, " "), script, wd)
+	}
+	return nil
 }
 
 // scriptExts are the extensions of the scripts interpreters run.

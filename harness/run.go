@@ -119,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkClientScript(); err != nil {
+		return nil, err
+	}
 	if len(cfg.Command) == 0 {
 		cfg.Command = []string{"(Go API)"}
 	}
