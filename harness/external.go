@@ -99,6 +99,9 @@ var scriptExts = []string{".py", ".js", ".mjs", ".cjs", ".php", ".rb", ".pl", ".
 // redispy_lock.py"), or "" when its arguments name none: a code argument
 // ("node -e '...'") has spaces or no script extension.
 func clientScript(argv []string) string {
+	if len(argv) < 2 {
+		return ""
+	}
 	for _, a := range argv[1:] {
 		if !strings.HasPrefix(a, "-") && !strings.ContainsAny(a, " \t\n;'\"") && slices.Contains(scriptExts, filepath.Ext(a)) {
 			return a
