@@ -139,36 +139,10 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 	}
 	spec = spec.WithDefaults()
 	spec.Mesh = nil // see above: never used by this backend
-	image := b.image()
-	eng, err := connect(ctx)
+	eng, img, err := b.prepare(ctx, spec)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, interrupted(ctx, nil)
-		}
 		return nil, err
 	}
-	refuse := func(err error) (cluster.Cluster, error) {
-		eng.close()
-		if ctx.Err() != nil {
-			return nil, interrupted(ctx, nil)
-		}
-		return nil, err
-	}
-	labels, err := eng.ensureImage(ctx, image, DefaultImage, OfficialImage, "docker/build-image.sh", "--image")
-	if err != nil {
-		return refuse(err)
-	}
-	toxiImage := b.toxiproxyImage()
-	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
-		if _, err := eng.ensureImage(ctx, toxiImage, DefaultToxiproxyImage, OfficialToxiproxyImage, "docker/build-image.sh --toxiproxy", "$"+ToxiproxyImageEnv); err != nil {
-			return refuse(fmt.Errorf("the %s system's internal links need a toxiproxy server: %w", spec.System, err))
-		}
-	}
-	preload := labels[LabelPreload]
-	if spec.FakeClock && preload == "" {
-		return refuse(fmt.Errorf("clock faults on the docker backend: %w: image %s has no %s label (clock faults need libfaketime and lockjepsen's allocator shim in the image; build one with docker/build-image.sh, or run clock faults on the local backend)", ErrNoFakeClock, image, LabelPreload))
-	}
-
 	c := &Cluster{id: randomID(), dir: spec.Dir, containerCluster: containerCluster[*node]{
 		eng: eng, fakeClock: spec.FakeClock,
 		noClock: "the cluster was started without a fake clock",
@@ -199,18 +173,65 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return fail(fmt.Errorf("create a docker network: %w", err))
 	}
 	c.net = nw
-	if start := map[string]func(context.Context, cluster.Spec, string, string, string) error{
+	start := map[string]func(context.Context, cluster.Spec, string, string, string) error{
 		cluster.Sentinel: c.startSentinel, cluster.RedisCluster: c.startRedisCluster,
-	}[spec.System]; start != nil {
-		if err := start(ctx, spec, image, toxiImage, preload); err != nil {
-			return fail(err)
-		}
-		if ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
-		return c, nil
+	}[spec.System]
+	if start == nil {
+		start = c.startIndependent
 	}
+	if err := start(ctx, spec, img.redis, img.toxiproxy, img.preload); err != nil {
+		return fail(err)
+	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
+	return c, nil
+}
 
+// startImages are the images a start runs, and the LD_PRELOAD value of
+// the Redis image's clock-fault files.
+type startImages struct{ redis, toxiproxy, preload string }
+
+// prepare connects to the engine and makes sure the images spec needs are
+// there (the toxiproxy server's only for the systems with internal
+// links). On an error it closes the engine; a cancelled ctx gives
+// interrupted's error.
+func (b Backend) prepare(ctx context.Context, spec cluster.Spec) (*engine, startImages, error) {
+	img := startImages{redis: b.image(), toxiproxy: b.toxiproxyImage()}
+	eng, err := connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, img, interrupted(ctx, nil)
+		}
+		return nil, img, err
+	}
+	refuse := func(err error) (*engine, startImages, error) {
+		eng.close()
+		if ctx.Err() != nil {
+			return nil, img, interrupted(ctx, nil)
+		}
+		return nil, img, err
+	}
+	labels, err := eng.ensureImage(ctx, img.redis, DefaultImage, OfficialImage, "docker/build-image.sh", "--image")
+	if err != nil {
+		return refuse(err)
+	}
+	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
+		if _, err := eng.ensureImage(ctx, img.toxiproxy, DefaultToxiproxyImage, OfficialToxiproxyImage, "docker/build-image.sh --toxiproxy", "$"+ToxiproxyImageEnv); err != nil {
+			return refuse(fmt.Errorf("the %s system's internal links need a toxiproxy server: %w", spec.System, err))
+		}
+	}
+	img.preload = labels[LabelPreload]
+	if spec.FakeClock && img.preload == "" {
+		return refuse(fmt.Errorf("clock faults on the docker backend: %w: image %s has no %s label (clock faults need libfaketime and lockjepsen's allocator shim in the image; build one with docker/build-image.sh, or run clock faults on the local backend)", ErrNoFakeClock, img.redis, LabelPreload))
+	}
+	return eng, img, nil
+}
+
+// startIndependent starts the nodes of the systems without internal
+// links (single, redlock: independent Redis servers) and the resource,
+// all at once.
+func (c *Cluster) startIndependent(ctx context.Context, spec cluster.Spec, image, _, preload string) error {
 	for i := 1; i <= spec.Nodes; i++ {
 		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("n%d", i), role: cluster.RoleNode})
 	}
@@ -235,13 +256,7 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fail(err)
-	}
-	if ctx.Err() != nil {
-		return fail(ctx.Err())
-	}
-	return c, nil
+	return errors.Join(errs...)
 }
 
 // interrupted is the error of a start that ctx cut short; cleanup is what

@@ -148,24 +148,9 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 		return nil, err
 	}
 	spec = spec.WithDefaults()
-	sys, ok := topo.Systems[spec.System]
-	if !ok {
-		return nil, fmt.Errorf("topology %s has no %q system", path, spec.System)
-	}
-	if len(sys.Nodes) != spec.Nodes {
-		return nil, fmt.Errorf("topology %s: system %q has %d nodes, the run asks for %d", path, spec.System, len(sys.Nodes), spec.Nodes)
-	}
-	if spec.FakeClock && !topo.FakeClock {
-		return nil, fmt.Errorf("clock faults on the compose backend: %w: topology %s says the nodes do not run under libfaketime (fake_clock false)", ErrNoFakeClock, path)
-	}
-	if spec.Persistence != cluster.PersistNone && spec.Persistence != topo.Persistence {
-		return nil, fmt.Errorf("the run asks for persistence %q but the compose deployment runs %q (topology %s)", spec.Persistence, topo.Persistence, path)
-	}
-	if spec.Resource && topo.Resource == nil {
-		return nil, fmt.Errorf("the counter workload needs a resource node, and topology %s has none", path)
-	}
-	if spec.System == cluster.Sentinel && len(sys.Sentinels) != spec.Sentinels {
-		return nil, fmt.Errorf("topology %s: system %q has %d sentinels, the run asks for %d", path, spec.System, len(sys.Sentinels), spec.Sentinels)
+	sys, err := topo.fit(path, spec)
+	if err != nil {
+		return nil, err
 	}
 	eng, err := connect(ctx)
 	if err != nil {
@@ -223,6 +208,27 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 		return fail(ctx.Err())
 	}
 	return c, nil
+}
+
+// fit is the topology's system that runs spec, or why the deployment
+// (read from path) cannot run it.
+func (topo *Topology) fit(path string, spec cluster.Spec) (TopologySystem, error) {
+	sys, ok := topo.Systems[spec.System]
+	switch {
+	case !ok:
+		return sys, fmt.Errorf("topology %s has no %q system", path, spec.System)
+	case len(sys.Nodes) != spec.Nodes:
+		return sys, fmt.Errorf("topology %s: system %q has %d nodes, the run asks for %d", path, spec.System, len(sys.Nodes), spec.Nodes)
+	case spec.FakeClock && !topo.FakeClock:
+		return sys, fmt.Errorf("clock faults on the compose backend: %w: topology %s says the nodes do not run under libfaketime (fake_clock false)", ErrNoFakeClock, path)
+	case spec.Persistence != cluster.PersistNone && spec.Persistence != topo.Persistence:
+		return sys, fmt.Errorf("the run asks for persistence %q but the compose deployment runs %q (topology %s)", spec.Persistence, topo.Persistence, path)
+	case spec.Resource && topo.Resource == nil:
+		return sys, fmt.Errorf("the counter workload needs a resource node, and topology %s has none", path)
+	case spec.System == cluster.Sentinel && len(sys.Sentinels) != spec.Sentinels:
+		return sys, fmt.Errorf("topology %s: system %q has %d sentinels, the run asks for %d", path, spec.System, len(sys.Sentinels), spec.Sentinels)
+	}
+	return sys, nil
 }
 
 // prepare checks that a node's container runs, waits for PING, and flushes

@@ -30,6 +30,39 @@ const composeHealthyTimeout = 60 * time.Second
 // Nodes() lists the current primary first, as the harness expects of a
 // sentinel cluster; the roles say which is which.
 func (c *ComposeCluster) startSentinel(ctx context.Context, spec cluster.Spec, topo *Topology) error {
+	if err := c.connectInternal(ctx, topo); err != nil {
+		return err
+	}
+	if err := c.ensureSentinelContainers(ctx); err != nil {
+		return err
+	}
+	proc := func(n TopologyNode) sentinelq.Proc {
+		a := redis.NewClient(sentinelq.AdminOptions(n.Addr))
+		c.admins = append(c.admins, a)
+		return sentinelq.Proc{Name: n.Name, Announce: n.Announce, Client: a}
+	}
+	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: spec.FailoverTimeout}
+	for _, n := range c.nodes {
+		c.dep.Nodes = append(c.dep.Nodes, proc(n))
+	}
+	for _, n := range c.sentinels {
+		c.dep.Sentinels = append(c.dep.Sentinels, proc(n))
+	}
+	if err := c.configure(ctx, spec); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, composeHealthyTimeout)
+	defer cancel()
+	if err := c.dep.WaitHealthy(hctx); err != nil {
+		return fmt.Errorf("the compose sentinel system: %w", err)
+	}
+	return c.flushPrimary(ctx, hctx)
+}
+
+// connectInternal reaches the deployment's toxiproxy server, which carries
+// the sentinel system's internal links, and clears what an earlier run
+// left on it.
+func (c *ComposeCluster) connectInternal(ctx context.Context, topo *Topology) error {
 	proxies := map[string][]toxiproxy.Proxy{}
 	for _, n := range append(append([]TopologyNode{}, c.nodes...), c.sentinels...) {
 		proxies[n.Name] = []toxiproxy.Proxy{{Name: n.InternalProxy}}
@@ -50,7 +83,12 @@ func (c *ComposeCluster) startSentinel(ctx context.Context, spec cluster.Spec, t
 		return fmt.Errorf("clear the toxics an earlier run left: %w", err)
 	}
 	c.internal = in
+	return nil
+}
 
+// ensureSentinelContainers checks that the nodes' and sentinels'
+// containers run, and prepares the resource.
+func (c *ComposeCluster) ensureSentinelContainers(ctx context.Context) error {
 	for _, n := range c.nodes {
 		if err := c.ensureRunning(ctx, n); err != nil {
 			return err
@@ -64,31 +102,15 @@ func (c *ComposeCluster) startSentinel(ctx context.Context, spec cluster.Spec, t
 		}
 	}
 	if c.resource != nil {
-		if err := c.prepare(ctx, *c.resource); err != nil {
-			return err
-		}
+		return c.prepare(ctx, *c.resource)
 	}
-	proc := func(n TopologyNode) sentinelq.Proc {
-		a := redis.NewClient(sentinelq.AdminOptions(n.Addr))
-		c.admins = append(c.admins, a)
-		return sentinelq.Proc{Name: n.Name, Announce: n.Announce, Client: a}
-	}
-	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: spec.FailoverTimeout}
-	for _, n := range c.nodes {
-		c.dep.Nodes = append(c.dep.Nodes, proc(n))
-	}
-	for _, n := range c.sentinels {
-		c.dep.Sentinels = append(c.dep.Sentinels, proc(n))
-	}
-	if err := c.configure(ctx, spec); err != nil {
-		return err
-	}
+	return nil
+}
 
-	hctx, cancel := context.WithTimeout(ctx, composeHealthyTimeout)
-	defer cancel()
-	if err := c.dep.WaitHealthy(hctx); err != nil {
-		return fmt.Errorf("the compose sentinel system: %w", err)
-	}
+// flushPrimary lists the primary the sentinels name first (with the
+// roles set), flushes it, and waits (within hctx) until the replicas have
+// caught up with the flush.
+func (c *ComposeCluster) flushPrimary(ctx, hctx context.Context) error {
 	primary, err := c.dep.Primary(hctx)
 	if err != nil {
 		return err

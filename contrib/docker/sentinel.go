@@ -40,6 +40,28 @@ const (
 // that the sentinels learn them on connecting) the sentinels, and waits
 // until the topology is healthy.
 func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, toxiImage, preload string) error {
+	proxies, proxyPorts := c.layOutSentinel(spec)
+	// The toxiproxy server first: every other process is configured with
+	// its address. Its IP, not its name: Sentinel resolves a hostname in
+	// its event loop on every reconnection, and one lookup on Docker's
+	// DNS that hung under load stalled a sentinel.
+	if err := c.startToxiproxy(ctx, toxiImage, proxies); err != nil {
+		return fmt.Errorf("the sentinel system's internal network: %w", err)
+	}
+	for n, port := range proxyPorts {
+		n.announce = net.JoinHostPort(c.toxiIP, strconv.Itoa(port))
+	}
+	if err := c.startSentinelNodes(ctx, spec, image, preload); err != nil {
+		return err
+	}
+	return c.startSentinels(ctx, spec, image)
+}
+
+// layOutSentinel names the sentinel system's nodes (n1 the primary),
+// sentinels and resource, and gives each node and sentinel its internal
+// proxy: the proxies the toxiproxy server starts with, and each one's
+// port inside it.
+func (c *Cluster) layOutSentinel(spec cluster.Spec) (map[string][]toxiproxy.Proxy, map[*node]int) {
 	proxies := map[string][]toxiproxy.Proxy{}
 	proxyPorts := map[*node]int{}
 	addProxy := func(n *node, port, upstreamPort int) {
@@ -68,25 +90,19 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	if spec.Resource {
 		c.resource = &node{name: "resource", role: cluster.RoleResource, logPath: filepath.Join(spec.Dir, "nodes", "resource", "redis.log")}
 	}
+	return proxies, proxyPorts
+}
 
-	// The toxiproxy server first: every other process is configured with
-	// its address. Its IP, not its name: Sentinel resolves a hostname in
-	// its event loop on every reconnection, and one lookup on Docker's
-	// DNS that hung under load stalled a sentinel.
-	if err := c.startToxiproxy(ctx, toxiImage, proxies); err != nil {
-		return fmt.Errorf("the sentinel system's internal network: %w", err)
-	}
-	for n, port := range proxyPorts {
-		n.announce = net.JoinHostPort(c.toxiIP, strconv.Itoa(port))
-	}
-
+// startSentinelNodes starts the Redis nodes (n1 primary, the others its
+// replicas, each announcing its internal proxy) and the resource.
+func (c *Cluster) startSentinelNodes(ctx context.Context, spec cluster.Spec, image, preload string) error {
 	primary := c.nodes[0]
 	ph, pp, _ := net.SplitHostPort(primary.announce)
 	nodes := c.nodes
 	if c.resource != nil {
 		nodes = append(slices.Clip(nodes), c.resource)
 	}
-	err := c.startAll(ctx, nodes, func(n *node) ctrSpec {
+	return c.startAll(ctx, nodes, func(n *node) ctrSpec {
 		if n == c.resource {
 			return redisContainer(image, []string{"--appendonly", "no"}, nil)
 		}
@@ -118,10 +134,13 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 		s.withClockFile()
 		return s
 	})
-	if err != nil {
-		return err
-	}
+}
 
+// startSentinels starts the sentinels once the primary lists every
+// replica, and waits until they agree on a healthy topology.
+func (c *Cluster) startSentinels(ctx context.Context, spec cluster.Spec, image string) error {
+	primary := c.nodes[0]
+	ph, pp, _ := net.SplitHostPort(primary.announce)
 	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: spec.FailoverTimeout}
 	proc := func(n *node) sentinelq.Proc {
 		a := redis.NewClient(sentinelq.AdminOptions(n.addr()))
@@ -135,7 +154,7 @@ func (c *Cluster) startSentinel(ctx context.Context, spec cluster.Spec, image, t
 	// for at once on connecting and then only every 10 s: start the
 	// sentinels once the primary lists every replica.
 	rctx, cancel := context.WithTimeout(ctx, SentinelAgreeTimeout)
-	err = sentinelq.Poll(rctx, "replicas connected to the primary", func(ctx context.Context) error {
+	err := sentinelq.Poll(rctx, "replicas connected to the primary", func(ctx context.Context) error {
 		return c.dep.CheckReplication(ctx, primary.name)
 	})
 	cancel()
