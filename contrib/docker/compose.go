@@ -148,7 +148,7 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 		return nil, err
 	}
 	spec = spec.WithDefaults()
-	sys, err := topo.fit(path, spec)
+	sys, err := topo.systemFor(path, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +210,9 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 	return c, nil
 }
 
-// fit is the topology's system that runs spec, or why the deployment
+// systemFor is the topology's system that runs spec, or why the deployment
 // (read from path) cannot run it.
-func (topo *Topology) fit(path string, spec cluster.Spec) (TopologySystem, error) {
+func (topo *Topology) systemFor(path string, spec cluster.Spec) (TopologySystem, error) {
 	sys, ok := topo.Systems[spec.System]
 	switch {
 	case !ok:
