@@ -64,6 +64,16 @@ var Scripts = map[string]Script{
 	},
 }
 
+// SplitBrainOpTimeout is the op timeout that sentinel-split-brain's
+// scenario and tests give their clients, instead of the default 250 ms.
+// The clients cut off from the sentinels reach the old primary only
+// through the connections they already have: a command that times out
+// closes its connection, and go-redis asks the sentinels for the primary
+// on every dial. On a saturated machine 250 ms stalls are common, and a
+// fresh machine's CI lost every connection of those clients: two
+// failovers, no grant by the deposed primary, no violation.
+const SplitBrainOpTimeout = time.Second
+
 func init() {
 	Scripts["sentinel-split-brain"] = Script{
 		Name: "sentinel-split-brain",

@@ -378,6 +378,7 @@ func init() {
 			Edit: then(sentinel, func(c *harness.Config) {
 				c.ScriptName = "sentinel-split-brain"
 				c.Hold = "50ms..150ms"
+				c.OpTimeout = nemesis.SplitBrainOpTimeout
 			})},
 		{Name: "sentinel-kill-after-acquire", Expect: unsafe, Tags: []string{"sentinel"},
 			Shows: "the primary is killed right after a grant, before replication: the promoted replica never saw the lock",

@@ -14,7 +14,6 @@ import (
 	"github.com/lockjepsen/lockjepsen/contrib/docker"
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
-	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
 	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
 )
@@ -25,23 +24,6 @@ import (
 // (StopOnFirstViolation), and the long limit only leaves room for a
 // loaded machine to be slow. No case is retried with another seed.
 const unsafeTimeLimit = 60 * time.Second
-
-// splitBrainScript is scenario sentinel-split-brain's script with
-// isolation windows of 20 s, every 30 s, instead of 6 s every 20 s: under
-// two busy loops on 2 cores, a CI run saw no violation in three 6 s
-// windows, the containers' sentinels promoting too late (or clients 2
-// and 3 finding the new primary too late) for two primaries to grant
-// inside one.
-func splitBrainScript(timeLimit time.Duration) []nemesis.Step {
-	const isolation = 20 * time.Second
-	var steps []nemesis.Step
-	for t := time.Second; t+isolation <= timeLimit; t += 30 * time.Second {
-		steps = append(steps,
-			nemesis.Step{At: t, Action: nemesis.Action{Fault: nemesis.Partition, Nodes: []string{"s1", "s2", "s3"}, Clients: []int{0, 1}, For: isolation}},
-			nemesis.Step{At: t, Action: nemesis.Action{Fault: nemesis.Isolate, Nodes: []string{nemesis.PrimaryPlaceholder}, For: isolation}})
-	}
-	return steps
-}
 
 // End to end: harness.Run on the docker backend, the baseline and one
 // unsafe scenario of each system, with faults that go through the Docker
@@ -111,22 +93,17 @@ func TestHarnessOnDocker(t *testing.T) {
 		{"sentinel token baseline is safe", func(c *harness.Config) {
 			c.System, c.Lock = cluster.Sentinel, locks.Token
 		}, checker.VerdictSafe},
-		// Scenario sentinel-split-brain, deterministic by its script: the
-		// primary's internal proxy is cut (isolate, through toxiproxy's
-		// API) while clients 0 and 1 are cut off from the sentinels
-		// (their own links in the harness's mesh). The sentinels promote
-		// a replica (about 3 s); clients 2 and 3 follow it while 0 and 1
-		// still lock the old primary, which still grants: two primaries
-		// hand out the same lock, held nearly all the time on each. The
-		// isolation lasts 20 s instead of the scenario's 6 s
-		// (splitBrainScript), so that a failover slowed by saturated
-		// cores still happens inside it.
+		// Scenario sentinel-split-brain made deterministic
+		// (harnesstest.SplitBrain): the primary's internal proxy is cut
+		// (isolate, through toxiproxy's API) while clients 0 and 1 are
+		// cut off from the sentinels (their own links in the harness's
+		// mesh). The sentinels promote a replica (about 3 s); clients 2
+		// and 3 follow it while 0 and 1 still lock the old primary, which
+		// still grants.
 		{"sentinel split brain is unsafe", func(c *harness.Config) {
 			c.System, c.Lock = cluster.Sentinel, locks.Token
-			c.Script = splitBrainScript(unsafeTimeLimit)
-			c.Clients, c.Hold, c.RetryBackoff = 4, "50ms..150ms", 10*time.Millisecond
-			c.TimeLimit, c.Recovery = unsafeTimeLimit, 2*time.Second
-			c.StopOnFirstViolation = true
+			c.Clients, c.RetryBackoff, c.Recovery = 4, 10*time.Millisecond, 2*time.Second
+			harnesstest.SplitBrain(c)
 		}, checker.VerdictUnsafe},
 		// Redis Cluster: the scenarios as `lockjepsen scenario` runs
 		// them, on containers. The replica's replication is cut (its

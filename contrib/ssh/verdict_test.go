@@ -43,7 +43,7 @@ func TestSameVerdictOnHostsAsLocally(t *testing.T) {
 		// client 1 only n3-n5, and n3 (host 3) is killed with SIGKILL
 		// over SSH right after each grant and started again at once,
 		// without persistence: it forgets the key, and the other client
-		// takes n3 and its two free nodes during the 2.5-3.5 s hold.
+		// takes n3 and its two free nodes during the 12-15 s hold.
 		{name: "redlock: a node of the holder's majority restarted at once is unsafe", nodes: 5,
 			edit: harnesstest.RedlockRestart, verdict: checker.VerdictUnsafe},
 		// The named script's steps slow replication by 100 ms (on the
@@ -71,19 +71,16 @@ func TestSameVerdictOnHostsAsLocally(t *testing.T) {
 				c.AfterAcquire = true
 				harnesstest.UntilViolation(c)
 			}, verdict: checker.VerdictUnsafe},
-		// sentinel-split-brain: the primary is cut off from its replicas
-		// and sentinels (on the hosts: iptables rules in chain
-		// LOCKJEPSEN dropping its peers' packets) for 6 s while half the
-		// clients, cut off from the sentinels, still reach it; the
-		// sentinels promote a replica that the other half lock. The
-		// script repeats every 20 s, so a failover slower than 6 s only
-		// costs a cycle.
+		// sentinel-split-brain (harnesstest.SplitBrain): the primary is
+		// cut off from its replicas and sentinels (on the hosts:
+		// iptables rules in chain LOCKJEPSEN dropping its peers'
+		// packets) for 20 s while half the clients, cut off from the
+		// sentinels, still reach it; the sentinels promote a replica
+		// that the other half lock.
 		{name: "sentinel: the primary partitioned from its cluster is unsafe", nodes: 3, sentinels: 3,
 			edit: func(c *harness.Config) {
 				sentinel(c)
-				c.ScriptName = "sentinel-split-brain"
-				c.Hold = "50ms..150ms"
-				harnesstest.UntilViolation(c)
+				harnesstest.SplitBrain(c)
 			}, verdict: checker.VerdictUnsafe, check: harnesstest.RequireTwoPrimaries},
 		// Partitions of the clients from a single node: the lock is
 		// unavailable during each, and safe.
