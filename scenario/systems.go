@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 )
 
 // SystemPreset is how runs that are not a named scenario (the review's,
@@ -43,10 +44,7 @@ var systemPresets = []SystemPreset{
 			c.TTL = max(c.TTL, FailoverTTL)
 			c.Hold = "3s..4500ms"
 		},
-		SplitBrain: func(c *harness.Config) {
-			c.ScriptName = "sentinel-split-brain"
-			c.Hold = "50ms..150ms"
-		}},
+		SplitBrain: sentinelSplitBrain},
 	{System: cluster.Redlock, On: Redlock, Grid: func(c *harness.Config) {
 		c.Clients = 3
 		c.NemesisInterval, c.FaultDuration = 150*time.Millisecond, 150*time.Millisecond
@@ -63,6 +61,17 @@ var systemPresets = []SystemPreset{
 		// writes after the node timeout: a lease it granted right before
 		// is what outlives the failover.
 		SplitBrain: clusterScript("cluster-isolate-primary")},
+}
+
+// sentinelSplitBrain is Sentinel's split brain (scenario
+// sentinel-split-brain): short holds, so that each primary's half of the
+// clients holds the lock nearly all the time, and an op timeout that keeps
+// the cut-off half's connections to the old primary alive
+// (nemesis.SplitBrainOpTimeout).
+func sentinelSplitBrain(c *harness.Config) {
+	c.ScriptName = "sentinel-split-brain"
+	c.Hold = "50ms..150ms"
+	c.OpTimeout = max(c.OpTimeout, nemesis.SplitBrainOpTimeout)
 }
 
 // FailoverTTL is the shortest TTL a Sentinel failover run takes: a lease
