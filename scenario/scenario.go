@@ -375,7 +375,7 @@ func init() {
 			Edit:  sentinel},
 		{Name: "sentinel-split-brain", Expect: unsafe, Tags: []string{"sentinel"},
 			Shows: "Jepsen's Redis analysis: the primary is cut off from the sentinels but not from half the clients; two primaries grant the lock",
-			Edit: then(sentinel, sentinelSplitBrain)},
+			Edit:  then(sentinel, sentinelSplitBrain)},
 		{Name: "sentinel-kill-after-acquire", Expect: unsafe, Tags: []string{"sentinel"},
 			Shows: "the primary is killed right after a grant, before replication: the promoted replica never saw the lock",
 			Edit: then(sentinel, func(c *harness.Config) {
