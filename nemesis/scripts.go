@@ -86,20 +86,10 @@ func init() {
 			}
 			return needsFailoverTime(p)
 		},
+		// One cycle every 20s: 6s of isolation (Sentinel needs about 3s to
+		// promote), then time for the old primary to be demoted.
 		Build: func(p ScriptParams) []Step {
-			var half []int
-			for c := 0; c < p.Clients/2; c++ {
-				half = append(half, c)
-			}
-			// One cycle every 20s: 6s of isolation (Sentinel needs about 3s
-			// to promote), then time for the old primary to be demoted.
-			var steps []Step
-			for t := time.Second; t+6*time.Second <= p.TimeLimit; t += 20 * time.Second {
-				steps = append(steps,
-					Step{At: t, Action: Action{Fault: Partition, Nodes: p.Sentinels, Clients: half, For: 6 * time.Second}},
-					Step{At: t, Action: Action{Fault: Isolate, Nodes: []string{PrimaryPlaceholder}, For: 6 * time.Second}})
-			}
-			return steps
+			return SplitBrainSteps(p.Sentinels, p.Clients, 6*time.Second, 20*time.Second, p.TimeLimit)
 		},
 	}
 	Scripts["sentinel-kill-after-acquire"] = Script{
@@ -117,6 +107,24 @@ func init() {
 }
 
 func nodesOf(p ScriptParams) []string { return append([]string(nil), p.Nodes...) }
+
+// SplitBrainSteps are sentinel-split-brain's steps with windows of
+// isolation every every, from 1 s into the fault phase: the primary is
+// cut off from its replicas and sentinels while clients 0 to
+// clients/2-1, cut off from the sentinels, still reach it.
+func SplitBrainSteps(sentinels []string, clients int, isolation, every, timeLimit time.Duration) []Step {
+	var half []int
+	for c := 0; c < clients/2; c++ {
+		half = append(half, c)
+	}
+	var steps []Step
+	for t := time.Second; t+isolation <= timeLimit; t += every {
+		steps = append(steps,
+			Step{At: t, Action: Action{Fault: Partition, Nodes: sentinels, Clients: half, For: isolation}},
+			Step{At: t, Action: Action{Fault: Isolate, Nodes: []string{PrimaryPlaceholder}, For: isolation}})
+	}
+	return steps
+}
 
 // needsFailoverTime is the part of a failover script's Check that every
 // system shares: the run must outlast a failover.

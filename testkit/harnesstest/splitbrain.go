@@ -18,23 +18,11 @@ const (
 	SplitBrainEvery     = 30 * time.Second
 )
 
-// SplitBrainScript is scenario sentinel-split-brain's script with
-// SplitBrainIsolation windows: the primary is cut off from its replicas
-// and sentinels while clients 0 to clients/2-1, cut off from the
-// sentinels, still reach it.
+// SplitBrainScript is scenario sentinel-split-brain's script
+// (nemesis.SplitBrainSteps) with SplitBrainIsolation windows, on the 3
+// sentinels s1-s3.
 func SplitBrainScript(clients int, timeLimit time.Duration) []nemesis.Step {
-	var half []int
-	for c := 0; c < clients/2; c++ {
-		half = append(half, c)
-	}
-	sentinels := []string{"s1", "s2", "s3"}
-	var steps []nemesis.Step
-	for t := time.Second; t+SplitBrainIsolation <= timeLimit; t += SplitBrainEvery {
-		steps = append(steps,
-			nemesis.Step{At: t, Action: nemesis.Action{Fault: nemesis.Partition, Nodes: sentinels, Clients: half, For: SplitBrainIsolation}},
-			nemesis.Step{At: t, Action: nemesis.Action{Fault: nemesis.Isolate, Nodes: []string{nemesis.PrimaryPlaceholder}, For: SplitBrainIsolation}})
-	}
-	return steps
+	return nemesis.SplitBrainSteps([]string{"s1", "s2", "s3"}, clients, SplitBrainIsolation, SplitBrainEvery, timeLimit)
 }
 
 // SplitBrain is scenario sentinel-split-brain made deterministic for a
