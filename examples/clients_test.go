@@ -102,6 +102,11 @@ func TestForeignClients(t *testing.T) {
 			if c.expect == harness.ExpectUnsafe {
 				harnesstest.UntilViolation(&cfg)
 			}
+			if c.faults == nil && c.expect == harness.ExpectSafe {
+				// Four client processes for a run with no faults, as in
+				// TestLibraryClientsOnTheirSystems.
+				cfg.Clients = 4
+			}
 			if c.edit != nil {
 				c.edit(&cfg)
 			}

@@ -66,6 +66,12 @@ func libraryRuns(t *testing.T) {
 					return
 				}
 				t.Parallel()
+				// Four client processes rather than ten: with no faults,
+				// three others contending for every grant are as much a
+				// test of the library as nine, and each PHP or Python
+				// process costs CPU that the runs beside this one need
+				// (examples spent 121 s of CPU, 2026-12-05).
+				cfg.Clients = 4
 				r := harnesstest.Run(t, cfg).Results
 				if !r.MetExpectation || len(r.Errors) > 0 {
 					t.Fatalf("expected safe: %s %v\n%s", r.Why, r.Errors, strings.Join(r.Summary(), "\n"))

@@ -43,12 +43,15 @@ func ShortConfig(t *testing.T) harness.Config {
 	cfg.Store = t.TempDir()
 	cfg.TimeLimit, cfg.Recovery = 3*time.Second, 1500*time.Millisecond
 	cfg.NemesisInterval = 400 * time.Millisecond
-	// A failed acquire waits up to 10 ms, not the default 2 ms: ten clients
-	// still try the key about a thousand times a second, and the suite
-	// spends 40% less CPU (harness TestScenarios and TestServerFaults:
-	// 31-34 s of CPU against 48-59 s, 2026-12-04), which on two cores is
-	// wall time and headroom for the runs that must be on time.
-	cfg.RetryBackoff = 10 * time.Millisecond
+	// A failed acquire waits up to 25 ms, not the default 2 ms: ten clients
+	// still try the key about 800 times a second, so a lease that ends is
+	// taken over within a few milliseconds, far inside every window the
+	// tests aim at (hundreds of milliseconds: a pause, a TTL, a delayed
+	// release). The contention costs CPU, which on two cores is wall time
+	// and headroom for the runs that must be on time: harness
+	// TestScenarios spent 48-59 s of CPU at 2 ms, 31-34 s at 10 ms
+	// (2026-12-04), and 9 s at 25 ms against 14.5 s at 10 ms (2026-12-05).
+	cfg.RetryBackoff = 25 * time.Millisecond
 	if *Long {
 		cfg.TimeLimit, cfg.Recovery = 30*time.Second, 3*time.Second
 	}
