@@ -33,16 +33,21 @@ func Find(t *testing.T) string {
 }
 
 // Start starts one headless Chromium for the test; chromedp stops the
-// process it started at cleanup.
+// process it started at cleanup. Its profile and its TMPDIR are under the
+// test's temporary directory: Chromium makes its singleton directory
+// (org.chromium.Chromium.*, the SingletonSocket and SingletonCookie) in
+// $TMPDIR, not in the profile, and leaves it behind.
 func Start(t *testing.T) context.Context {
 	t.Helper()
 	bin := Find(t)
+	dir := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox,
 		chromedp.WindowSize(1400, 1000),
 		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
+		chromedp.UserDataDir(filepath.Join(dir, "chromium")),
+		chromedp.Env("TMPDIR="+dir),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
