@@ -239,7 +239,10 @@ func TestScenarios(t *testing.T) {
 // raced a grant's (the staller wakes, deletes the key granted an instant
 // before, and takes the lock itself), so the history is searched with the
 // wider bounds. That the story names the release in between is a
-// checker-level claim, tested on a recorded history in checker.
+// checker-level claim, tested on a recorded history in checker; the
+// checker's Between does not yet cover the second case above (a release
+// that deleted the second holder's key), so its story can then say that
+// no cause was recorded.
 func requireDELWitness(t *testing.T, out *harness.Outcome) {
 	t.Helper()
 	r := out.Results

@@ -109,8 +109,8 @@ func init() {
 func nodesOf(p ScriptParams) []string { return append([]string(nil), p.Nodes...) }
 
 // SplitBrainSteps are sentinel-split-brain's steps: a window of isolation,
-// isolation long, starts every `every` from 1 s into the fault phase. The primary is
-// cut off from its replicas and sentinels while clients 0 to
+// isolation long, starts every `every` from 1 s into the fault phase. The
+// primary is cut off from its replicas and sentinels while clients 0 to
 // clients/2-1, cut off from the sentinels, still reach it.
 func SplitBrainSteps(sentinels []string, clients int, isolation, every, timeLimit time.Duration) []Step {
 	var half []int
