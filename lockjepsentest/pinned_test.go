@@ -42,8 +42,11 @@ func TestPinnedLibrariesSurvive(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
-		// Outside the project's workspace, as a user's module is.
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		// Outside the project's workspace, as a user's module is. The
+		// suite's GOFLAGS (scripts/test sets its build flags there) are
+		// kept: with other flags the build below would compile the
+		// standard library and lockjepsen again.
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
