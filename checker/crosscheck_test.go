@@ -14,7 +14,7 @@ import (
 // holds overlap often, and the short, tied timestamps exercise touching
 // intervals and equal instants.
 func randomHistory(rng *rand.Rand) *hb {
-	b := new(hb)
+	b := &hb{generated: true}
 	clients := 2 + rng.Intn(3)
 	keys := []string{"k0", "k1"}[:1+rng.Intn(2)]
 	for p := 0; p < clients; p++ {

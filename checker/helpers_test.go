@@ -20,6 +20,9 @@ func vu(x int64) *int64 { return history.I64(ms(x)) }
 // through history.Decode so that every test history is a valid one.
 type hb struct {
 	events []history.Op
+	// generated marks a history drawn by a random generator, of which
+	// TestMain re-checks only a sample (keepBuilt).
+	generated bool
 }
 
 func (b *hb) ev(t int64, p int, typ history.Type, f, key string, v *history.Value) *hb {
@@ -131,7 +134,7 @@ func (b *hb) build(tb testing.TB) []history.Op {
 	if err != nil {
 		tb.Fatalf("invalid test history: %v", err)
 	}
-	keepBuilt(res.Ops)
+	keepBuilt(res.Ops, b.generated)
 	return res.Ops
 }
 

@@ -166,7 +166,7 @@ func firstDamage(ops []history.Op) int64 {
 // refused or its outcome unknown (it may still land), a read may be
 // refused.
 func randomCounterHistory(rng *rand.Rand) *hb {
-	b := new(hb)
+	b := &hb{generated: true}
 	value := map[string]int64{}
 	type proc struct {
 		open    bool
@@ -223,7 +223,7 @@ func TestBackgroundRenewalsChangeNothing(t *testing.T) {
 	for i := 0; i < 500; i++ {
 		b := randomHistory(rng)
 		plain := b.build(t)
-		with := &hb{events: append([]history.Op(nil), b.events...)}
+		with := &hb{events: append([]history.Op(nil), b.events...), generated: true}
 		for n := rng.Intn(6); n > 0; n-- {
 			at := plain[rng.Intn(len(plain))]
 			outcome := []history.Type{ok, fail, info}[rng.Intn(3)]
