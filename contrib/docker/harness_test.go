@@ -139,7 +139,7 @@ func TestHarnessOnDocker(t *testing.T) {
 			r := out.Results
 			t.Logf("verdict %s after %v, %d operations", r.Verdict, time.Since(start).Round(time.Millisecond), r.Ops)
 			if len(r.Errors) > 0 || (tc.verdict != "" && r.Verdict != tc.verdict) {
-				t.Fatalf("verdict %s, want %s; errors %v:\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"))
+				t.Fatalf("verdict %s, want %s; errors %v:\n%s\n%s", r.Verdict, tc.verdict, r.Errors, strings.Join(r.Summary(), "\n"), harnesstest.ErrorDigest(out.Dir))
 			}
 			// The run did something; how much depends on the machine's
 			// load, which this test must not: a CI run with both cores

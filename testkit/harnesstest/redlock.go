@@ -67,6 +67,27 @@ func RedlockPatient(nodes []locks.Conn, process int) (locks.Locker, error) {
 	return locks.New(locks.RedlockName, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process), NodeTimeout: RedlockPatientNodeTimeout})
 }
 
+// RedlockRestartNodeTimeout is RedlockRestart's per-node budget, and
+// RedlockRestartOpTimeout its budget for a whole operation (an acquire
+// attempt waits for its SETs, then for the releases of a failed attempt,
+// each at most 1.5 × the node budget).
+//
+// While one client holds the lock, the other tries every backoff: its two
+// private nodes say yes, the shared node no, and the attempt deletes its
+// two keys again. One delete that misses (its answer, or the SET's, came
+// after the node budget) leaves a key of that client's on a private node
+// for a whole TTL, longer than the hold: the client refuses itself until
+// the lease it should overlap is over. On a fresh machine's saturated CI,
+// with RedlockPatientNodeTimeout, that happened after each of 3 kills of
+// a live lease in 104 s: 4 grants, 20 attempts refused by the client's
+// own keys, and no violation (2026-12-05). A 2 s budget makes a miss need
+// a 2 s stall, and a backoff of up to 500 ms makes about a tenth as many
+// attempts during the hold.
+const (
+	RedlockRestartNodeTimeout = 2 * time.Second
+	RedlockRestartOpTimeout   = 5 * time.Second
+)
+
 // RedlockRestart is scenario redlock-restart (a node of the holder's
 // majority is killed and restarted at once, without persistence: it
 // forgets the key), made deterministic by RedlockRestartScript: each
@@ -76,14 +97,16 @@ func RedlockPatient(nodes []locks.Conn, process int) (locks.Locker, error) {
 // a restart of about 0.7 s on containers idle and a few seconds loaded.
 // (Holds of 2.5-3.5 s were not enough on a fresh machine's saturated CI:
 // ten kills hit a live lease, and no restart came back inside its
-// hold.) The lock is RedlockPatient. It expects the violation and stops
-// at the first, which a working harness reaches within seconds of the
-// first kill: the long holds cost nothing then.
+// hold.) The lock is the redlock lock with the budgets above, set in the
+// configuration, so that a replay or the CLI runs the same lock. It
+// expects the violation and stops at the first, which a working harness
+// reaches within seconds of the first kill: the long holds cost nothing
+// then.
 func RedlockRestart(c *harness.Config) {
 	c.System, c.Lock, c.Clients = cluster.Redlock, locks.RedlockName, 2
 	c.Persistence = cluster.PersistNone
-	c.Locker = RedlockPatient
-	c.OpTimeout, c.RetryBackoff = time.Second, 50*time.Millisecond
+	c.NodeTimeout, c.OpTimeout = RedlockRestartNodeTimeout, RedlockRestartOpTimeout
+	c.RetryBackoff = 500 * time.Millisecond
 	c.TTL, c.Hold = 20*time.Second, "12s..15s"
 	c.Expect = harness.ExpectUnsafe
 	UntilViolation(c)
