@@ -149,7 +149,7 @@ func replayTimes(ctx context.Context, dir string, cfg harness.Config, n int, std
 		if same {
 			k++
 		}
-		fmt.Fprintf(stdout, "replay %d of %d: %s %s (%s)\n", i+1, n, out.Results.Verdict, strings.Join(got, ","), out.Dir)
+		fmt.Fprintf(stdout, "replay %d of %d: %s %s (%s); %s\n", i+1, n, out.Results.Verdict, strings.Join(got, ","), out.Dir, faultsApplied(out.Dir, len(cfg.Script), same))
 	}
 	what := "the same violation (" + strings.Join(want, " or ") + ")"
 	if len(want) == 0 {
@@ -160,6 +160,29 @@ func replayTimes(ctx context.Context, dir string, cfg harness.Config, n int, std
 		return exitError{code: exitNotMet}
 	}
 	return nil
+}
+
+// faultsApplied says how many of the recorded faults (recorded) the
+// replay stored in dir applied. A replay that did not show the violation
+// may not have had the faults that caused it: one aimed right after a
+// grant waits for a grant like the one it hit, and a loaded machine may
+// not grant such a lease again before the fault phase ends.
+func faultsApplied(dir string, recorded int, same bool) string {
+	s, err := runfile.ReadSchedule(dir)
+	if err != nil {
+		return fmt.Sprintf("its faults are unknown (%v)", err)
+	}
+	applied := 0
+	for _, f := range s.Faults {
+		if f.Error == "" {
+			applied++
+		}
+	}
+	msg := fmt.Sprintf("%d of %d recorded faults applied", applied, recorded)
+	if applied < recorded && !same {
+		msg += ": the rest were still waiting when the run ended (a fault aimed right after a grant waits for a grant like the one it hit) or failed"
+	}
+	return msg
 }
 
 func newShrinkCmd(stdout, stderr io.Writer) *cobra.Command {

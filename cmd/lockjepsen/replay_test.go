@@ -171,3 +171,49 @@ func storedRuns(t *testing.T, store string) int {
 	}
 	return len(runs)
 }
+
+// replay --times says, for each replay, how many of the recorded faults
+// it applied, and why a replay that applied fewer may not have shown the
+// violation. The original is unsafe by construction: the single server is
+// killed right after a grant (--after-acquire, aimed at the holder) and
+// restarts at once without the key, while the holder holds for 1-1.5 s of
+// its 2 s lease and nine other clients try the key every few
+// milliseconds. Then its kill is made to wait for a grant by two nodes,
+// which a single server never makes: the replays apply none of it, stay
+// safe, and say so.
+func TestReplayTimesSaysWhichFaultsApplied(t *testing.T) {
+	redistest.RequireBinary(t)
+	store := t.TempDir()
+	code, out, stderr := runCLI(t, "test", "--nemesis", "kill", "--after-acquire", "--targets", "holder",
+		"--hold", "1s..1500ms", "--ttl", "2s", "--time-limit", "3s", "--recovery", "0s",
+		"--stop-on-first-violation", "--expect", "unsafe", "--store", store, "--json")
+	if code != exitMet {
+		t.Fatalf("original run: exit %d\n%s\n%s", code, out, stderr)
+	}
+	orig := jsonDir(t, out)
+	code, out, stderr = runCLI(t, "replay", orig, "--times", "2")
+	if code != exitMet || !strings.Contains(out, "reproduced 2 of 2") || strings.Count(out, "1 of 1 recorded faults applied\n") != 2 {
+		t.Fatalf("replay --times 2: exit %d, want %d, two replays with their one fault and the violation\n%s\n%s", code, exitMet, out, stderr)
+	}
+
+	s, err := runfile.ReadSchedule(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Faults) != 1 || !s.Faults[0].AfterGrant {
+		t.Fatalf("the original's schedule: %+v, want one kill right after a grant", s.Faults)
+	}
+	s.Faults[0].LeaseNodes = 2
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(orig, runfile.ScheduleFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCLI(t, "replay", orig, "--times", "2")
+	if code != exitNotMet || !strings.Contains(out, "reproduced 0 of 2") ||
+		strings.Count(out, "0 of 1 recorded faults applied: the rest were still waiting when the run ended") != 2 {
+		t.Fatalf("replay --times 2 of a kill that finds no grant of its kind: exit %d, want %d, saying that no fault was applied\n%s\n%s", code, exitNotMet, out, stderr)
+	}
+}
