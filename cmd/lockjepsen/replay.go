@@ -149,7 +149,11 @@ func replayTimes(ctx context.Context, dir string, cfg harness.Config, n int, std
 		if same {
 			k++
 		}
-		fmt.Fprintf(stdout, "replay %d of %d: %s %s (%s); %s\n", i+1, n, out.Results.Verdict, strings.Join(got, ","), out.Dir, faultsApplied(out.Dir, len(cfg.Script), same))
+		verdict := out.Results.Verdict
+		if len(got) > 0 {
+			verdict += " " + strings.Join(got, ",")
+		}
+		fmt.Fprintf(stdout, "replay %d of %d: %s (%s); %s\n", i+1, n, verdict, out.Dir, faultsApplied(out.Dir, len(cfg.Script), same))
 	}
 	what := "the same violation (" + strings.Join(want, " or ") + ")"
 	if len(want) == 0 {
