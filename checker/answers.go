@@ -121,7 +121,11 @@ func classifyOverlap(v *Violation, all []Violation, keyLoss []string) (cause str
 		return CauseSharedToken, true
 	}
 	for _, e := range v.Between {
-		if e.Type != history.OK || e.Process == v.First.Process || chained(v, e, all) {
+		// The first holder's own calls from its acquire on are its own;
+		// an earlier one (a stale release of its previous hold) may have
+		// deleted the second holder's key before it asked.
+		own := e.Process == v.First.Process && e.Time >= v.First.Invoke
+		if e.Type != history.OK || own || chained(v, e, all) {
 			continue
 		}
 		if e.LeaseEnd > v.First.Start {

@@ -62,9 +62,10 @@ type Violation struct {
 	OverlapStart int64 `json:"overlap_start"`
 	OverlapEnd   int64 `json:"overlap_end"`
 	Overlap      int64 `json:"overlap_ns"`
-	// Between are other processes' release and extend completions on the
-	// key between First.Start and Second.Start: usually the cause (someone
-	// deleting a lock that was not theirs).
+	// Between are the release and extend calls on the key that may have
+	// touched either holder's key before Second was granted
+	// (mayHaveTouched): usually the cause (someone deleting a lock that
+	// was not theirs).
 	Between []Event `json:"between,omitempty"`
 	// Faults are the nemesis faults active during the overlap and, when the
 	// TTL is known, those active in the TTL before First.Start: the cause is
@@ -108,6 +109,21 @@ func callEvent(inv, comp *history.Op, leaseEnd int64) Event {
 		e.Token = inv.Value.Token
 	}
 	return e
+}
+
+// mayHaveTouched reports whether a release or extend by process, which
+// completed at end (or is still in flight, end the history's last
+// instant), may have touched the key of either hold of a violation before
+// second was granted. The window opens with the earlier of the two
+// acquires: second may have been granted first and told late, and a call
+// that deleted its key before first even asked let first in. first's own
+// calls count only from before its acquire (a stale release of a
+// previous hold of its own); from its acquire on they are its own.
+func mayHaveTouched(first, second *Hold, process int, end int64) bool {
+	if end < min(first.Invoke, second.Invoke) {
+		return false
+	}
+	return process != first.Process || end < first.Invoke
 }
 
 // indexOfEvent finds the event numbered idx (validated histories number
@@ -211,17 +227,29 @@ func (v *Violation) story() string {
 // process's release), an over-claimed validity, a token the two holds
 // share; the faults come after them. A witness with none says so.
 func (v *Violation) causes() []string {
-	var releases, extends []string
+	var early, releases, extends []string
 	for _, e := range v.Between {
-		if e.F == history.Release {
+		switch {
+		case e.F == history.Release && !e.InFlight && e.Time < v.First.Invoke:
+			early = append(early, e.Describe())
+		case e.F == history.Release:
 			releases = append(releases, e.Describe())
-		} else {
+		default:
 			extends = append(extends, e.Describe())
 		}
 	}
 	var out []string
+	if len(early) > 0 {
+		// Over before the first holder asked: only the second holder's
+		// key, granted first and told late, was there to delete.
+		out = append(out, fmt.Sprintf("Likely cause: %s, which may have deleted process %d's key before process %d asked for the lock.", andList(early), v.Second.Process, v.First.Process))
+	}
 	if len(releases) > 0 {
-		out = append(out, fmt.Sprintf("Likely cause: %s, which may have deleted process %d's key before its lease ran out.", andList(releases), v.First.Process))
+		lead := "Likely cause"
+		if len(early) > 0 {
+			lead = "Also"
+		}
+		out = append(out, fmt.Sprintf("%s: %s, which may have deleted process %d's key before its lease ran out.", lead, andList(releases), v.First.Process))
 	}
 	if v.OverClaim > 0 {
 		out = append(out, fmt.Sprintf("Process %d's lock over-claimed its validity by %s: it believed past any key the server could keep (invoke + TTL).", v.First.Process, fmtD(v.OverClaim)))

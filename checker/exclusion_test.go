@@ -352,3 +352,44 @@ func TestFaultSpans(t *testing.T) {
 		}
 	}
 }
+
+// A stale release that deleted the second holder's key before the first
+// holder asked is the overlap's cause, though it completed before the
+// first holder's acquire was invoked: the second holder's grant came
+// first and its ok came late. Both orders of a foreign release are
+// recorded histories of a plain-DEL release: process 3's (another
+// client's) and the first holder's own, from its previous hold. Each
+// release's lease (invoked at 0, TTL 1 s) ran out at 1 s, before it ran.
+func TestOverlapCauseBeforeTheFirstHolderAsked(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		releaser int
+	}{{"another client's release", 3}, {"the first holder's release of its previous hold", 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			ops := new(hb).
+				acquire(c.releaser, "k", 0, 10, ok, "old", 990).
+				acquire(2, "k", 1200, 1500, ok, "b", 2190).      // granted at once, told late
+				release(c.releaser, "k", 1300, 1310, ok, "old"). // a DEL of 2's key
+				acquire(1, "k", 1350, 1360, ok, "a", 2340).
+				release(1, "k", 1600, 1605, ok, "a").
+				release(2, "k", 1700, 1705, ok, "b").
+				build(t)
+			r := Exclusion(ops)
+			if r.Count != 1 {
+				t.Fatalf("%d violations, want 1: %+v", r.Count, r.Violations)
+			}
+			v := r.Violations[0]
+			if v.First.Process != 1 || v.Second.Process != 2 {
+				t.Fatalf("witness %d/%d, want 1/2", v.First.Process, v.Second.Process)
+			}
+			if len(v.Between) != 1 || v.Between[0].Process != c.releaser || v.Between[0].LeaseEnd != ms(1000) {
+				t.Fatalf("between = %+v, want process %d's release with its lease ending at 1s", v.Between, c.releaser)
+			}
+			a := answer(&Results{Exclusion: r}, nil)
+			if len(a.Mechanisms) != 1 || a.Mechanisms[0].Cause != CauseForeignRelease {
+				t.Fatalf("mechanisms %+v, want one overlap by a foreign release", a.Mechanisms)
+			}
+			checkStory(t, v.Story, []string{"which may have deleted process 2's key before process 1 asked for the lock"}, nil)
+		})
+	}
+}

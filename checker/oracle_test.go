@@ -340,7 +340,8 @@ func (a *analysis) releaseExtendByKey() map[string][]call {
 // between lists the releases and extends of other processes that may have
 // touched the key while the first holder held it and before the second was
 // granted: invoked before the second grant, and completed (or still in
-// flight) after the first holder's acquire was invoked. A release invoked
+// flight) after the first acquire of the two was invoked (mayHaveTouched).
+// A release invoked
 // earlier still counts, since a GET-then-DEL can read its own token before
 // the key expires and delete the next holder's key afterwards. One whose
 // outcome is unknown counts whenever it was invoked, the first holder's
@@ -359,7 +360,7 @@ func (a *analysis) between(first, second *Hold, calls []call) []Event {
 			continue
 		}
 		unknown := c.comp >= 0 && a.ops[c.comp].Type == history.Info
-		if !unknown && (inv.Process == first.Process || a.endOf(c) < first.Invoke) {
+		if !unknown && !mayHaveTouched(first, second, inv.Process, a.endOf(c)) {
 			continue
 		}
 		var comp *history.Op

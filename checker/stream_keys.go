@@ -452,7 +452,7 @@ func (s *Stream) between(first, second *hrec, calls []*scall) []Event {
 		}
 		// An unknown outcome may take effect later.
 		unknown := c.Done && c.Comp.Type == history.Info
-		if inv.Time > second.Start || c.Outcome() == history.Fail || (!unknown && (inv.Process == first.Process || end < first.Invoke)) {
+		if inv.Time > second.Start || c.Outcome() == history.Fail || (!unknown && !mayHaveTouched(&first.Hold, &second.Hold, inv.Process, end)) {
 			continue
 		}
 		var comp *history.Op
