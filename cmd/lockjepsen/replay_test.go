@@ -185,7 +185,7 @@ func TestReplayTimesSaysWhichFaultsApplied(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	code, out, stderr := runCLI(t, "test", "--nemesis", "kill", "--after-acquire", "--targets", "holder",
-		"--hold", "1s..1500ms", "--ttl", "2s", "--time-limit", "3s", "--recovery", "0s",
+		"--hold", "1s..1500ms", "--ttl", "2s", "--time-limit", "2s", "--recovery", "0s",
 		"--stop-on-first-violation", "--expect", "unsafe", "--store", store, "--json")
 	if code != exitMet {
 		t.Fatalf("original run: exit %d\n%s\n%s", code, out, stderr)
