@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,35 @@ func TestShrinkTriesTheFaultsAgainWithFewerClients(t *testing.T) {
 	}
 	if len(res.Best.Faults) != 1 || res.Best.Faults[0].At != 600*time.Millisecond || len(res.Best.Clients) != 1 {
 		t.Fatalf("shrunk to %d faults %+v and clients %v; want the fault at 600ms alone and one client", len(res.Best.Faults), res.Best.Faults, res.Best.Clients)
+	}
+}
+
+// A search stopped before the original run's tries were done says why,
+// and keeps nothing: interrupted, or with its budget spent.
+func TestShrinkStoppedBeforeTheOriginalSaysWhy(t *testing.T) {
+	orig := Candidate{Faults: []runfile.ScheduledFault{{Fault: nemesis.Kill, At: time.Second, Nodes: []string{"n1"}}},
+		Clients: []int{0, 1}, Keys: 1, TimeLimit: 5 * time.Second, Hold: "10ms"}
+	interrupted, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		opts Options
+		why  string
+	}{
+		{"interrupted", interrupted, Options{K: 2, N: 3}, "(interrupted)"},
+		{"out of budget", context.Background(), Options{K: 2, N: 3, Budget: time.Nanosecond}, "(budget of 1ns spent)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tried := 0
+			r := fakeRunner(func(Candidate) bool { tried++; return true })
+			res, err := Shrink(c.ctx, r, orig, c.opts)
+			if !errors.Is(err, ErrStoppedFirst) || !strings.Contains(err.Error(), c.why) || res != nil {
+				t.Fatalf("Shrink: %v, %v; want %v saying %q, and no result", res, err, ErrStoppedFirst, c.why)
+			}
+			if tried != 0 {
+				t.Errorf("%d tries after the search stopped", tried)
+			}
+		})
 	}
 }

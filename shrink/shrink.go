@@ -44,6 +44,11 @@ type Options struct {
 // k of n tries, so there is nothing to shrink from.
 var ErrNotReproduced = errors.New("the run's violation did not reproduce")
 
+// ErrStoppedFirst: the search was interrupted, or ran out of budget,
+// before the original run had been tried k of n times. Nothing was found
+// to keep; the error says which stopped it.
+var ErrStoppedFirst = errors.New("the search stopped before the original run's tries were done")
+
 // Result is the smallest candidate found and how it was found.
 type Result struct {
 	Best Candidate
@@ -82,16 +87,17 @@ func Shrink(ctx context.Context, r Runner, orig Candidate, opts Options) (*Resul
 		s.deadline = time.Now().Add(opts.Budget)
 	}
 	ok, err := s.step(ctx, "original", "the run as recorded: "+orig.Size(), orig)
-	if err != nil {
-		return s.res, err
-	}
-	if !ok {
+	if !ok && err == nil {
 		// Faults at the holder taken up at random times may have found a
 		// live lease too rarely: aimed at grants, the same faults may
 		// reproduce the violation where the run as recorded did not.
-		if ok, err = s.aim(ctx); err != nil {
-			return s.res, err
-		}
+		ok, err = s.aim(ctx)
+	}
+	if errors.Is(err, errStop) {
+		return nil, fmt.Errorf("%w (%s): nothing was kept", ErrStoppedFirst, s.res.Stopped)
+	}
+	if err != nil {
+		return s.res, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w in %d of %d tries", ErrNotReproduced, s.opts.K, s.opts.N)

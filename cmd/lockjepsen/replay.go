@@ -207,7 +207,8 @@ reproduces in k of n tries (--tries 2/3).
 The result is stored as <test>-shrunk with shrunk.json (each step, what it
 removed, the final reproduction rate over --final-tries replays) and its report
 opens with "minimal reproduction: ...". Ctrl-C or --budget keeps the smallest
-run found so far. A safe run, or one whose violation does not come back in n
+run found so far (nothing, and says so, if they come before the original's
+tries are done). A safe run, or one whose violation does not come back in n
 tries, is refused (exit 2) and nothing is kept. See docs/replay.md.`,
 		Example: `  lockjepsen shrink store/latest
   lockjepsen shrink store/del-release/20261204T101010.000Z --budget 10m --tries 3/5`,
@@ -246,6 +247,11 @@ func runShrink(ctx context.Context, req shrink.Request, stdout, stderr io.Writer
 		return usageErr(stderr, fmt.Errorf("%v (%s found no violation)", err, req.Dir))
 	case errors.Is(err, shrink.ErrNotReproduced):
 		return usageErr(stderr, fmt.Errorf("cannot shrink %s: %v; nothing was kept (replay it with lockjepsen replay --times to measure how rare it is)", req.Dir, err))
+	case errors.Is(err, shrink.ErrStoppedFirst) && ctx.Err() != nil:
+		fmt.Fprintf(stderr, "lockjepsen: shrink %s: %v\n", req.Dir, err)
+		return exitError{code: exitNotMet, msg: err.Error(), cause: err}
+	case errors.Is(err, shrink.ErrStoppedFirst):
+		return usageErr(stderr, fmt.Errorf("cannot shrink %s: %v; a larger --budget leaves time for the original's --tries", req.Dir, err))
 	case err != nil:
 		return failure(stderr, err)
 	}

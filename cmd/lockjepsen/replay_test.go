@@ -174,7 +174,7 @@ func storedRuns(t *testing.T, store string) int {
 
 // replay --times says, for each replay, how many of the recorded faults
 // it applied, and why a replay that applied fewer may not have shown the
-// violation. The original is unsafe by construction: the single server is
+// violation; shrink with no budget left says so. The original is unsafe by construction: the single server is
 // killed right after a grant (--after-acquire, aimed at the holder) and
 // restarts at once without the key, while the holder holds for 1-1.5 s of
 // its 2 s lease and nine other clients try the key every few
@@ -194,6 +194,16 @@ func TestReplayTimesSaysWhichFaultsApplied(t *testing.T) {
 	code, out, stderr = runCLI(t, "replay", orig, "--times", "2")
 	if code != exitMet || !strings.Contains(out, "reproduced 2 of 2") || strings.Count(out, "1 of 1 recorded faults applied\n") != 2 {
 		t.Fatalf("replay --times 2: exit %d, want %d, two replays with their one fault and the violation\n%s\n%s", code, exitMet, out, stderr)
+	}
+	// A budget spent before the original's tries: said so, exit 2, and
+	// nothing kept (rather than "harness failure: search stopped").
+	before := storedRuns(t, store)
+	code, _, stderr = runCLI(t, "shrink", orig, "--budget", "1ns")
+	if code != exitUsage || !strings.Contains(stderr, "the search stopped before the original run's tries were done (budget of 1ns spent): nothing was kept") {
+		t.Errorf("shrink --budget 1ns: exit %d, want %d saying the budget was spent first: %s", code, exitUsage, stderr)
+	}
+	if after := storedRuns(t, store); after != before {
+		t.Errorf("shrink --budget 1ns stored runs: %d before, %d after", before, after)
 	}
 
 	s, err := runfile.ReadSchedule(orig)
