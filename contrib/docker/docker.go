@@ -288,13 +288,31 @@ func processStart(pid int) string {
 	return f[19]
 }
 
-// ownerLabels are the labels of everything this process creates for the
-// cluster with the given ID and run directory.
-func ownerLabels(id, dir string) map[string]string {
-	l := map[string]string{LabelBackend: "docker", LabelOwner: owner(), LabelRun: id}
+// OwnerLabels name this process (host, PID and start time) as the owner
+// of a container or network, as Orphaned reads them. The backend puts
+// them on everything it creates; a test fixture that makes containers of
+// its own (contrib/ssh/sshtest's hosts) puts them on its own, so that the
+// next test binary can remove what a panic or a test timeout left.
+func OwnerLabels() map[string]string {
+	l := map[string]string{LabelOwner: owner()}
 	if st := processStart(os.Getpid()); st != "" {
 		l[LabelOwnerStart] = st
 	}
+	return l
+}
+
+// Orphaned reports whether what carries labels (OwnerLabels) was made by
+// a process of this host that is gone.
+func Orphaned(labels map[string]string) bool {
+	_, orphan := orphanOwner(labels)
+	return orphan
+}
+
+// ownerLabels are the labels of everything this process creates for the
+// cluster with the given ID and run directory.
+func ownerLabels(id, dir string) map[string]string {
+	l := OwnerLabels()
+	l[LabelBackend], l[LabelRun] = "docker", id
 	if dir != "" {
 		if abs, err := filepath.Abs(dir); err == nil {
 			dir = abs

@@ -21,7 +21,15 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	dockerbackend "github.com/lockjepsen/lockjepsen/contrib/docker"
 	"github.com/lockjepsen/lockjepsen/contrib/ssh"
+)
+
+// FixtureLabel (=1) marks the hosts' containers and network; DirLabel
+// names, on the network, the directory of the hosts' keys.
+const (
+	FixtureLabel = "io.lockjepsen.sshtest"
+	DirLabel     = "io.lockjepsen.sshtest.dir"
 )
 
 // Hosts is how many test hosts there are.
@@ -49,6 +57,8 @@ type Fixture struct {
 	// SSH are the published SSH addresses, Addrs the hosts' addresses on
 	// the test network.
 	SSH, Addrs []string
+	// Image is the hosts' image.
+	Image string
 	// pub maps "host port" to the published address of that port.
 	pub map[string]string
 	err error
@@ -96,6 +106,8 @@ func (f *Fixture) start() error {
 		return fmt.Errorf("build the host image: %w: %s", err, out)
 	}
 	image, _ := exec.Command(build, "--print-tag").Output()
+	f.Image = strings.TrimSpace(string(image))
+	ReapOrphans()
 	var err error
 	if f.dir, err = os.MkdirTemp("", "lockjepsen-sshtest-"); err != nil {
 		return err
@@ -106,7 +118,7 @@ func (f *Fixture) start() error {
 	if err := f.keys(); err != nil {
 		return err
 	}
-	if _, err := docker("network", "create", "--label", "io.lockjepsen.sshtest=1", f.id); err != nil {
+	if _, err := docker(append(append([]string{"network", "create"}, labelArgs(DirLabel+"="+f.dir)...), f.id)...); err != nil {
 		return err
 	}
 	ports := []string{"22", fmt.Sprint(SentinelPort), fmt.Sprint(ResourcePort)}
@@ -115,11 +127,12 @@ func (f *Fixture) start() error {
 	}
 	for i := 0; i < Hosts; i++ {
 		name := f.container(i)
-		args := []string{"run", "-d", "--name", name, "--label", "io.lockjepsen.sshtest=1", "--network", f.id, "--cap-add", "NET_ADMIN"}
+		args := append([]string{"run", "-d", "--name", name}, labelArgs()...)
+		args = append(args, "--network", f.id, "--cap-add", "NET_ADMIN")
 		for _, p := range ports {
 			args = append(args, "-p", "127.0.0.1::"+p)
 		}
-		args = append(args, "-v", filepath.Join(f.dir, "keys")+":/keys:ro", strings.TrimSpace(string(image)))
+		args = append(args, "-v", filepath.Join(f.dir, "keys")+":/keys:ro", f.Image)
 		if _, err := docker(args...); err != nil {
 			return err
 		}
@@ -141,6 +154,71 @@ func (f *Fixture) start() error {
 }
 
 func (f *Fixture) container(i int) string { return fmt.Sprintf("%s-h%d", f.id, i+1) }
+
+// labelArgs are the --label flags of the hosts' containers and network:
+// the fixture's mark, this process as their owner, and extra.
+func labelArgs(extra ...string) []string {
+	args := []string{"--label", FixtureLabel + "=1"}
+	for k, v := range dockerbackend.OwnerLabels() {
+		args = append(args, "--label", k+"="+v)
+	}
+	for _, l := range extra {
+		args = append(args, "--label", l)
+	}
+	return args
+}
+
+// ReapOrphans removes the hosts, networks and key directories of test
+// binaries that are gone without removing them: a panic or a test
+// timeout ends a binary before Main's cleanup. Another binary's live
+// hosts (cmd/lockjepsen's and contrib/ssh's run at once) are left alone.
+// Start calls it before it starts hosts; it returns what it removed.
+func ReapOrphans() []string {
+	var removed []string
+	for _, kind := range []string{"container", "network"} {
+		list := []string{"network", "ls", "--format", "{{.Name}}\t{{.Labels}}"}
+		if kind == "container" {
+			list = []string{"container", "ls", "--all", "--format", "{{.Names}}\t{{.Labels}}"}
+		}
+		list = append(list, "--filter", "label="+FixtureLabel+"=1")
+		out, err := docker(list...)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sshtest: could not look for hosts left by killed test binaries: %v\n", err)
+			return removed
+		}
+		for _, line := range strings.Split(out, "\n") {
+			name, labels, ok := strings.Cut(line, "\t")
+			if !ok || !dockerbackend.Orphaned(parseLabels(labels)) {
+				continue
+			}
+			rm := []string{"rm", "-f", name}
+			if kind == "network" {
+				rm = []string{"network", "rm", name}
+			}
+			if _, err := docker(rm...); err != nil {
+				fmt.Fprintf(os.Stderr, "sshtest: remove %s %s left by a killed test binary: %v\n", kind, name, err)
+				continue
+			}
+			removed = append(removed, kind+" "+name)
+			if dir := parseLabels(labels)[DirLabel]; kind == "network" && strings.HasPrefix(filepath.Base(dir), "lockjepsen-sshtest-") {
+				os.RemoveAll(dir)
+				removed = append(removed, "directory "+dir)
+			}
+		}
+	}
+	return removed
+}
+
+// parseLabels reads docker's "k=v,k=v" form of a container's labels.
+func parseLabels(s string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
 
 // keys writes the hosts' key and the client's key, and the authorized
 // keys file.
