@@ -128,12 +128,8 @@ func classifyOverlap(v *Violation, all []Violation, keyLoss []string) (cause str
 		if e.Type != history.OK || own || chained(v, e, all) {
 			continue
 		}
-		if e.LeaseEnd > v.First.Start {
-			// Its own key could still be there when the first holder
-			// was granted: the grant then came after this call had
-			// deleted its own key, and it cannot have touched the
-			// first holder's (a restart, a clock jump took that).
-			continue
+		if e.followsKeyLoss(&v.First) {
+			continue // a restart, a clock jump, a failover took a key first
 		}
 		if e.F == history.Release {
 			return CauseForeignRelease, true

@@ -42,11 +42,12 @@ type Event struct {
 	// not completed by the end of the history (Time is then Invoked).
 	Invoked  int64 `json:"invoked,omitempty"`
 	InFlight bool  `json:"in_flight,omitempty"`
-	// LeaseEnd is, for a release or extend, the latest time its own
-	// client's key could still exist on a server (its lease's start + the
-	// TTL); 0 when unknown. Such a call can have deleted or lengthened
-	// another client's key only if its own had run out before that
-	// client's grant: while it had not, no other grant could happen.
+	// LeaseEnd is, for a release or extend, the earliest time its own
+	// client's key could expire on a server (its lease's start, no later
+	// than the SET, + the TTL); 0 when unknown. Such a call can have
+	// deleted or lengthened another client's key only if its own had run
+	// out before that client's grant, or been lost: until then no other
+	// grant could happen (followsKeyLoss).
 	LeaseEnd int64 `json:"lease_end,omitempty"`
 }
 
@@ -225,11 +226,16 @@ func (v *Violation) story() string {
 // causes are the story's sentences on why the overlap happened, the likely
 // cause first: what may have ended the first holder's key early (another
 // process's release), an over-claimed validity, a token the two holds
-// share; the faults come after them. A witness with none says so.
+// share; the faults come after them. Calls that followed a key's loss
+// (followsKeyLoss) are named as such, after the causes, as the mechanism
+// (classifyOverlap) discounts them. A witness with no cause says so.
 func (v *Violation) causes() []string {
-	var early, releases, extends []string
-	for _, e := range v.Between {
+	var early, releases, extends, afterLoss []string
+	for i := range v.Between {
+		e := &v.Between[i]
 		switch {
+		case e.followsKeyLoss(&v.First):
+			afterLoss = append(afterLoss, e.keyLossSentence(&v.First))
 		case e.F == history.Release && !e.InFlight && e.Time < v.First.Invoke:
 			early = append(early, e.Describe())
 		case e.F == history.Release:
@@ -261,9 +267,31 @@ func (v *Violation) causes() []string {
 		out = append(out, fmt.Sprintf("Also on the key in between: %s.", andList(extends)))
 	}
 	if len(out) == 0 && len(v.Faults) == 0 {
-		out = append(out, "No cause was recorded: no other process released or extended the key, neither lock over-claimed, and no fault was active; the server let the second client in while the first still believed it held the lock.")
+		others := "no other process released or extended the key"
+		if len(afterLoss) > 0 {
+			others = "the releases and extends in between followed a lost key"
+		}
+		out = append(out, "No cause was recorded: "+others+", neither lock over-claimed, and no fault was active; the server let the second client in while the first still believed it held the lock.")
 	}
-	return out
+	return append(out, afterLoss...)
+}
+
+// followsKeyLoss reports whether e, a completed release or extend, came
+// after a key had been lost: its own lease ran past first's grant, and a
+// lock grants no one while a live lease's key is there, so either e's
+// key or (when e's client was granted after first) first's was gone
+// before the grant that overlaps. That loss (a restart, a clock jump, a
+// failover) explains the overlap before anything e deleted; with a
+// correct release e deleted only its own key. An unknown outcome may have
+// taken effect later, when its own key had run out, so only an ok one
+// counts.
+func (e *Event) followsKeyLoss(first *Hold) bool {
+	return e.Type == history.OK && e.LeaseEnd > first.Start
+}
+
+func (e *Event) keyLossSentence(first *Hold) string {
+	return fmt.Sprintf("Not the first cause: %s; its own lease ran until %s, past process %d's grant at %s, and a lock grants no one while a live lease's key is there, so a key had been lost before this call, whatever it deleted.",
+		e.Describe(), fmtT(e.LeaseEnd), first.Process, fmtT(first.Start))
 }
 
 // andList is "a", "a and b", "a, b and c".
