@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,14 +45,8 @@ func TestComposeTopology(t *testing.T) {
 		}
 		t.Skip("neither docker-compose nor the docker compose plugin is installed")
 	}
-	if exec.Command("docker", "inspect", "lockjepsen-n1").Run() == nil {
-		t.Skip("a lockjepsen compose deployment is already up; not touching it")
-	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if err := testutil.RunBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", root, "bash", filepath.Join(root, "docker", "build-image.sh"), "--toxiproxy"); err != nil {
-		t.Fatal(err)
-	}
 	// Bringing up (or down) a dozen containers takes seconds on an idle
 	// machine; composeTimeout leaves room for a loaded one.
 	const composeTimeout = 3 * time.Minute
@@ -59,6 +54,19 @@ func TestComposeTopology(t *testing.T) {
 		return testutil.RunBounded(composeTimeout, "compose "+strings.Join(args, " "), root, compose[0],
 			append(append(compose[1:], "-p", "lockjepsen", "-f", filepath.Join(root, "docker-compose.yml")), args...)...)
 	}
+	if labels, up := containerLabels(t, "lockjepsen-n1"); up {
+		if !docker.Orphaned(labels) {
+			t.Skip("a lockjepsen compose deployment is already up, not left by a killed test binary; not touching it")
+		}
+		t.Logf("taking down the compose deployment that a killed test binary (%s) left", labels[docker.LabelOwner])
+		if stale := composeDown(t, composeRun); stale != "" {
+			t.Fatalf("the deployment a killed test binary left could not be taken down (network %s)", stale)
+		}
+	}
+	if err := testutil.RunBounded(imageBuildTimeout, "docker/build-image.sh --toxiproxy", root, "bash", filepath.Join(root, "docker", "build-image.sh"), "--toxiproxy"); err != nil {
+		t.Fatal(err)
+	}
+	owned := ownedOverride(t, compose, root)
 	t.Cleanup(func() {
 		stale := composeDown(t, composeRun)
 		// Nothing of the deployment is left: no container, network or
@@ -75,7 +83,7 @@ func TestComposeTopology(t *testing.T) {
 			}
 		}
 	})
-	if err := composeRun("up", "-d"); err != nil {
+	if err := composeRun("-f", owned, "up", "-d"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -152,6 +160,49 @@ func TestComposeTopology(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "libfaketime") {
 		t.Errorf("FakeClock on compose: %v, want a refusal", err)
 	}
+}
+
+// ownedOverride writes a compose file that adds this test binary's owner
+// labels (docker.OwnerLabels) to every service of docker-compose.yml and
+// to its network: a deployment that a killed test binary left is then
+// told from a user's own (which has none), and the next test binary takes
+// it down rather than skipping. The file lives as long as the test.
+func ownedOverride(t *testing.T, compose []string, root string) string {
+	t.Helper()
+	args := append(compose[1:len(compose):len(compose)], "-p", "lockjepsen", "-f", filepath.Join(root, "docker-compose.yml"), "config", "--services")
+	out, err := exec.Command(compose[0], args...).Output()
+	if err != nil {
+		t.Fatalf("compose config --services: %v", err)
+	}
+	labels := docker.OwnerLabels()
+	services := map[string]any{}
+	for _, name := range strings.Fields(string(out)) {
+		services[name] = map[string]any{"labels": labels}
+	}
+	doc, err := json.Marshal(map[string]any{"services": services,
+		"networks": map[string]any{"lockjepsen": map[string]any{"labels": labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "owner.json") // JSON is YAML to compose
+	if err := os.WriteFile(path, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// containerLabels are a container's labels, and whether it exists.
+func containerLabels(t *testing.T, name string) (map[string]string, bool) {
+	t.Helper()
+	out, err := exec.Command("docker", "inspect", "-f", "{{json .Config.Labels}}", name).Output()
+	if err != nil {
+		return nil, false
+	}
+	var labels map[string]string
+	if err := json.Unmarshal(out, &labels); err != nil {
+		t.Fatalf("docker inspect %s: labels %q: %v", name, out, err)
+	}
+	return labels, true
 }
 
 // composeDown takes the deployment down, asking again for up to 20 s when
