@@ -290,8 +290,12 @@ func (e *Event) followsKeyLoss(first *Hold) bool {
 }
 
 func (e *Event) keyLossSentence(first *Hold) string {
-	return fmt.Sprintf("Not the first cause: %s; its own lease ran until %s, past process %d's grant at %s, and a lock grants no one while a live lease's key is there, so a key had been lost before this call, whatever it deleted.",
-		e.Describe(), fmtT(e.LeaseEnd), first.Process, fmtT(first.Start))
+	did := "deleted"
+	if e.F != history.Release {
+		did = "lengthened"
+	}
+	return fmt.Sprintf("Not the first cause: %s; its own lease ran until %s, past process %d's grant at %s, and a lock grants no one while a live lease's key is there, so a key had been lost before this call, whatever it %s.",
+		e.Describe(), fmtT(e.LeaseEnd), first.Process, fmtT(first.Start), did)
 }
 
 // andList is "a", "a and b", "a, b and c".
