@@ -143,8 +143,11 @@ func needsFailoverTime(p ScriptParams) error {
 func killLaggingPrimary(p ScriptParams, down, lag time.Duration) []Step {
 	steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: nodesOf(p), Internal: true, For: p.TimeLimit,
 		Link: proxy.Fault{Latency: lag}}}}
+	// Each kill after the step before it is in place: the first one's
+	// grant must come after the latency, or it reaches the replica at
+	// once (steps at one time start side by side).
 	for t := time.Duration(0); t+down <= p.TimeLimit; t += 20 * time.Second {
-		steps = append(steps, Step{At: t, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
+		steps = append(steps, Step{At: t, AfterPrevious: true, Action: Action{Fault: Kill, Nodes: []string{PrimaryPlaceholder},
 			AfterGrant: true, For: down}})
 	}
 	return steps
@@ -215,12 +218,19 @@ func init() {
 			// cluster-kill-lagging-replica: the isolation replaces a
 			// link's latency with its cut, and toxiproxy delivers what
 			// the latency held back when it does.
+			//
+			// Each step after the one before it is in place: steps at one
+			// time start side by side, and a grant that comes before the
+			// cuts reaches the replica, which, once promoted, refuses the
+			// cut-off clients. That is the likely reading of a CI run of
+			// 2026-12-05 (before this order) that isolated the primary
+			// twice, under load, and lost no lease.
 			primary := []string{PrimaryPlaceholder}
 			steps := []Step{
 				{At: 0, Action: Action{Fault: Partition, Nodes: primary, Internal: true, For: p.TimeLimit}},
-				{At: 0, Action: Action{Fault: Partition, Nodes: primary, Clients: half, For: p.TimeLimit}}}
+				{At: 0, AfterPrevious: true, Action: Action{Fault: Partition, Nodes: primary, Clients: half, For: p.TimeLimit}}}
 			for t := time.Duration(0); t+8*time.Second <= p.TimeLimit; t += 20 * time.Second {
-				steps = append(steps, Step{At: t, Action: Action{Fault: Isolate, Nodes: primary,
+				steps = append(steps, Step{At: t, AfterPrevious: true, Action: Action{Fault: Isolate, Nodes: primary,
 					AfterGrant: true, For: 8 * time.Second}})
 			}
 			return steps
