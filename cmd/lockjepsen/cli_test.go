@@ -18,7 +18,6 @@ import (
 )
 
 func TestScenarioList(t *testing.T) {
-	t.Parallel()
 	code, out, _ := runCLI(t, "scenario", "--list")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -41,7 +40,6 @@ func TestScenarioList(t *testing.T) {
 }
 
 func TestNewCommandsUsageErrors(t *testing.T) {
-	t.Parallel()
 	store := t.TempDir()
 	cases := []struct {
 		args []string
@@ -75,7 +73,6 @@ func TestNewCommandsUsageErrors(t *testing.T) {
 
 // Errors in a configuration file name the file and the line.
 func TestConfigFileErrorsPointAtTheLine(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	cases := []struct {
 		name, text, want string
@@ -157,7 +154,6 @@ func TestConfigFileAndJSONOutput(t *testing.T) {
 // armed every 0.4 s on average, and the run ends at the first violation
 // (1.5-2.3 s for the whole command, measured over 15 seeds).
 func TestScenarioQuiet(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	code, out, stderr := runCLI(t, "scenario", "del-release", "--stop-on-first-violation", "--time-limit", "60s", "--store", store, "--quiet")
@@ -182,7 +178,6 @@ func TestScenarioQuiet(t *testing.T) {
 // those 10 s too: a limit of a minute would cost a minute of run and the
 // check of half a million operations.
 func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	out := filepath.Join(store, "m")
@@ -241,7 +236,6 @@ func TestMatrixWritesReportResultsAndJUnit(t *testing.T) {
 // A run whose verdict differs from its expectation is a failed test case
 // whose message and text tell the story.
 func TestJUnitFailureTellsTheStory(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j.xml")
 	res := &matrixResults{Title: "t", Started: time.Now(), Runs: []matrixRun{
 		{Scenario: "gc-pause-fenced", System: "single", Lock: "fenced", Workload: "counter", Faults: "client-pause",
@@ -276,7 +270,6 @@ func TestJUnitFailureTellsTheStory(t *testing.T) {
 // Ctrl-C during a matrix keeps the finished run and writes the matrix
 // files for what ran.
 func TestInterruptedMatrixKeepsFinishedRuns(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	out := filepath.Join(store, "m")
@@ -352,7 +345,6 @@ func readJUnit(t *testing.T, path string) junitSuites {
 // Progress counts what the harness records: operations, the faults in
 // force, and the violations so far by the exclusion checker's rules.
 func TestProgressCountsTheHistory(t *testing.T) {
-	t.Parallel()
 	p := newProgress(io.Discard, harness.DefaultConfig(), "")
 	vu := func(ns int64) *history.Value { return &history.Value{ValidUntil: history.I64(ns)} }
 	nemesis := func(t int64, phase string) history.Op {
@@ -384,7 +376,6 @@ func TestProgressCountsTheHistory(t *testing.T) {
 // The grid has etcd rows: etcd's locks on etcd only, no clock faults
 // (refused on etcd), named scenarios where there are some.
 func TestGridEtcdRows(t *testing.T) {
-	t.Parallel()
 	runs, err := gridRuns("etcd", "", gridFaults, "mutex", false)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +422,6 @@ func TestGridEtcdRows(t *testing.T) {
 // A matrix run's report reproduces that run, not the whole matrix: a grid
 // cell's command is a `test` command that validates to the same config.
 func TestMatrixRunCommand(t *testing.T) {
-	t.Parallel()
 	runs, err := gridRuns("etcd,single", "", "none,kill", "mutex", false)
 	if err != nil {
 		t.Fatal(err)
@@ -457,7 +447,6 @@ func TestMatrixRunCommand(t *testing.T) {
 // command in --config is not a typo of a flag of this one (issue 34
 // item 13).
 func TestOutputPathsAndMisplacedFields(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	shortRun(t, store)

@@ -15,7 +15,6 @@ import (
 // never a release made a 2 s run SAFE, exit 0. It is a harness failure,
 // exit 3, that names the client and the releases it did not answer.
 func TestClientThatStopsAnsweringFailsTheRun(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	client := filepath.Join(t.TempDir(), "norelease.py")
 	err := os.WriteFile(client, []byte(`import json, sys
@@ -53,7 +52,6 @@ for line in sys.stdin:
 // the script an interpreter runs, never after an argument (issue 34
 // item 13: --client 'sleep 1000' was named single-1000-mutex-none).
 func TestClientRunName(t *testing.T) {
-	t.Parallel()
 	script := filepath.Join(t.TempDir(), "mylock")
 	if err := os.WriteFile(script, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -84,7 +82,6 @@ func TestClientRunName(t *testing.T) {
 // does not start) still prints one JSON object: the error, the exit code
 // and the run's files (issue 34 item 13).
 func TestJSONWhenTheClientFailsAtStartUp(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	code, stdout, stderr := runCLI(t, "test", "--client", "/bin/false", "--clients", "1", "--time-limit", "1s", "--json", "--store", t.TempDir())
 	if code != exitHarness {

@@ -84,7 +84,6 @@ func readResults(t *testing.T, path string) harness.Results {
 // 0 ops. check refuses, exit 2, naming both readings, and leaves the file
 // as it was; a history as whole as before still checks again.
 func TestCheckKeepsTheBetterReading(t *testing.T) {
-	t.Parallel()
 	run := handMadeRun(t, 300)
 	resPath := filepath.Join(run, harness.ResultsFile)
 	if code, out, errOut := runCLI(t, "check", run); code != exitMet {
@@ -137,7 +136,6 @@ func TestCheckKeepsTheBetterReading(t *testing.T) {
 // called corrupt, not "ends early"; the results say how far the readable
 // prefix goes, and a safe expectation is not met on it.
 func TestCheckCallsACorruptHistoryCorrupt(t *testing.T) {
-	t.Parallel()
 	run := handMadeRun(t, 20000)
 	zst := filepath.Join(run, runfile.CompressedHistoryFile)
 	b, err := os.ReadFile(zst)
@@ -171,7 +169,6 @@ func TestCheckCallsACorruptHistoryCorrupt(t *testing.T) {
 // A compressed history damaged before its first event has no prefix to
 // check: bad input (exit 2) called corrupt, not a harness failure.
 func TestCheckOfAHistoryCorruptFromItsStart(t *testing.T) {
-	t.Parallel()
 	run := handMadeRun(t, 10)
 	zst := filepath.Join(run, runfile.CompressedHistoryFile)
 	if err := os.WriteFile(zst, []byte("\x28\xb5\x2f\xfdnot zstd at all, and long enough to be read"), 0o644); err != nil {

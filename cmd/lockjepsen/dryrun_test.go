@@ -12,7 +12,6 @@ import (
 // no test. The hosts file names SSH ports nothing listens on and a key
 // file that does not exist: a dry run dials no host, so it still works.
 func TestSSHDryRunPrintsAndRunsNothing(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	hosts := writeFile(t, dir, "hosts.yaml", `defaults: {user: root, key: `+filepath.Join(dir, "no-such-key")+`, dir: /var/lib/lockjepsen}
 nodes:
@@ -51,7 +50,6 @@ nodes:
 // hold is bad usage (exit 2), refused before any host is dialed (the file
 // names SSH ports nothing listens on) and before the store is made.
 func TestSSHRefusesWhatTheHostsFileCannotRun(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	hosts := writeFile(t, dir, "hosts.yaml", `defaults: {user: root, key: `+filepath.Join(dir, "no-such-key")+`, dir: /var/lib/lockjepsen}
 nodes:

@@ -17,7 +17,6 @@ import (
 // for every kind of option, or a review's "reproduce" command would run
 // something else.
 func TestSettingsFlagsParseBack(t *testing.T) {
-	t.Parallel()
 	cases := map[string]func(*harness.Config){
 		"defaults": func(*harness.Config) {},
 		"faults": func(c *harness.Config) {

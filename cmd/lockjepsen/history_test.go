@@ -14,7 +14,6 @@ import (
 // A run's compressed history prints as JSON Lines; written back plain,
 // and compressed again, it checks to the same verdict each time.
 func TestHistoryCatAndCompress(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	shortRun(t, store)

@@ -41,7 +41,6 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestUsageErrorsExit2(t *testing.T) {
-	t.Parallel()
 	store := t.TempDir()
 	cases := []struct {
 		args []string
@@ -108,7 +107,6 @@ func TestUsageErrorsExit2(t *testing.T) {
 }
 
 func TestHelpListsEveryFlagWithDefault(t *testing.T) {
-	t.Parallel()
 	code, out, _ := runCLI(t, "test", "--help")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -149,7 +147,6 @@ func TestMissingRedisExits3(t *testing.T) {
 }
 
 func TestReportAndServe(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	if code, out, errOut := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--store", store); code != 0 || !strings.Contains(out, "Report: ") {
@@ -205,7 +202,6 @@ func TestReportAndServe(t *testing.T) {
 // ignored, and the built-in lock was tested and passed. Every command
 // that takes --client refuses it before anything starts.
 func TestEmptyClientRefused(t *testing.T) {
-	t.Parallel()
 	store := t.TempDir()
 	for _, args := range [][]string{
 		{"test", "--client", ""},

@@ -17,7 +17,6 @@ import (
 // descriptors: a lock, fault, script or scenario added or changed without
 // `go generate ./cmd/lockjepsen` fails here, and so does a hand edit.
 func TestReferenceDocMatchesDescriptors(t *testing.T) {
-	t.Parallel()
 	var out, errOut bytes.Buffer
 	if code := run([]string{"reference"}, &out, &errOut); code != 0 {
 		t.Fatalf("lockjepsen reference: exit %d: %s", code, errOut.String())
@@ -59,7 +58,6 @@ func firstDiff(doc, want string) string {
 // must name exactly what the descriptors list, so that one added in the
 // code and not explained there, or explained and since removed, fails.
 func TestRunningDocTablesNameTheDescriptors(t *testing.T) {
-	t.Parallel()
 	doc, err := os.ReadFile("../../docs/running.md")
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 // shrink refuses a safe run with exit 2 and keeps nothing; replay and
 // shrink refuse what is not a run directory.
 func TestShrinkAndReplayRefuse(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	if code, out, stderr := runCLI(t, "test", "--time-limit", "1s", "--recovery", "0s", "--store", store, "--quiet"); code != exitMet {
@@ -59,7 +58,6 @@ func TestShrinkAndReplayRefuse(t *testing.T) {
 // that would change the run, and a run directory that is missing or
 // cannot be replayed, are refused with exit 2 and store nothing.
 func TestTestReplay(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	code, out, stderr := runCLI(t, "test", "--nemesis", "pause,partition", "--nemesis-interval", "300ms", "--fault-duration", "100ms",
@@ -184,7 +182,6 @@ func storedRuns(t *testing.T, store string) int {
 // which a single server never makes: the replays apply none of it, stay
 // safe, and say so.
 func TestReplayTimesSaysWhichFaultsApplied(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	code, out, stderr := runCLI(t, "test", "--nemesis", "kill", "--after-acquire", "--targets", "holder",

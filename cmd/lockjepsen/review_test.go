@@ -12,7 +12,6 @@ import (
 // A review that cannot be run is refused before anything starts, with
 // exit code 2 and what to change.
 func TestReviewUsageErrors(t *testing.T) {
-	t.Parallel()
 	store := t.TempDir()
 	cases := []struct {
 		args []string
@@ -41,7 +40,6 @@ func TestReviewUsageErrors(t *testing.T) {
 }
 
 func TestReviewRenderNeedsAReview(t *testing.T) {
-	t.Parallel()
 	code, _, stderr := runCLI(t, "review", "--render", t.TempDir())
 	if code != exitUsage || !strings.Contains(stderr, "not a review directory") {
 		t.Fatalf("exit %d:\n%s", code, stderr)
@@ -53,7 +51,6 @@ func TestReviewRenderNeedsAReview(t *testing.T) {
 // interrupt comes while the first cell's run draws its report, after the
 // run was checked: whatever that run found, nothing after it ran.
 func TestInterruptedReviewSaysSo(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	cmd, out := startCLI(t, []string{harness.HoldEnv + "=" + harness.PhaseReport}, "review", "--lock", "token", "--threats", "client-pause",

@@ -17,7 +17,6 @@ import (
 // Every run of --all lands in exactly one shard, whatever the split, and
 // the shards of one split differ in size by one at most.
 func TestShardsPartitionTheMatrix(t *testing.T) {
-	t.Parallel()
 	all := func(shard string) []matrixRun {
 		t.Helper()
 		var mf matrixFlags
@@ -58,7 +57,6 @@ func TestShardsPartitionTheMatrix(t *testing.T) {
 }
 
 func TestShardUsageErrors(t *testing.T) {
-	t.Parallel()
 	store := t.TempDir()
 	cases := []struct {
 		args []string
@@ -94,7 +92,6 @@ func TestShardUsageErrors(t *testing.T) {
 // nearly every clock jump (+1.5 TTL) expires a live lease, and nearly
 // every kill of the server without fsync forgets one.
 func TestShardsMergeToTheWholeMatrix(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	dir := t.TempDir()
 	// Three unsafe scenarios, each stopping at its first violation within
@@ -190,7 +187,6 @@ func handMadeShard(t *testing.T, root string, sh shard, list []string, lose ...s
 // whose run directories are missing, are refused with exit 2, naming the
 // mismatch or the directories; shards of one list, whole, merge.
 func TestMergeRefusesShardsOfDifferentMatricesOrWithoutRuns(t *testing.T) {
-	t.Parallel()
 	root := t.TempDir()
 	a := []string{"baseline", "del-release"}
 	b := []string{"baseline", "no-ttl"}

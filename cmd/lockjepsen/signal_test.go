@@ -68,7 +68,6 @@ func shortRun(t *testing.T, store string) {
 // lasts a minute, or LOCKJEPSEN_TEST_HOLD, which makes the harness wait at
 // the start of a phase until it is interrupted.
 func TestSignalInEveryPhase(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	cases := []struct {
 		phase string
@@ -159,7 +158,6 @@ func TestSignalInEveryPhase(t *testing.T) {
 
 // SIGINT during `check` stops it with exit 1 and writes nothing.
 func TestSignalDuringCheck(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	shortRun(t, store)
@@ -260,7 +258,6 @@ func processesWith(marker string) []string {
 // leaves no client process running: each is started with a parent-death
 // signal.
 func TestKilledHarnessLeavesNoClient(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	if _, err := exec.Command("/usr/bin/python3", "-c", "import redis").CombinedOutput(); err != nil {
 		t.Skip("python3-redis is missing: run bash scripts/deps")

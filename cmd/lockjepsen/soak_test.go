@@ -21,7 +21,6 @@ import (
 // so violations follow from the mechanism; the 10-minute soak is killed
 // as soon as the checkpoint shows one, however long that takes.
 func TestKilledSoakLeavesCheckpointAndCheckableHistory(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	cmd, out := startCLI(t, nil, "soak", "--duration", "10m", "--checkpoint-every", "200ms",

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	sshbackend "github.com/lockjepsen/lockjepsen/contrib/ssh"
@@ -19,28 +18,13 @@ import (
 // of contrib/ssh/sshtest (containers of the test's own, reached over SSH
 // through their published ports), which TestMain removes at the end.
 
-// hostsHeld: the test hosts (sshtest) are one deployment, and each test
-// that runs on them starts servers on the same ports and leaves them
-// healed, so the tests that use them take turns; the package's other
-// tests run beside them.
-var hostsHeld sync.Mutex
-
-// holdHosts starts the test hosts and holds them for t until it ends.
-func holdHosts(t *testing.T) *sshtest.Fixture {
-	t.Helper()
-	hostsHeld.Lock()
-	t.Cleanup(hostsHeld.Unlock)
-	return sshtest.Start(t)
-}
-
 // TestReviewOnHosts: `lockjepsen review --backend ssh --hosts …`
 // completes on a single node and on a Sentinel deployment, short reviews
 // of one threat and the mitigations that can run on the hosts file's
 // deployment: every cell runs on the hosts, and they are left healed.
 func TestReviewOnHosts(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
-	f := holdHosts(t)
+	f := sshtest.Start(t)
 	cases := []struct {
 		system           string
 		nodes, sentinels int
@@ -103,9 +87,8 @@ func TestReviewOnHosts(t *testing.T) {
 // behind with a marker that lists them, and the next run heals them from
 // the marker before it starts.
 func TestSignalsLeaveHostsHealed(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
-	f := holdHosts(t)
+	f := sshtest.Start(t)
 	// Each fault lasts the whole run: the signal comes while it is on.
 	long := []string{"--nemesis-interval", "100ms", "--fault-duration", "60s", "--time-limit", "60s"}
 	cut := func(t *testing.T) string { return f.Rules(t, 0) }

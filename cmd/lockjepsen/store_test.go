@@ -77,7 +77,6 @@ func tmpFiles(dir string) []string {
 // history, exits 3 saying so, leaves no temporary file, and what it had
 // recorded can be checked once there is room.
 func TestFullDiskFailsTheRunFast(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := smallFS(t, "3m", nil, false)
 	cmd, out := startCLI(t, nil, "test", "--time-limit", "10m", "--store", store)
@@ -124,7 +123,6 @@ func TestFullDiskFailsTheRunFast(t *testing.T) {
 // check on a read-only run prints the verdict; results.json goes where
 // --out says, or nowhere, and the user is told which.
 func TestCheckAReadOnlyRun(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	var runPath string
 	ro := smallFS(t, "64m", func(mnt string) {
@@ -150,7 +148,6 @@ func TestCheckAReadOnlyRun(t *testing.T) {
 
 // store/latest moves to a run only once it has finished, atomically.
 func TestLatestPointsAtAFinishedRun(t *testing.T) {
-	t.Parallel()
 	redistest.RequireBinary(t)
 	store := t.TempDir()
 	cmd, out := startCLI(t, []string{harness.HoldEnv + "=" + harness.PhaseStartup}, "test", "--time-limit", "1s", "--store", store)
