@@ -172,15 +172,15 @@ func storedRuns(t *testing.T, store string) int {
 	return len(runs)
 }
 
-// replay --times says, for each replay, how many of the recorded faults
-// it applied, and why a replay that applied fewer may not have shown the
-// violation; shrink with no budget left says so. The original is unsafe
-// by construction: the single server is killed right after a grant
+// replay --times says, for each replay, how many of the recorded faults it
+// applied, and why a replay that applied fewer may not have shown the
+// violation; shrink with no budget left says so. The original is unsafe by
+// construction: the single server is killed right after a grant
 // (--after-acquire, aimed at the holder) and restarts at once without the
 // key, while the holder holds for 1-1.5 s of its 2 s lease and nine other
-// clients try the key every few milliseconds. Then its kill is made to wait for a grant by two nodes,
-// which a single server never makes: the replays apply none of it, stay
-// safe, and say so.
+// clients try the key every few milliseconds. Then its kill is made to
+// wait for a grant by two nodes, which a single server never makes: the
+// replays apply none of it, stay safe, and say so.
 func TestReplayTimesSaysWhichFaultsApplied(t *testing.T) {
 	redistest.RequireBinary(t)
 	store := t.TempDir()
