@@ -185,7 +185,11 @@ func (d *Deployment) WaitHealthy(ctx context.Context) error {
 }
 
 // Poll runs check until it succeeds, ctx ends, or HealthyTimeout passes if
-// ctx has no deadline. The error says what was still wrong.
+// ctx has no deadline. The error says what was still wrong, and how many
+// checks failed. The check that ctx's end cuts short fails only with a
+// context error, which says nothing of the cluster: the error then also
+// gives the last check's own answer before it, or says that every check
+// ran out of time (a process that never answered).
 func Poll(ctx context.Context, what string, check func(context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -195,10 +199,17 @@ func Poll(ctx context.Context, what string, check func(context.Context) error) e
 	start := time.Now()
 	t := time.NewTicker(PollEvery)
 	defer t.Stop()
-	for {
+	var answered error // the last error that was not a timeout
+	timeouts := 0
+	for checks := 1; ; checks++ {
 		err := check(ctx)
 		if err == nil {
 			return nil
+		}
+		if isTimeout(err) {
+			timeouts++
+		} else {
+			answered = err
 		}
 		// Asked first: a select with a tick also ready picks at random.
 		if ctx.Err() == nil {
@@ -208,8 +219,24 @@ func Poll(ctx context.Context, what string, check func(context.Context) error) e
 				continue
 			}
 		}
-		return fmt.Errorf("waiting for %s: not reached after %v: %w", what, time.Since(start).Round(time.Millisecond), err)
+		msg := fmt.Sprintf("waiting for %s: not reached after %v and %d checks", what, time.Since(start).Round(time.Millisecond), checks)
+		switch {
+		case !isTimeout(err):
+		case answered != nil:
+			return fmt.Errorf("%s: %w (the last check that got an answer: %v)", msg, err, answered)
+		case timeouts == checks && checks > 1:
+			return fmt.Errorf("%s, every one of them out of time: %w", msg, err)
+		}
+		return fmt.Errorf("%s: %w", msg, err)
 	}
+}
+
+// isTimeout is whether err is a check running out of time: its context's
+// deadline, or a network timeout (a client's read or dial timeout).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 // CheckHealthy is one check of WaitHealthy.

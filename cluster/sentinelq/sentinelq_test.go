@@ -81,6 +81,54 @@ func TestPollSaysWhatWasWrong(t *testing.T) {
 	}
 }
 
+// When the poll's end cuts its last check short, that check fails only
+// with a context error: the error also gives what the last answered check
+// said, or that no check was answered. (A fresh machine's CI once failed
+// with no more than "n1: info replication: context deadline exceeded".)
+func TestPollSaysWhatTheLastAnswerWas(t *testing.T) {
+	timedOut := fmt.Errorf("n1: info replication: %w", context.DeadlineExceeded)
+	cases := []struct {
+		name    string
+		answers []error // one per check; the context ends on the last
+		want    []string
+		notWant []string
+	}{
+		{"an answer, then timeouts", []error{errors.New("n1 does not list n2 as an online replica"), timedOut, timedOut},
+			[]string{"3 checks", "context deadline exceeded", "the last check that got an answer: n1 does not list n2"}, []string{"every one"}},
+		{"timeouts only", []error{timedOut, timedOut, timedOut},
+			[]string{"3 checks, every one of them out of time", "n1: info replication: context deadline exceeded"}, []string{"got an answer"}},
+		{"an answer last", []error{timedOut, errors.New("n2: role master")},
+			[]string{"2 checks: n2: role master"}, []string{"got an answer", "every one"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n := 0
+			err := Poll(ctx, "replicas", func(context.Context) error {
+				n++
+				if n == len(tc.answers) {
+					cancel()
+				}
+				return tc.answers[n-1]
+			})
+			if err == nil {
+				t.Fatal("Poll succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error %q has %q", err, w)
+				}
+			}
+		})
+	}
+}
+
 // The replies of a real redis-sentinel 7.0.15 (INFO sentinel, its CRLF
 // line ends kept): before and just after a SIGSTOP of 3 s, which put it in
 // TILT mode. The local backend's TestSentinelWaitHealthyWaitsOutTilt

@@ -162,7 +162,9 @@ func (c *Cluster) startSentinels(ctx context.Context, spec cluster.Spec, image s
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("start the sentinel system: %w", err)
+		// The nodes' logs say whether the replicas were syncing, and
+		// whether the primary was up at all.
+		return fmt.Errorf("start the sentinel system: %w\n%s", err, logTails(c, c.nodes))
 	}
 
 	err = c.startAll(ctx, c.sentinels, func(n *node) ctrSpec {
@@ -192,7 +194,7 @@ func (c *Cluster) startSentinels(ctx context.Context, spec cluster.Spec, image s
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("start the sentinel system: the sentinels do not agree: %w\n%s", err, c.sentinelLogs())
+		return fmt.Errorf("start the sentinel system: the sentinels do not agree: %w\n%s", err, logTails(c, c.sentinels))
 	}
 	return nil
 }
@@ -269,10 +271,10 @@ func fakeClockEnv(preload string) map[string]string {
 	}
 }
 
-// sentinelLogs are the last lines of every sentinel's log, for an error.
-func (c *Cluster) sentinelLogs() string {
+// logTails are the last lines of each node's log, for an error.
+func logTails(c *Cluster, nodes []*node) string {
 	var b strings.Builder
-	for _, n := range c.sentinels {
+	for _, n := range nodes {
 		fmt.Fprintf(&b, "--- log of %s:\n%s\n", n.name, c.logTail(n, 10))
 	}
 	return b.String()
