@@ -80,13 +80,14 @@ type Mechanism struct {
 }
 
 // answer classifies a run's findings. keyLoss names the faults that can
-// take a key from a correct lock by themselves.
-func answer(r *Results, keyLoss []string) *Answers {
+// take a key from a correct lock by themselves; cutOff those that keep a
+// node's writes from the rest of its cluster (Options).
+func answer(r *Results, keyLoss, cutOff []string) *Answers {
 	a := &Answers{Lock: AnswerNotFound, Deployment: AnswerNotFound, Use: AnswerNotFound}
 	if r.Exclusion != nil {
 		for i := range r.Exclusion.Violations {
 			v := &r.Exclusion.Violations[i]
-			if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss); lock {
+			if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff); lock {
 				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, cause, overlapSays(cause), v.Story, 1)
 			} else {
 				a.Losses = addMechanism(a.Losses, MechKeyLost, cause, lossSays(cause), v.Story, 1)
@@ -113,12 +114,17 @@ func answer(r *Results, keyLoss []string) *Answers {
 // its cause, or the deployment's (false), with the fault that took the
 // key. The lock's own evidence comes first: a fault in the window does
 // not excuse a release that deleted another client's key.
-func classifyOverlap(v *Violation, all []Violation, keyLoss []string) (cause string, lock bool) {
+func classifyOverlap(v *Violation, all []Violation, keyLoss, cutOff []string) (cause string, lock bool) {
 	switch {
 	case v.OverClaim > 0:
 		return CauseOverClaim, true
 	case v.First.Token != "" && v.First.Token == v.Second.Token:
 		return CauseSharedToken, true
+	case cutOffThroughout(v, cutOff) != nil:
+		// Before the releases: one that completed between the grants
+		// (a slow release of an expired lease, under load) acted on a
+		// node whose writes never reached the second grant's.
+		return CauseFailover, false
 	}
 	for _, e := range v.Between {
 		// The first holder's own calls from its acquire on are its own;
@@ -161,6 +167,27 @@ func chained(v *Violation, e Event, all []Violation) bool {
 		}
 	}
 	return false
+}
+
+// cutOffThroughout is the fault that cut the first hold's node off from
+// the rest of its cluster (isolate) from the first acquire's invoke until
+// the second grant, when two primaries granted the holds (disjoint); nil
+// when there is none. The first's key was written while its node was cut
+// off, and the second's node was promoted before the cut healed or was a
+// primary already, so it never held that key: no release or extend
+// anywhere took it from there.
+func cutOffThroughout(v *Violation, cutOff []string) *Fault {
+	if !disjoint(v.First.Nodes, v.Second.Nodes) {
+		return nil
+	}
+	for i := range v.Faults {
+		f := &v.Faults[i]
+		if slices.Contains(cutOff, f.Name) && slices.Contains(f.Targets, v.First.Nodes[0]) &&
+			f.Start <= v.First.Invoke && f.End >= v.Second.Start {
+			return f
+		}
+	}
+	return nil
 }
 
 // disjoint: both holds were granted by single nodes, and different ones

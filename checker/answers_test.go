@@ -14,6 +14,14 @@ func TestAnswers(t *testing.T) {
 	okRelease := func(p int, invoked, at int64) Event {
 		return Event{Process: p, F: history.Release, Type: history.OK, Invoked: invoked, Time: at}
 	}
+	splitHold := func(p int, invoke int64, node string) Hold {
+		h := hold(p, invoke+10, node)
+		h.Invoke = invoke
+		return h
+	}
+	isolate := func(start, end int64, nodes ...string) Fault {
+		return Fault{Name: "isolate", Start: start, End: end, Targets: nodes}
+	}
 	kill := func(at int64, nodes ...string) Fault { return Fault{Name: "kill", Start: at, End: at, Targets: nodes} }
 	lostUpdates := &ResourceResult{Checked: true, Valid: false, ResourceCounts: ResourceCounts{LostUpdates: 3}, Explanation: "3 lost"}
 	tests := []struct {
@@ -65,6 +73,29 @@ func TestAnswers(t *testing.T) {
 		{name: "two primaries granted it",
 			violations: []Violation{{First: hold(1, 100, "n1"), Second: hold(2, 300, "n2")}},
 			lock:       AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: CauseFailover},
+		// A split brain: the first holder's node was cut off (isolate)
+		// from its acquire until the second grant, by another primary,
+		// so a release in between, even a late one, took nothing there.
+		{name: "two primaries granted it while the first's node was cut off, a late release in between",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n2"), Faults: []Fault{isolate(50, 400, "n1")},
+				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
+			lock: AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: CauseFailover},
+		{name: "the cut began after the first acquire: its key may have reached the second's node",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n2"), Faults: []Fault{isolate(105, 400, "n1")},
+				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
+			lock: AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
+		{name: "the cut healed before the second grant",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n2"), Faults: []Fault{isolate(50, 250, "n1")},
+				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
+			lock: AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
+		{name: "another node was cut off",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n2"), Faults: []Fault{isolate(50, 400, "n3")},
+				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
+			lock: AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
+		{name: "a cut-off node and the same primary",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n1"), Faults: []Fault{isolate(50, 400, "n1")},
+				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
+			lock: AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
 		{name: "an over-claiming holder",
 			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), OverClaim: 50, Faults: []Fault{kill(200)}}},
 			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseOverClaim},
@@ -87,7 +118,7 @@ func TestAnswers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &Results{Exclusion: &ExclusionResult{Count: len(tt.violations), Violations: tt.violations},
 				Lease: tt.lease, Resource: tt.resource}
-			a := answer(r, keyLoss)
+			a := answer(r, keyLoss, []string{"isolate"})
 			if a.Lock != tt.lock || a.Deployment != tt.deployment || a.Use != tt.use {
 				t.Fatalf("answers lock=%s deployment=%s use=%s, want %s %s %s (%+v)", a.Lock, a.Deployment, a.Use, tt.lock, tt.deployment, tt.use, a)
 			}

@@ -50,6 +50,11 @@ type Options struct {
 	// lock's holder by themselves (a restart without fsync, a clock moved):
 	// an overlap they explain is the deployment's, not the lock's.
 	KeyLossFaults []string
+	// CutOffFaults name the faults that keep a node's writes from reaching
+	// the rest of its cluster (isolate): a hold granted by a node while
+	// one cut it off, overlapped by a grant of another node, is the
+	// failover's, not the lock's.
+	CutOffFaults []string
 
 	ctx context.Context // CheckContext's; nil is never done
 }

@@ -76,7 +76,7 @@ func TestCrossCheckExclusionPorcupine(t *testing.T) {
 	for i := 0; i < n; i++ {
 		ops := randomHistory(rng).build(t)
 		a := scan(ops)
-		ex := a.exclusion(0)
+		ex := a.exclusion(Options{})
 		lin := a.linearizability(Options{}.withDefaults())
 		if lin.Valid == ValidUnknown {
 			t.Fatalf("history %d: porcupine unknown: %+v", i, lin)

@@ -190,7 +190,9 @@ func (h *Hold) describeEnd() string {
 	}
 }
 
-func (v *Violation) story() string {
+// story tells the violation; cutOff names the faults that keep a node's
+// writes from the rest of its cluster (Options.CutOffFaults).
+func (v *Violation) story(cutOff []string) string {
 	f, s := &v.First, &v.Second
 	var b strings.Builder
 	fmt.Fprintf(&b, "process %d held %s from %s (acquired, %s) %s; ", f.Process, v.Key, fmtT(f.Start), f.describeAcquire(), f.describeEnd())
@@ -200,7 +202,7 @@ func (v *Violation) story() string {
 		b.WriteString(" (to the end of the history)")
 	}
 	b.WriteString(".")
-	for _, c := range v.causes() {
+	for _, c := range v.causes(cutOff) {
 		b.WriteString(" " + c)
 	}
 	var during, before []string
@@ -229,7 +231,12 @@ func (v *Violation) story() string {
 // share; the faults come after them. Calls that followed a key's loss
 // (followsKeyLoss) are named as such, after the causes, as the mechanism
 // (classifyOverlap) discounts them. A witness with no cause says so.
-func (v *Violation) causes() []string {
+// When two primaries granted the holds while a fault cut the first's off
+// (cutOffThroughout), that is the cause, and no release or extend is.
+func (v *Violation) causes(cutOff []string) []string {
+	if cut := cutOffThroughout(v, cutOff); cut != nil {
+		return v.splitBrainCauses(cut)
+	}
 	var early, releases, extends, afterLoss []string
 	for i := range v.Between {
 		e := &v.Between[i]
@@ -274,6 +281,24 @@ func (v *Violation) causes() []string {
 		out = append(out, "No cause was recorded: "+others+", neither lock over-claimed, and no fault was active; the server let the second client in while the first still believed it held the lock.")
 	}
 	return append(out, afterLoss...)
+}
+
+// splitBrainCauses are causes' sentences for a split brain: the first
+// hold was granted by a node a fault had cut off, the second by another
+// primary, which never had the first's key. The calls in between are
+// named, and discounted.
+func (v *Violation) splitBrainCauses(cut *Fault) []string {
+	f, s := &v.First, &v.Second
+	out := []string{fmt.Sprintf("Likely cause: two primaries. %s was cut off from the rest of its cluster (%s) from before process %d asked for the lock until after %s granted it to process %d, so %s never had process %d's key.",
+		f.Nodes[0], cut.Describe(), f.Process, s.Nodes[0], s.Process, s.Nodes[0], f.Process)}
+	var calls []string
+	for i := range v.Between {
+		calls = append(calls, v.Between[i].Describe())
+	}
+	if len(calls) > 0 {
+		out = append(out, fmt.Sprintf("Not the cause: %s; whatever it did, %s had no key of process %d's to take.", andList(calls), s.Nodes[0], f.Process))
+	}
+	return out
 }
 
 // followsKeyLoss reports whether e, a completed release or extend, came

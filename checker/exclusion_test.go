@@ -388,7 +388,7 @@ func TestOverlapCauseBeforeTheFirstHolderAsked(t *testing.T) {
 			if len(v.Between) != 1 || v.Between[0].Process != c.releaser || v.Between[0].LeaseEnd != ms(1000) {
 				t.Fatalf("between = %+v, want process %d's release with its lease ending at 1s", v.Between, c.releaser)
 			}
-			a := answer(&Results{Exclusion: r}, nil)
+			a := answer(&Results{Exclusion: r}, nil, nil)
 			if len(a.Mechanisms) != 1 || a.Mechanisms[0].Cause != CauseForeignRelease {
 				t.Fatalf("mechanisms %+v, want one overlap by a foreign release", a.Mechanisms)
 			}
@@ -438,10 +438,67 @@ func TestOverlapStoryDiscountsOwnKeyReleases(t *testing.T) {
 			if len(v.Between) != 1 || v.Between[0].LeaseEnd != ms(c.ttl) {
 				t.Fatalf("between = %+v, want process 3's release with its lease ending at %d ms", v.Between, c.ttl)
 			}
-			a := answer(&Results{Exclusion: r}, []string{"kill"})
+			a := answer(&Results{Exclusion: r}, []string{"kill"}, nil)
 			got := append(a.Mechanisms, a.Losses...)
 			if len(got) != 1 || got[0].Cause != c.cause {
 				t.Fatalf("mechanisms %+v, losses %+v, want one with cause %s", a.Mechanisms, a.Losses, c.cause)
+			}
+			checkStory(t, v.Story, c.has, c.lacks)
+		})
+	}
+}
+
+// A split brain as a review recorded it on a loaded machine: process 1's
+// release of its hold on n1 completes late, after process 0 is granted by
+// n1, which an isolate had cut off from the rest of its cluster; process
+// 2 is then granted by n2, promoted meanwhile. The release completed
+// between the grants, and its own lease had run out before process 0's,
+// so without the cut it would be the likely cause (a GET, then a DEL).
+// With it, n2 never had process 0's key: the overlap is the failover's,
+// and the lock is not blamed. The same history with the cut placed after
+// process 0's acquire keeps the release as the likely cause.
+func TestSplitBrainDiscountsALateRelease(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		cutAt       int64
+		lock, cause string
+		has, lacks  []string
+	}{
+		{name: "cut off before the first acquire", cutAt: 500, lock: AnswerNotFound, cause: CauseFailover,
+			has:   []string{"Likely cause: two primaries. n1 was cut off from the rest of its cluster (isolate on n1 from 0.500s to 2.000s)", "so n2 never had process 0's key", "Not the cause: process 1's release (token a1)"},
+			lacks: []string{"may have deleted"}},
+		{name: "cut off after the first acquire", cutAt: 1105, lock: AnswerUnsafe, cause: CauseForeignRelease,
+			has:   []string{"Likely cause: process 1's release (token a1)", "which may have deleted process 0's key"},
+			lacks: []string{"two primaries"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ops := new(hb).
+				grantBy(1, "k", 0, 10, "a1", 1000, "n1", 0).
+				fault(c.cutAt, "isolate", "start", "n1").
+				release(1, "k", 900, 1150, ok, "a1"). // slow: it ran before the key expired
+				grantBy(0, "k", 1100, 1110, "a0", 2100, "n1", 0).
+				grantBy(2, "k", 1300, 1310, "a2", 2300, "n2", 0).
+				fault(2000, "isolate", "stop", "n1").
+				release(0, "k", 2050, 2060, history.Fail, "a0").
+				release(2, "k", 2200, 2210, ok, "a2").
+				build(t)
+			opts := Options{TTL: time.Second, CutOffFaults: []string{"isolate"}}
+			r := Check(ops, opts)
+			ex := r.Exclusion
+			if ex.Count != 1 {
+				t.Fatalf("%d violations, want 1: %+v", ex.Count, ex.Violations)
+			}
+			v := ex.Violations[0]
+			if v.First.Process != 0 || v.Second.Process != 2 || len(v.Between) != 1 || v.Between[0].Process != 1 {
+				t.Fatalf("witness %d/%d with %+v in between, want 0/2 with process 1's release", v.First.Process, v.Second.Process, v.Between)
+			}
+			if oracle := ExclusionWith(ops, opts); oracle.Count != 1 || oracle.Violations[0].Story != v.Story {
+				t.Fatalf("the oracle disagrees: %+v", oracle.Violations)
+			}
+			a := r.Answers
+			got := append(a.Mechanisms, a.Losses...)
+			if a.Lock != c.lock || len(got) == 0 || got[0].Cause != c.cause {
+				t.Fatalf("lock %s, mechanisms %+v, losses %+v; want lock %s and cause %s first", a.Lock, a.Mechanisms, a.Losses, c.lock, c.cause)
 			}
 			checkStory(t, v.Story, c.has, c.lacks)
 		})

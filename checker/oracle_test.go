@@ -262,15 +262,15 @@ func (a *analysis) endOf(c call) int64 {
 }
 
 // Exclusion checks that no two believed holds on one key overlap.
-func Exclusion(ops []history.Op) *ExclusionResult { return scan(ops).exclusion(0) }
+func Exclusion(ops []history.Op) *ExclusionResult { return scan(ops).exclusion(Options{}) }
 
 // ExclusionWith is Exclusion with options: Options.TTL widens the faults
 // listed with a violation to those active in the TTL before it.
 func ExclusionWith(ops []history.Op, opts Options) *ExclusionResult {
-	return scan(ops).exclusion(opts.TTL)
+	return scan(ops).exclusion(opts)
 }
 
-func (a *analysis) exclusion(ttl time.Duration) *ExclusionResult {
+func (a *analysis) exclusion(opts Options) *ExclusionResult {
 	r := &ExclusionResult{Holds: len(a.holds)}
 	type pair struct{ first, second int }
 	var found []pair
@@ -317,7 +317,7 @@ func (a *analysis) exclusion(ttl time.Duration) *ExclusionResult {
 	}
 	between := a.releaseExtendByKey()
 	for _, p := range found {
-		r.Violations = append(r.Violations, a.violation(&a.holds[p.first], &a.holds[p.second], between, ttl))
+		r.Violations = append(r.Violations, a.violation(&a.holds[p.first], &a.holds[p.second], between, opts))
 	}
 	return r
 }
@@ -373,7 +373,7 @@ func (a *analysis) between(first, second *Hold, calls []call) []Event {
 	return out
 }
 
-func (a *analysis) violation(first, second *Hold, between map[string][]call, ttl time.Duration) Violation {
+func (a *analysis) violation(first, second *Hold, between map[string][]call, opts Options) Violation {
 	v := Violation{Key: second.Key, First: *first, Second: *second,
 		OverlapStart: second.Start, OverlapEnd: min(first.End, second.End)}
 	end := v.OverlapEnd
@@ -383,8 +383,8 @@ func (a *analysis) violation(first, second *Hold, between map[string][]call, ttl
 	v.Overlap = end - v.OverlapStart
 	v.Between = a.between(first, second, between[v.Key])
 	from := v.OverlapStart
-	if ttl > 0 {
-		from = min(from, first.Start-int64(ttl))
+	if opts.TTL > 0 {
+		from = min(from, first.Start-int64(opts.TTL))
 	}
 	for _, f := range a.faults {
 		if f.Start <= end && f.End >= from {
@@ -392,7 +392,7 @@ func (a *analysis) violation(first, second *Hold, between map[string][]call, ttl
 		}
 	}
 	v.OverClaim = overClaimOf(first, a.ttlOf(first))
-	v.Story = v.story()
+	v.Story = v.story(opts.CutOffFaults)
 	return v
 }
 

@@ -26,7 +26,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Exercised = s.moments.result()
 	s.finished = r
 	verdict(r)
-	r.Answers = answer(r, s.opts.KeyLossFaults)
+	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)
 	return r, nil
 }
 

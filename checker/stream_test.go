@@ -24,12 +24,12 @@ import (
 func checkInMemory(ops []history.Op, opts Options) *Results {
 	opts = opts.withDefaults()
 	a := scan(ops)
-	r := &Results{Exclusion: a.exclusion(opts.TTL)}
+	r := &Results{Exclusion: a.exclusion(opts)}
 	r.Linearizability = a.linearizability(opts)
 	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
 	r.Lease = a.leaseModel(opts)
 	verdict(r)
-	r.Answers = answer(r, opts.KeyLossFaults)
+	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
 	r.Exercised = exercisedInMemory(ops, opts)
 	return r
 }

@@ -36,7 +36,7 @@ func TestWatcherAgreesWithExclusion(t *testing.T) {
 	found := 0
 	for i := 0; i < 3000; i++ {
 		ops := randomHistory(rng).build(t)
-		ex := scan(ops).exclusion(0)
+		ex := scan(ops).exclusion(Options{})
 		v := watch(ops)
 		if c := countWatched(ops); c != ex.Count {
 			t.Fatalf("history %d: the watcher counts %d violations, the exclusion checker %d\n%s", i, c, ex.Count, dump(ops))
@@ -99,7 +99,7 @@ func TestWatcher(t *testing.T) {
 			if got := watch(ops) != nil; got != c.want {
 				t.Fatalf("watcher found a violation: %v, want %v", got, c.want)
 			}
-			if got := scan(ops).exclusion(0).Count > 0; got != c.want {
+			if got := scan(ops).exclusion(Options{}).Count > 0; got != c.want {
 				t.Fatalf("the exclusion checker disagrees with this table: %v", got)
 			}
 		})

@@ -146,6 +146,7 @@ func placePictures(stage, out string) error {
 func checkOptions(cfg Config, out string) checker.Options {
 	return checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
 		KeyLossFaults:      nemesis.KeyLossFaults(),
+		CutOffFaults:       nemesis.CutOffFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 }
 

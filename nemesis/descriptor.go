@@ -33,6 +33,13 @@ type Descriptor struct {
 	// deployment's loss, not the lock's. A failover needs no flag: holds
 	// granted by two primaries show it.
 	LosesKeys bool
+	// CutsOff: the fault keeps the target nodes' writes from reaching the
+	// rest of their cluster while clients still reach them (isolate). A
+	// key such a node grants meanwhile never reaches the replica a
+	// failover promotes, so the checkers count an overlap of its holder
+	// with a grant of that replica as the failover's, whatever any
+	// release did on the cut-off node.
+	CutsOff bool
 	// Exercises names the dangerous moments (the checker's moment names,
 	// results.json "exercised") that show the fault hit what it aims at:
 	// a safe verdict with none of them is vacuous.
@@ -190,6 +197,18 @@ func KeyLossFaults() []string {
 	var names []string
 	for _, d := range All() {
 		if d.LosesKeys {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// CutOffFaults names the faults that keep a node's writes from reaching
+// the rest of its cluster (Descriptor.CutsOff).
+func CutOffFaults() []string {
+	var names []string
+	for _, d := range All() {
+		if d.CutsOff {
 			names = append(names, d.Name)
 		}
 	}

@@ -49,6 +49,7 @@ var netDescriptors = []Descriptor{
 	// into a node, and clients must still reach it.
 	{Name: Isolate, Description: "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
 		Kind:       KindLink,
+		CutsOff:    true,
 		Systems:    []string{cluster.Sentinel, cluster.Etcd, cluster.RedisCluster},
 		SystemsWhy: "cuts a node off from the rest of its cluster (single and redlock nodes do not talk to each other)",
 		Exercises:  serverMoments,
