@@ -43,10 +43,24 @@ type lateLease struct {
 
 func (l lateLease) ValidUntil() time.Time { return l.validUntil }
 
+// leaseRedlockNodeTimeout is the per-node budget of the redlock cases,
+// instead of the default min(TTL/10, 50 ms). With the paused node's SET
+// always waiting out the budget, a 50 ms stall on either live node left
+// no majority: on a saturated CI run (2026-12-06) all 76 acquires of "redlock
+// ignoring the elapsed time, a node paused" failed or came back unknown,
+// and with no grant there was nothing to judge. 200 ms still leaves each
+// grant about 290 ms of its 500 ms TTL, and the paused node's SET still
+// costs each acquire the whole budget, which the faulty lock ignores.
+const leaseRedlockNodeTimeout = 200 * time.Millisecond
+
 // builtLock wraps the named built-in lock for each client.
 func builtLock(name string, wrap func(locks.Locker) locks.Locker) harness.LockerFactory {
 	return func(nodes []locks.Conn, process int) (locks.Locker, error) {
-		l, err := locks.New(name, nodes, locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)})
+		opts := locks.Options{TokenPrefix: fmt.Sprintf("p%d", process)}
+		if name == locks.RedlockName {
+			opts.NodeTimeout = leaseRedlockNodeTimeout
+		}
+		l, err := locks.New(name, nodes, opts)
 		if err != nil || wrap == nil {
 			return l, err
 		}
