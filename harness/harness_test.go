@@ -43,9 +43,11 @@ func TestScenarios(t *testing.T) {
 			Verdict: checker.VerdictSafe,
 			Check: func(t *testing.T, out *harness.Outcome) {
 				r := out.Results
-				if r.Ops < 1000 {
-					t.Errorf("only %d operations", r.Ops)
-				}
+				// A floor on holds, the lock's work, and none on
+				// operations: most are refused tries, whose count follows
+				// the machine's load (3902 alone, 990 in a loaded CI run
+				// against a floor of 1000 that failed it, 2026-12-06).
+				t.Logf("%d operations, %d holds", r.Ops, r.Exclusion.Holds)
 				if r.Exclusion.Holds < 50 {
 					t.Errorf("only %d holds", r.Exclusion.Holds)
 				}
