@@ -96,6 +96,13 @@ func TestAnswers(t *testing.T) {
 			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n1"), Faults: []Fault{isolate(50, 400, "n1")},
 				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
 			lock: AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseForeignRelease},
+		{name: "the cut began at the first acquire's invoke and ended at the second grant",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n2"), Faults: []Fault{isolate(100, 300, "n1")},
+				Between: []Event{{Process: 3, F: history.Release, Type: history.OK, Invoked: 90, Time: 120, LeaseEnd: 95}}}},
+			lock: AnswerNotFound, deployment: AnswerUnsafe, use: AnswerNotFound, kind: MechKeyLost, cause: CauseFailover},
+		{name: "an over-claim outweighs the cut",
+			violations: []Violation{{First: splitHold(1, 100, "n1"), Second: hold(2, 300, "n2"), Faults: []Fault{isolate(50, 400, "n1")}, OverClaim: 50}},
+			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseOverClaim},
 		{name: "an over-claiming holder",
 			violations: []Violation{{First: hold(1, 100), Second: hold(2, 300), OverClaim: 50, Faults: []Fault{kill(200)}}},
 			lock:       AnswerUnsafe, deployment: AnswerNotFound, use: AnswerNotFound, kind: MechOverlap, cause: CauseOverClaim},
@@ -139,6 +146,35 @@ func TestAnswers(t *testing.T) {
 			if line := a.Line(); line == "" {
 				t.Fatal("no summary line")
 			}
+		})
+	}
+}
+
+// The story names the cause the mechanism counts: with a cut-off first
+// node, two primaries; with an over-claim as well, the over-claim, and no
+// word of two primaries.
+func TestSplitBrainStoryAgreesWithTheMechanism(t *testing.T) {
+	cutOff := []string{"isolate"}
+	v := Violation{Key: "k",
+		First:  Hold{Key: "k", Process: 1, Invoke: 100, Start: 110, Token: "a", Nodes: []string{"n1"}},
+		Second: Hold{Key: "k", Process: 2, Invoke: 290, Start: 300, Token: "b", Nodes: []string{"n2"}},
+		Faults: []Fault{{Name: "isolate", Start: 50, End: 400, Targets: []string{"n1"}}}}
+	for _, c := range []struct {
+		name       string
+		overClaim  int64
+		cause      string
+		has, lacks string
+	}{
+		{"cut off", 0, CauseFailover, "Likely cause: two primaries", "over-claimed"},
+		{"cut off and over-claimed", 50, CauseOverClaim, "over-claimed its validity", "two primaries"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := v
+			v.OverClaim = c.overClaim
+			if cause, _ := classifyOverlap(&v, nil, nil, cutOff); cause != c.cause {
+				t.Errorf("cause %s, want %s", cause, c.cause)
+			}
+			checkStory(t, v.story(cutOff), []string{c.has}, []string{c.lacks})
 		})
 	}
 }

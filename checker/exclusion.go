@@ -267,7 +267,7 @@ func (v *Violation) causes(cutOff []string) []string {
 	if v.OverClaim > 0 {
 		out = append(out, fmt.Sprintf("Process %d's lock over-claimed its validity by %s: it believed past any key the server could keep (invoke + TTL).", v.First.Process, fmtD(v.OverClaim)))
 	}
-	if v.First.Token != "" && v.First.Token == v.Second.Token {
+	if v.sharesToken() {
 		out = append(out, fmt.Sprintf("Both holds carry the identical token %s: the lock gave one token to two grants, so the server cannot tell the holders apart.", v.First.Token))
 	}
 	if len(extends) > 0 {

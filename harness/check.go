@@ -144,10 +144,13 @@ func placePictures(stage, out string) error {
 // checkOptions are the checkers' options for a run of cfg whose
 // porcupine pictures go to out.
 func checkOptions(cfg Config, out string) checker.Options {
-	return checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
+	opts := checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
 		KeyLossFaults:      nemesis.KeyLossFaults(),
-		CutOffFaults:       nemesis.CutOffFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
+	if cfg.system().asyncReplicas {
+		opts.CutOffFaults = nemesis.CutOffFaults()
+	}
+	return opts
 }
 
 // checkHistory streams the history through the checkers, so that memory

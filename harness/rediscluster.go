@@ -22,6 +22,7 @@ var redisClusterSystem = systemDriver{
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
 	slots:         true,
+	asyncReplicas: true,
 	faultTarget:   nemesis.TargetPrimary,
 	// Which backends run it, and which faults they land on it, the
 	// backends say themselves (cluster.Fitter).

@@ -35,6 +35,13 @@ type systemDriver struct {
 	// slots: Redis Cluster; the nodes say which primary serves a key's
 	// slot, and clients follow redirections after failovers.
 	slots bool
+	// asyncReplicas: a primary answers before its replicas have the
+	// write, so a primary cut off from them (isolate) keeps what it
+	// grants to itself, and a replica promoted meanwhile never had it:
+	// the checkers then take two primaries' grants as the failover's
+	// (checker.Options.CutOffFaults). Not raft: there a cut-off member
+	// grants nothing, and a grant it is said to have made is the lock's.
+	asyncReplicas bool
 	// addressesOnly: the locks dial the nodes themselves (etcd); clients
 	// get addresses, not Redis connections.
 	addressesOnly bool
@@ -229,6 +236,7 @@ var sentinelSystem = systemDriver{
 	lockNodes:     func(int) int { return 1 },
 	internalLinks: true,
 	sentinels:     true,
+	asyncReplicas: true,
 	faultTarget:   nemesis.TargetPrimary,
 	validate:      noOptions,
 	version:       recordRedisVersion,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/contrib/ssh"
 	"github.com/lockjepsen/lockjepsen/contrib/ssh/sshtest"
 	"github.com/lockjepsen/lockjepsen/locks"
+	"github.com/redis/go-redis/v9"
 )
 
 func sentinelSpec(t *testing.T) cluster.Spec {
@@ -111,8 +113,19 @@ func TestSentinelOnHosts(t *testing.T) {
 	if err != nil || primary != "n1" {
 		t.Fatalf("primary %q, %v; want n1", primary, err)
 	}
+	replicated := writeOnPrimary(t, ctx, c, "before-the-cut")
+	if err := sentinelq.Poll(ctx, "the key written before the cut on n2 and n3", replicated); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.CutInternal(ctx, "n1", proxy.Fault{Mode: proxy.Partition}); err != nil {
 		t.Fatal(err)
+	}
+	// The cut holds n1's writes on n1: its replication stream out was
+	// not cut when only the peers' packets in were dropped, and a key it
+	// granted reached the replica a failover promotes.
+	replicated = writeOnPrimary(t, ctx, c, "during-the-cut")
+	if err := pollFor(ctx, 2*time.Second, replicated); err == nil {
+		t.Error("a key written on n1 while it was cut off reached its replicas")
 	}
 	if got := f.OnHost(t, 0, "cat "+sshtest.Dir+"/n1/"+ssh.MarkerFile); !strings.Contains(got, "iptables -D LOCKJEPSEN") {
 		t.Errorf("the marker does not list the rules to undo:\n%s", got)
@@ -230,4 +243,34 @@ func TestLatencyOnHosts(t *testing.T) {
 	}
 	f.RequireHealed(t)
 	t.Logf("netem on the test hosts: %s", map[bool]string{true: "works", false: "missing: " + missing}[missing == ""])
+}
+
+// writeOnPrimary sets key on n1 and returns the check that n2 and n3
+// both have it.
+func writeOnPrimary(t *testing.T, ctx context.Context, c *ssh.Cluster, key string) func(context.Context) error {
+	t.Helper()
+	clients := map[string]*redis.Client{}
+	for _, n := range c.Nodes() {
+		rc := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+		t.Cleanup(func() { rc.Close() })
+		clients[n.Name] = rc
+	}
+	if err := clients["n1"].Set(ctx, key, "1", 0).Err(); err != nil {
+		t.Fatalf("set %s on n1: %v", key, err)
+	}
+	return func(ctx context.Context) error {
+		for _, n := range []string{"n2", "n3"} {
+			if got, err := clients[n].Exists(ctx, key).Result(); err != nil || got != 1 {
+				return fmt.Errorf("%s: exists %s = %d, %v", n, key, got, err)
+			}
+		}
+		return nil
+	}
+}
+
+// pollFor runs check until it succeeds or d passes.
+func pollFor(ctx context.Context, d time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return sentinelq.Poll(ctx, "the check", check)
 }

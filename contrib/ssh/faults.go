@@ -132,9 +132,18 @@ func (c *Cluster) peers(p *proc) []string {
 
 // CutInternal applies f to the cluster's traffic into the node, on its
 // host: a partition drops the peers' packets to its port and a reject
-// resets them (iptables, chain LOCKJEPSEN); latency and a bandwidth limit
+// resets them (iptables, chain LOCKJEPSEN), and both drop the node's own
+// packets from its port to the peers; latency and a bandwidth limit
 // delay its replies to the peers (tc netem on its interface). Traffic
 // from the control machine is untouched.
+//
+// The outbound rule is what makes a cut node's writes stay on it: with
+// the peers' packets dropped on the way in only, the replication stream
+// out of a cut-off primary still reached its replica (the replica's
+// acknowledgements were what was dropped), so a key granted there could
+// reach the replica a failover promotes, and the checkers, which take a
+// grant by a cut-off node as never replicated (isolate,
+// nemesis.Descriptor.CutsOff), would excuse what a release did to it.
 func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) error {
 	p, err := c.proc(node)
 	if err != nil {
@@ -151,9 +160,10 @@ func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) e
 		}
 		var rules []string
 		for _, peer := range c.peers(p) {
-			rules = append(rules, fmt.Sprintf("-p tcp -s %s --dport %d -j %s", peer, p.Port, target))
+			rules = append(rules, fmt.Sprintf("-p tcp -s %s --dport %d -j %s", peer, p.Port, target),
+				fmt.Sprintf("-p tcp -d %s --sport %d -j DROP", peer, p.Port))
 		}
-		cmds := []string{fmt.Sprintf("iptables -N %s 2>/dev/null; iptables -C INPUT -j %s 2>/dev/null || iptables -I INPUT -j %s", Chain, Chain, Chain)}
+		cmds := []string{fmt.Sprintf("iptables -N %s 2>/dev/null; iptables -C INPUT -j %[1]s 2>/dev/null || iptables -I INPUT -j %[1]s; iptables -C OUTPUT -j %[1]s 2>/dev/null || iptables -I OUTPUT -j %[1]s", Chain)}
 		for _, r := range rules {
 			cmds = append(cmds, "iptables -A "+Chain+" "+r)
 		}
