@@ -34,8 +34,14 @@ func TestReviewOnHosts(t *testing.T) {
 		// mitigations fsync-always and fencing (the counter's resource
 		// on the hosts file's resource process) run on the same node.
 		{"single", 1, 0, []string{"--threats", "server-restart", "--mitigations", "fsync-always,fencing", "--budget", "5m"}},
-		// split-brain cuts the primary off with iptables on its host.
-		{"sentinel", 3, 3, []string{"--threats", "split-brain", "--mitigations", "fencing", "--budget", "10m"}},
+		// split-brain cuts the primary off with iptables on its host,
+		// from 1 s for 6 s and again every 20 s; the sentinels must
+		// promote a replica within a window. The threat's run stops at
+		// its first overlap, and 29 s leave it a second window: in a CI
+		// run beside two busy loops (2026-12-06) the first window passed
+		// with no failover during a live lease, and the review found
+		// nothing to mitigate. The fencing run goes the whole 29 s.
+		{"sentinel", 3, 3, []string{"--threats", "split-brain", "--mitigations", "fencing", "--budget", "10m", "--time-limit", "29s"}},
 	}
 	for _, c := range cases {
 		t.Run(c.system, func(t *testing.T) {
