@@ -296,7 +296,7 @@ func (v *Violation) splitBrainCauses(cut *Fault) []string {
 		calls = append(calls, v.Between[i].Describe())
 	}
 	if len(calls) > 0 {
-		out = append(out, fmt.Sprintf("Not the cause: %s; whatever it did, %s had no key of process %d's to take.", andList(calls), s.Nodes[0], f.Process))
+		out = append(out, fmt.Sprintf("Not the cause: %s; %s had no key of process %d's to take.", andList(calls), s.Nodes[0], f.Process))
 	}
 	return out
 }

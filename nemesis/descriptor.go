@@ -182,33 +182,26 @@ func NeedsFakeClock(names []string) bool {
 // ClockFaults names the faults that move node clocks: while one is
 // active, a node may keep a key past its TTL.
 func ClockFaults() []string {
-	var names []string
-	for _, d := range All() {
-		if d.FakeClock {
-			names = append(names, d.Name)
-		}
-	}
-	return names
+	return namesWhere(func(d Descriptor) bool { return d.FakeClock })
 }
 
 // KeyLossFaults names the faults that can take a key from a correct
 // lock's holder by themselves.
 func KeyLossFaults() []string {
-	var names []string
-	for _, d := range All() {
-		if d.LosesKeys {
-			names = append(names, d.Name)
-		}
-	}
-	return names
+	return namesWhere(func(d Descriptor) bool { return d.LosesKeys })
 }
 
 // CutOffFaults names the faults that keep a node's writes from reaching
 // the rest of its cluster (Descriptor.CutsOff).
 func CutOffFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return d.CutsOff })
+}
+
+// namesWhere names the faults whose descriptors keep says yes to.
+func namesWhere(keep func(Descriptor) bool) []string {
 	var names []string
 	for _, d := range All() {
-		if d.CutsOff {
+		if keep(d) {
 			names = append(names, d.Name)
 		}
 	}
