@@ -5,7 +5,8 @@
 # registry. The image runs sshd (openssh-server) in the foreground and has
 # a shell and the tools the ssh backend runs on a host: redis-server,
 # redis-sentinel, iptables, tc (iproute2), libfaketime with lockjepsen's
-# allocator shim, cat/grep/sleep/tail/mkdir/rm/mv. Host and client keys
+# allocator shim, cat/grep/sleep/tail/mkdir/rm/mv; and, for the tests that
+# check a cut from a host's side, redis-cli and timeout. Host and client keys
 # are not in the image: each test mounts its own at /keys (host_key,
 # authorized_keys).
 #
@@ -33,11 +34,12 @@ need /usr/sbin/xtables-legacy-multi iptables
 need /sbin/tc iproute2
 need "$faketime_lib" libfaketime
 need /bin/dash dash
+need /usr/bin/redis-cli redis-tools
 cc="${CC:-cc}"
 
 pkgver() { dpkg-query -W -f='${Package}=${Version}\n' "$@" 2>/dev/null || true; }
 inputs="$( {
-	pkgver openssh-server redis-server iptables iproute2 libfaketime libc6 dash coreutils grep
+	pkgver openssh-server redis-server redis-tools iptables iproute2 libfaketime libc6 dash coreutils grep
 	sha256sum "$shim_src" "$0" | cut -d' ' -f1
 } | sha256sum | cut -c1-16)"
 if have="$(docker image inspect --format '{{index .Config.Labels "io.lockjepsen.inputs"}}' "$image" 2>/dev/null)" && [ "$have" = "$inputs" ]; then
@@ -53,7 +55,8 @@ chmod 1777 "$rootfs/tmp"
 chmod 700 "$rootfs/root/.ssh"
 
 bins=(/usr/sbin/sshd /bin/dash /usr/bin/redis-server /usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi /sbin/tc
-	/bin/cat /bin/cp /bin/chmod /bin/grep /bin/sleep /usr/bin/tail /bin/mkdir /bin/rm /bin/mv /bin/ls /usr/bin/head /bin/ps /usr/bin/env)
+	/bin/cat /bin/cp /bin/chmod /bin/grep /bin/sleep /usr/bin/tail /bin/mkdir /bin/rm /bin/mv /bin/ls /usr/bin/head /bin/ps /usr/bin/env
+	/usr/bin/redis-cli /usr/bin/timeout)
 for b in "${bins[@]}"; do
 	real="$(readlink -f "$b")"
 	mkdir -p "$rootfs/$(dirname "$b")"

@@ -127,6 +127,7 @@ func TestSentinelOnHosts(t *testing.T) {
 	if err := pollFor(ctx, 2*time.Second, replicated); err == nil {
 		t.Error("a key written on n1 while it was cut off reached its replicas")
 	}
+	requireCutOnlyN1(t, f, h)
 	if got := f.OnHost(t, 0, "cat "+sshtest.Dir+"/n1/"+ssh.MarkerFile); !strings.Contains(got, "iptables -D LOCKJEPSEN") {
 		t.Errorf("the marker does not list the rules to undo:\n%s", got)
 	}
@@ -265,6 +266,32 @@ func writeOnPrimary(t *testing.T, ctx context.Context, c *ssh.Cluster, key strin
 			}
 		}
 		return nil
+	}
+}
+
+// requireCutOnlyN1 checks, from n1's host (where s1 runs too), that the
+// cut of n1 stops that host's traffic to n1's port and nothing else: its
+// sentinel still reaches the replicas. A rule that named only the peer's
+// end matched every packet of the host to any port 6379, and s1, which
+// then saw no replica, aborted the failovers it led.
+func requireCutOnlyN1(t *testing.T, f *sshtest.Fixture, h *ssh.Hosts) {
+	t.Helper()
+	ping := func(name string) string {
+		for _, p := range h.Nodes {
+			if p.Name == name {
+				return f.OnHost(t, 0, fmt.Sprintf("timeout 3 redis-cli -h %s -p %d ping", p.Address, p.Port))
+			}
+		}
+		t.Fatalf("no %s in the hosts file", name)
+		return ""
+	}
+	for _, n := range []string{"n2", "n3"} {
+		if got := ping(n); got != "PONG" {
+			t.Errorf("n1's host (s1's too) cannot reach %s while n1 is cut off: %q", n, got)
+		}
+	}
+	if got := ping("n1"); got == "PONG" {
+		t.Error("n1's own host, s1's too, still reaches n1 while n1 is cut off from its peers")
 	}
 }
 

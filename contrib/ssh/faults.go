@@ -144,6 +144,15 @@ func (c *Cluster) peers(p *proc) []string {
 // reach the replica a failover promotes, and the checkers, which take a
 // grant by a cut-off node as never replicated (isolate,
 // nemesis.Descriptor.CutsOff), would excuse what a release did to it.
+//
+// Every rule names both ends, the node's address and port on one side
+// and a peer's address on the other, because the chain is jumped to from
+// both INPUT and OUTPUT and a peer can share the node's host (its
+// sentinel). A rule with one end only, "-s host --dport 6379", also
+// matched, on OUTPUT, the co-located sentinel's packets to every other
+// host's port 6379: that sentinel lost its replicas, and when it led the
+// failover it found no replica to promote (-failover-abort-no-good-slave),
+// so a split brain's window passed without a failover.
 func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) error {
 	p, err := c.proc(node)
 	if err != nil {
@@ -160,8 +169,8 @@ func (c *Cluster) CutInternal(ctx context.Context, node string, f proxy.Fault) e
 		}
 		var rules []string
 		for _, peer := range c.peers(p) {
-			rules = append(rules, fmt.Sprintf("-p tcp -s %s --dport %d -j %s", peer, p.Port, target),
-				fmt.Sprintf("-p tcp -d %s --sport %d -j DROP", peer, p.Port))
+			rules = append(rules, fmt.Sprintf("-p tcp -s %s -d %s --dport %d -j %s", peer, p.Address, p.Port, target),
+				fmt.Sprintf("-p tcp -s %s --sport %d -d %s -j DROP", p.Address, p.Port, peer))
 		}
 		cmds := []string{fmt.Sprintf("iptables -N %s 2>/dev/null; iptables -C INPUT -j %[1]s 2>/dev/null || iptables -I INPUT -j %[1]s; iptables -C OUTPUT -j %[1]s 2>/dev/null || iptables -I OUTPUT -j %[1]s", Chain)}
 		for _, r := range rules {
