@@ -157,6 +157,7 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 	if mit != nil {
 		cell.Mitigation, label = mit.Name, t.Name+" + "+mit.Name
 	}
+	system := p.Options.System
 	for seed := int64(1); seed <= int64(p.Seeds); seed++ {
 		cfg, note, err := p.cellConfig(t, mit, seed, m)
 		var na *NotApplicable
@@ -167,7 +168,7 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 			cell.State, cell.Note = StateError, err.Error()
 			return cell
 		}
-		cell.Note, cell.TimeLimit, cell.TTL = note, cfg.TimeLimit, cfg.TTL
+		cell.Note, cell.TimeLimit, cell.TTL, system = note, cfg.TimeLimit, cfg.TTL, cfg.System
 		if skip := p.skipReason(ctx, deadline, cfg); skip != "" {
 			cell.State, cell.Note = StateSkipped, skip
 			return cell
@@ -190,7 +191,7 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 		}
 	}
 	cell.State = judge(cell.Runs, mit != nil && mit.OnResource)
-	cell.Moments = t.Moments
+	cell.Moments = t.momentsOn(system)
 	cell.answer()
 	return cell
 }

@@ -36,7 +36,8 @@ type Threat struct {
 	Catches string
 	// Moments are the dangerous moments (checker.ExercisedMoments) that
 	// show a run exercised the threat; a cell with no violation and none
-	// of them gives no evidence ("not exercised").
+	// of them gives no evidence ("not exercised"). A cell counts those of
+	// its system (momentsOn).
 	Moments []string
 	// Renews: the threat renews the lock, so it runs only where the lock
 	// can extend (a Go lock, or a client that declares extend).
@@ -64,6 +65,24 @@ const ClusterFailoverTTL = scenario.ClusterFailoverTTL
 
 // failoverSystems are the systems that fail over by themselves.
 var failoverSystems = harness.FailoverSystems()
+
+// momentsOn are the moments that show a run of the threat exercised it on
+// system. A threat whose danger is a failover (its Moments name one) is
+// exercised on a system that fails over by itself only by a failover
+// while the old primary's lease was live: a fault on the holder's node
+// with no failover in time is not its danger, and a review that counted
+// it called a Sentinel deployment safe under split brain when no replica
+// had been promoted. Its analog elsewhere (a member's crash on etcd) has
+// no failover to count, and is exercised by the fault on the node.
+func (t Threat) momentsOn(system string) []string {
+	if !slices.Contains(t.Moments, checker.MomentFailovers) {
+		return t.Moments
+	}
+	if slices.Contains(failoverSystems, system) {
+		return []string{checker.MomentFailovers}
+	}
+	return slices.DeleteFunc(slices.Clone(t.Moments), func(m string) bool { return m == checker.MomentFailovers })
+}
 
 // RestartTTL is the shortest TTL the server-restart threat runs with: a
 // lease that outlives the restart.

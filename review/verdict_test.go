@@ -1,6 +1,7 @@
 package review
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,42 @@ func TestVerdictWording(t *testing.T) {
 			}
 			if strings.Contains(strings.Join(tc.want, " "), "No evidence") && !strings.Contains(string(page), `class="not-exercised"`) {
 				t.Error("the page shows no cell as not exercised")
+			}
+		})
+	}
+}
+
+// A failover threat on a system that fails over by itself is exercised
+// only by a failover during a live lease: a CI run on hosts whose split
+// brain promoted no replica was called "held under split brain (a server
+// fault hit a node holding a live lease's key twice)". Its analog on etcd
+// (a member's crash) is exercised by the fault on the node.
+func TestFailoverThreatsAreExercisedByAFailover(t *testing.T) {
+	cases := []struct {
+		threat, system string
+		moments        map[string]int
+		want           string
+	}{
+		{"split-brain", "sentinel", map[string]int{checker.MomentNodeFaults: 2}, StateNotExercised},
+		{"split-brain", "sentinel", map[string]int{checker.MomentNodeFaults: 2, checker.MomentFailovers: 1}, StateNotFound},
+		{"failover", "cluster", map[string]int{checker.MomentNodeFaults: 3}, StateNotExercised},
+		{"failover", "cluster", map[string]int{checker.MomentFailovers: 1}, StateNotFound},
+		{"split-brain", "etcd", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
+		{"split-brain", "etcd", nil, StateNotExercised},
+		// A threat that names no failover keeps its moments everywhere.
+		{"server-crash", "sentinel", map[string]int{checker.MomentNodeFaults: 1}, StateNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.threat+"/"+c.system+"/"+fmt.Sprint(c.moments), func(t *testing.T) {
+			th, ok := LookupThreat(c.threat)
+			if !ok {
+				t.Fatalf("no threat %s", c.threat)
+			}
+			cell := Cell{Threat: c.threat, State: StateNotFound, Moments: th.momentsOn(c.system),
+				Runs: []RunRef{{Seed: 1, Answers: &clean, Exercised: c.moments}}}
+			cell.answer()
+			if got := cell.stateOf(false); got != c.want {
+				t.Errorf("moments %v counted %v: state %s, want %s", cell.Moments, c.moments, got, c.want)
 			}
 		})
 	}
