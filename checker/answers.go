@@ -126,15 +126,17 @@ func classifyOverlap(v *Violation, all []Violation, keyLoss, cutOff []string) (c
 		// node whose writes never reached the second grant's.
 		return CauseFailover, false
 	}
+	// On a node that lost no key, a key lost elsewhere excuses no call.
+	excusable := v.unhurtNode() == ""
 	for _, e := range v.Between {
 		// The first holder's own calls from its acquire on are its own;
 		// an earlier one (a stale release of its previous hold) may have
 		// deleted the second holder's key before it asked.
 		own := e.Process == v.First.Process && e.Time >= v.First.Invoke
-		if e.Type != history.OK || own || chained(v, e, all) {
+		if e.Type != history.OK || own || (excusable && chained(v, e, all)) {
 			continue
 		}
-		if e.followsKeyLoss(&v.First) {
+		if excusable && e.followsKeyLoss(&v.First) {
 			continue // a restart, a clock jump, a failover took a key first
 		}
 		if e.F == history.Release {

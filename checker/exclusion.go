@@ -237,11 +237,15 @@ func (v *Violation) causes(cutOff []string) []string {
 	if cut := cutOffThroughout(v, cutOff); cut != nil {
 		return v.splitBrainCauses(cut)
 	}
-	var early, releases, extends, afterLoss []string
+	var early, releases, extends, afterLoss, lostElsewhere []string
+	unhurt := v.unhurtNode()
 	for i := range v.Between {
 		e := &v.Between[i]
+		if unhurt != "" && e.followsKeyLoss(&v.First) {
+			lostElsewhere = append(lostElsewhere, fmt.Sprintf("process %d's", e.Process))
+		}
 		switch {
-		case e.followsKeyLoss(&v.First):
+		case unhurt == "" && e.followsKeyLoss(&v.First):
 			afterLoss = append(afterLoss, e.keyLossSentence(&v.First))
 		case e.F == history.Release && !e.InFlight && e.Time < v.First.Invoke:
 			early = append(early, e.Describe())
@@ -272,6 +276,10 @@ func (v *Violation) causes(cutOff []string) []string {
 	}
 	if len(extends) > 0 {
 		out = append(out, fmt.Sprintf("Also on the key in between: %s.", andList(extends)))
+	}
+	if len(lostElsewhere) > 0 {
+		out = append(out, fmt.Sprintf("%s own key had been lost, but not on %s: %[2]s granted both holds and lost no key in between (no fault hit it, and it stayed primary), so a call that compares its token would have changed nothing there.",
+			capitalize(andList(lostElsewhere)), unhurt))
 	}
 	if len(out) == 0 && len(v.Faults) == 0 {
 		others := "no other process released or extended the key"
@@ -312,6 +320,33 @@ func (v *Violation) splitBrainCauses(cut *Fault) []string {
 // counts.
 func (e *Event) followsKeyLoss(first *Hold) bool {
 	return e.Type == history.OK && e.LeaseEnd > first.Start
+}
+
+// unhurtNode is the node that granted both holds when nothing listed with
+// the overlap could have taken a key from it: no fault targeted it, and it
+// was not demoted between the first acquire's invoke and the second grant
+// (a promotion keeps a replica's keys; a demoted primary resyncs them
+// away); "" otherwise, and when the grants name no single node. On such a
+// node only a call it obeyed removed the first's key, so a release or
+// extend in between is not excused by a key lost elsewhere
+// (followsKeyLoss, chained): a split brain takes a holder's key with the
+// old primary, and a release that compares its token then finds nothing
+// of its own on the new one, where a plain DEL deletes another client's.
+func (v *Violation) unhurtNode() string {
+	a, b := v.First.Nodes, v.Second.Nodes
+	if len(a) != 1 || len(b) != 1 || a[0] != b[0] {
+		return ""
+	}
+	n := a[0]
+	for _, f := range v.Faults {
+		if len(f.Targets) > 0 && !slices.Contains(f.Targets, n) {
+			continue
+		}
+		if f.Name != PrimaryEvent || (f.End >= v.First.Invoke && f.End < v.Second.Start) {
+			return ""
+		}
+	}
+	return n
 }
 
 func (e *Event) keyLossSentence(first *Hold) string {
@@ -374,4 +409,12 @@ func (f *Fault) Describe() string {
 		s += " to " + fmtT(f.End)
 	}
 	return s
+}
+
+// capitalize starts a sentence with its first word's capital.
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

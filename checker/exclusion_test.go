@@ -2,6 +2,7 @@ package checker
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -499,6 +500,74 @@ func TestSplitBrainDiscountsALateRelease(t *testing.T) {
 			got := append(a.Mechanisms, a.Losses...)
 			if a.Lock != c.lock || len(got) == 0 || got[0].Cause != c.cause {
 				t.Fatalf("lock %s, mechanisms %+v, losses %+v; want lock %s and cause %s first", a.Lock, a.Mechanisms, a.Losses, c.lock, c.cause)
+			}
+			checkStory(t, v.Story, c.has, c.lacks)
+		})
+	}
+}
+
+// A split brain, then a plain DEL on the new primary, as a run of the
+// setnx-del lock under sentinel-split-brain recorded it: process 9 holds
+// on n1, cut off; n2 is promoted and grants process 8; 9, now talking to
+// n2, releases its lost lease there and acquires again while 8 still
+// believes. The first overlap (9 on n1, 8 on n2) is the failover's. The
+// second (8 and 9, both on n2) is the lock's: n2 lost no key in between,
+// so 9's release, though its own key had been lost (on n1), is what
+// removed 8's; a release that compares its token would have deleted
+// nothing there. With a fault on n2 in between, the release is excused as
+// before.
+func TestOneNodeOverlapBlamesACallAfterALossElsewhere(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		killN2      bool
+		lock, cause string
+		has, lacks  []string
+	}{
+		{name: "n2 lost no key", lock: AnswerUnsafe, cause: CauseForeignRelease,
+			has:   []string{"Likely cause: process 9's release (token p9a)", "Process 9's own key had been lost, but not on n2: n2 granted both holds and lost no key in between"},
+			lacks: []string{"Not the first cause", "two primaries"}},
+		{name: "n2 restarted in between", killN2: true, lock: AnswerNotFound, cause: "kill",
+			has:   []string{"Not the first cause: process 9's release (token p9a)", "kill on n2"},
+			lacks: []string{"Likely cause", "but not on n2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := new(hb).
+				fault(0, PrimaryEvent, "start", "n1").
+				fault(100, "isolate", "start", "n1").
+				grantBy(9, "k", 200, 210, "p9a", 1200, "n1", 0).
+				fault(650, PrimaryEvent, "stop", "n1").
+				fault(650, PrimaryEvent, "start", "n2").
+				grantBy(8, "k", 640, 655, "p8", 1150, "n2", 0)
+			if c.killN2 {
+				b.fault(657, "kill", "start", "n2").fault(658, "kill", "stop", "n2")
+			}
+			ops := b.release(9, "k", 660, 665, ok, "p9a"). // a plain DEL, on n2 now
+									grantBy(9, "k", 670, 680, "p9b", 1670, "n2", 0).
+									release(8, "k", 700, 705, ok, "p8").
+									fault(1100, "isolate", "stop", "n1").
+									release(9, "k", 1300, 1305, ok, "p9b").
+									fault(2000, PrimaryEvent, "stop", "n2").
+									build(t)
+			opts := Options{TTL: time.Second, CutOffFaults: []string{"isolate"}, KeyLossFaults: []string{"kill"}}
+			r := Check(ops, opts)
+			ex := r.Exclusion
+			if ex.Count != 2 {
+				t.Fatalf("%d violations, want 2: %+v", ex.Count, ex.Violations)
+			}
+			v := ex.Violations[1]
+			if v.First.Process != 8 || v.Second.Process != 9 || len(v.Between) != 1 || v.Between[0].Process != 9 {
+				t.Fatalf("witness %d/%d with %+v in between, want 8/9 with process 9's release", v.First.Process, v.Second.Process, v.Between)
+			}
+			if oracle := ExclusionWith(ops, opts); oracle.Count != 2 || oracle.Violations[1].Story != v.Story {
+				t.Fatalf("the oracle disagrees: %+v", oracle.Violations)
+			}
+			a := r.Answers
+			if a.Deployment != AnswerUnsafe || len(a.Losses) == 0 || a.Losses[0].Cause != CauseFailover {
+				t.Errorf("losses %+v: the first overlap is the failover's", a.Losses)
+			}
+			got := append(a.Mechanisms, a.Losses...)
+			if a.Lock != c.lock || !slices.ContainsFunc(got, func(m Mechanism) bool { return m.Cause == c.cause }) {
+				t.Fatalf("lock %s, mechanisms %+v, losses %+v; want lock %s and cause %s", a.Lock, a.Mechanisms, a.Losses, c.lock, c.cause)
 			}
 			checkStory(t, v.Story, c.has, c.lacks)
 		})
