@@ -191,7 +191,7 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 		}
 	}
 	cell.State = judge(cell.Runs, mit != nil && mit.OnResource)
-	cell.Moments = t.momentsOn(system)
+	cell.Moments = t.momentsOn(system, mit)
 	cell.answer()
 	return cell
 }

@@ -67,15 +67,20 @@ const ClusterFailoverTTL = scenario.ClusterFailoverTTL
 var failoverSystems = harness.FailoverSystems()
 
 // momentsOn are the moments that show a run of the threat exercised it on
-// system. A threat whose danger is a failover (its Moments name one) is
-// exercised on a system that fails over by itself only by a failover
-// while the old primary's lease was live: a fault on the holder's node
-// with no failover in time is not its danger, and a review that counted
-// it called a Sentinel deployment safe under split brain when no replica
-// had been promoted. Its analog elsewhere (a member's crash on etcd) has
-// no failover to count, and is exercised by the fault on the node.
-func (t Threat) momentsOn(system string) []string {
+// system, with mit applied (nil: as deployed). A threat whose danger is a
+// failover (its Moments name one) is exercised on a system that fails
+// over by itself only by a failover while the old primary's lease was
+// live: a fault on the holder's node with no failover in time is not its
+// danger, and a review that counted it called a Sentinel deployment safe
+// under split brain when no replica had been promoted. A mitigation that
+// stops a cut-off primary's grants (StopsCutOffGrants) removes that
+// moment itself, so its cell counts the fault on the node, as the
+// threat's analog elsewhere (a member's crash on etcd) does.
+func (t Threat) momentsOn(system string, mit *Mitigation) []string {
 	if !slices.Contains(t.Moments, checker.MomentFailovers) {
+		return t.Moments
+	}
+	if mit != nil && mit.StopsCutOffGrants {
 		return t.Moments
 	}
 	if slices.Contains(failoverSystems, system) {

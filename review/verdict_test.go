@@ -149,26 +149,40 @@ func TestVerdictWording(t *testing.T) {
 // (a member's crash) is exercised by the fault on the node.
 func TestFailoverThreatsAreExercisedByAFailover(t *testing.T) {
 	cases := []struct {
-		threat, system string
-		moments        map[string]int
-		want           string
+		threat, system, mitigation string
+		moments                    map[string]int
+		want                       string
 	}{
-		{"split-brain", "sentinel", map[string]int{checker.MomentNodeFaults: 2}, StateNotExercised},
-		{"split-brain", "sentinel", map[string]int{checker.MomentNodeFaults: 2, checker.MomentFailovers: 1}, StateNotFound},
-		{"failover", "cluster", map[string]int{checker.MomentNodeFaults: 3}, StateNotExercised},
-		{"failover", "cluster", map[string]int{checker.MomentFailovers: 1}, StateNotFound},
-		{"split-brain", "etcd", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
-		{"split-brain", "etcd", nil, StateNotExercised},
+		{"split-brain", "sentinel", "", map[string]int{checker.MomentNodeFaults: 2}, StateNotExercised},
+		{"split-brain", "sentinel", "", map[string]int{checker.MomentNodeFaults: 2, checker.MomentFailovers: 1}, StateNotFound},
+		{"failover", "cluster", "", map[string]int{checker.MomentNodeFaults: 3}, StateNotExercised},
+		{"failover", "cluster", "", map[string]int{checker.MomentFailovers: 1}, StateNotFound},
+		{"split-brain", "etcd", "", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
+		{"split-brain", "etcd", "", nil, StateNotExercised},
+		// A mitigation that stops a cut-off primary's grants removes the
+		// failover's moment itself: the fault on the node counts; fencing
+		// does not, and needs the failover.
+		{"split-brain", "sentinel", "min-replicas", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
+		{"split-brain", "sentinel", "wait", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
+		{"split-brain", "sentinel", "fencing", map[string]int{checker.MomentNodeFaults: 2}, StateNotExercised},
 		// A threat that names no failover keeps its moments everywhere.
-		{"server-crash", "sentinel", map[string]int{checker.MomentNodeFaults: 1}, StateNotFound},
+		{"server-crash", "sentinel", "", map[string]int{checker.MomentNodeFaults: 1}, StateNotFound},
 	}
 	for _, c := range cases {
-		t.Run(c.threat+"/"+c.system+"/"+fmt.Sprint(c.moments), func(t *testing.T) {
+		t.Run(c.threat+"/"+c.system+"/"+c.mitigation+"/"+fmt.Sprint(c.moments), func(t *testing.T) {
 			th, ok := LookupThreat(c.threat)
 			if !ok {
 				t.Fatalf("no threat %s", c.threat)
 			}
-			cell := Cell{Threat: c.threat, State: StateNotFound, Moments: th.momentsOn(c.system),
+			var mit *Mitigation
+			if c.mitigation != "" {
+				m, ok := LookupMitigation(c.mitigation)
+				if !ok {
+					t.Fatalf("no mitigation %s", c.mitigation)
+				}
+				mit = &m
+			}
+			cell := Cell{Threat: c.threat, State: StateNotFound, Moments: th.momentsOn(c.system, mit),
 				Runs: []RunRef{{Seed: 1, Answers: &clean, Exercised: c.moments}}}
 			cell.answer()
 			if got := cell.stateOf(false); got != c.want {
