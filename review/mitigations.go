@@ -29,12 +29,13 @@ type Mitigation struct {
 	// so; for a client under review it is named among what else could
 	// serve instead of being run as a fix of that client.
 	SwapsLock bool
-	// StopsCutOffGrants: a primary cut off from its replicas refuses
-	// grants (WAIT, min-replicas), so no lease of its is live when the
-	// failover comes: the mitigation removes a failover threat's dangerous
-	// moment itself, and its cell counts the fault on the holder's node
-	// as the threat exercised (Threat.momentsOn).
-	StopsCutOffGrants bool
+	// PreventsFailoverMoment: the mitigation keeps a failover threat's
+	// dangerous moment (a failover while the old primary's lease is live)
+	// from happening: a cut-off primary refuses grants (WAIT,
+	// min-replicas), or every lease ends before the failover (a TTL below
+	// it). Its cell would read "not exercised" however well it worked, so
+	// it counts the fault on the holder's node instead (Threat.momentsOn).
+	PreventsFailoverMoment bool
 	// Apply changes a configuration that has the threat injected. It
 	// returns a note for the cell (what exactly was run), or
 	// NotApplicable with the reason.
@@ -64,9 +65,9 @@ var mitigations = registry.New("mitigation", func(m Mitigation) string { return 
 		{Name: "fencing", Title: "fencing tokens checked at the resource", OnResource: true, Apply: fencing},
 		{Name: "fsync-always", Title: "appendfsync always", Apply: fsyncAlways},
 		{Name: "delayed-restart", Title: "a crashed node restarted only after a TTL", Apply: delayedRestart},
-		{Name: "ttl-below-failover", Title: "a TTL below the measured failover time", Apply: ttlBelowFailover},
-		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", SwapsLock: true, StopsCutOffGrants: true, Apply: waitForReplica},
-		{Name: "min-replicas", Title: "min-replicas-to-write 1 (max lag 1 s)", StopsCutOffGrants: true, Apply: minReplicas},
+		{Name: "ttl-below-failover", Title: "a TTL below the measured failover time", PreventsFailoverMoment: true, Apply: ttlBelowFailover},
+		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", SwapsLock: true, PreventsFailoverMoment: true, Apply: waitForReplica},
+		{Name: "min-replicas", Title: "min-replicas-to-write 1 (max lag 1 s)", PreventsFailoverMoment: true, Apply: minReplicas},
 		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", SwapsLock: true, Apply: redlockInstead},
 	}...)
 

@@ -73,14 +73,14 @@ var failoverSystems = harness.FailoverSystems()
 // live: a fault on the holder's node with no failover in time is not its
 // danger, and a review that counted it called a Sentinel deployment safe
 // under split brain when no replica had been promoted. A mitigation that
-// stops a cut-off primary's grants (StopsCutOffGrants) removes that
-// moment itself, so its cell counts the fault on the node, as the
-// threat's analog elsewhere (a member's crash on etcd) does.
+// keeps that moment from happening (PreventsFailoverMoment) counts the
+// fault on the node, as the threat's analog elsewhere (a member's crash
+// on etcd) does.
 func (t Threat) momentsOn(system string, mit *Mitigation) []string {
 	if !slices.Contains(t.Moments, checker.MomentFailovers) {
 		return t.Moments
 	}
-	if mit != nil && mit.StopsCutOffGrants {
+	if mit != nil && mit.PreventsFailoverMoment {
 		return t.Moments
 	}
 	if slices.Contains(failoverSystems, system) {

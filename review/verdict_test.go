@@ -159,12 +159,14 @@ func TestFailoverThreatsAreExercisedByAFailover(t *testing.T) {
 		{"failover", "cluster", "", map[string]int{checker.MomentFailovers: 1}, StateNotFound},
 		{"split-brain", "etcd", "", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
 		{"split-brain", "etcd", "", nil, StateNotExercised},
-		// A mitigation that stops a cut-off primary's grants removes the
-		// failover's moment itself: the fault on the node counts; fencing
-		// does not, and needs the failover.
+		// A mitigation that keeps the failover's moment from happening
+		// (a cut-off primary refusing grants, leases that end first)
+		// counts the fault on the node; fencing does not, and needs the
+		// failover.
 		{"split-brain", "sentinel", "min-replicas", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
 		{"split-brain", "sentinel", "wait", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
 		{"split-brain", "sentinel", "fencing", map[string]int{checker.MomentNodeFaults: 2}, StateNotExercised},
+		{"failover", "sentinel", "ttl-below-failover", map[string]int{checker.MomentNodeFaults: 2}, StateNotFound},
 		// A threat that names no failover keeps its moments everywhere.
 		{"server-crash", "sentinel", "", map[string]int{checker.MomentNodeFaults: 1}, StateNotFound},
 	}
