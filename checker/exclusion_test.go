@@ -484,19 +484,7 @@ func TestSplitBrainDiscountsALateRelease(t *testing.T) {
 				release(2, "k", 2200, 2210, ok, "a2").
 				build(t)
 			opts := Options{TTL: time.Second, CutOffFaults: []string{"isolate"}}
-			r := Check(ops, opts)
-			ex := r.Exclusion
-			if ex.Count != 1 {
-				t.Fatalf("%d violations, want 1: %+v", ex.Count, ex.Violations)
-			}
-			v := ex.Violations[0]
-			if v.First.Process != 0 || v.Second.Process != 2 || len(v.Between) != 1 || v.Between[0].Process != 1 {
-				t.Fatalf("witness %d/%d with %+v in between, want 0/2 with process 1's release", v.First.Process, v.Second.Process, v.Between)
-			}
-			if oracle := ExclusionWith(ops, opts); oracle.Count != 1 || oracle.Violations[0].Story != v.Story {
-				t.Fatalf("the oracle disagrees: %+v", oracle.Violations)
-			}
-			a := r.Answers
+			v, a := witnessAt(t, ops, opts, 1, 0, 0, 2, 1)
 			got := append(a.Mechanisms, a.Losses...)
 			if a.Lock != c.lock || len(got) == 0 || got[0].Cause != c.cause {
 				t.Fatalf("lock %s, mechanisms %+v, losses %+v; want lock %s and cause %s first", a.Lock, a.Mechanisms, a.Losses, c.lock, c.cause)
@@ -549,19 +537,7 @@ func TestOneNodeOverlapBlamesACallAfterALossElsewhere(t *testing.T) {
 									fault(2000, PrimaryEvent, "stop", "n2").
 									build(t)
 			opts := Options{TTL: time.Second, CutOffFaults: []string{"isolate"}, KeyLossFaults: []string{"kill"}}
-			r := Check(ops, opts)
-			ex := r.Exclusion
-			if ex.Count != 2 {
-				t.Fatalf("%d violations, want 2: %+v", ex.Count, ex.Violations)
-			}
-			v := ex.Violations[1]
-			if v.First.Process != 8 || v.Second.Process != 9 || len(v.Between) != 1 || v.Between[0].Process != 9 {
-				t.Fatalf("witness %d/%d with %+v in between, want 8/9 with process 9's release", v.First.Process, v.Second.Process, v.Between)
-			}
-			if oracle := ExclusionWith(ops, opts); oracle.Count != 2 || oracle.Violations[1].Story != v.Story {
-				t.Fatalf("the oracle disagrees: %+v", oracle.Violations)
-			}
-			a := r.Answers
+			v, a := witnessAt(t, ops, opts, 2, 1, 8, 9, 9)
 			if a.Deployment != AnswerUnsafe || len(a.Losses) == 0 || a.Losses[0].Cause != CauseFailover {
 				t.Errorf("losses %+v: the first overlap is the failover's", a.Losses)
 			}
@@ -572,4 +548,25 @@ func TestOneNodeOverlapBlamesACallAfterALossElsewhere(t *testing.T) {
 			checkStory(t, v.Story, c.has, c.lacks)
 		})
 	}
+}
+
+// witnessAt checks a replayed history's overlaps: want of them, the i-th
+// witnessing first and second with one call of process between's in
+// between, and the oracle telling its story the same way. It returns that
+// witness and the run's answers.
+func witnessAt(t *testing.T, ops []history.Op, opts Options, want, i, first, second, between int) (Violation, *Answers) {
+	t.Helper()
+	r := Check(ops, opts)
+	ex := r.Exclusion
+	if ex.Count != want || len(ex.Violations) <= i {
+		t.Fatalf("%d violations, want %d: %+v", ex.Count, want, ex.Violations)
+	}
+	v := ex.Violations[i]
+	if v.First.Process != first || v.Second.Process != second || len(v.Between) != 1 || v.Between[0].Process != between {
+		t.Fatalf("witness %d/%d with %+v in between, want %d/%d with process %d's call", v.First.Process, v.Second.Process, v.Between, first, second, between)
+	}
+	if oracle := ExclusionWith(ops, opts); oracle.Count != want || len(oracle.Violations) <= i || oracle.Violations[i].Story != v.Story {
+		t.Fatalf("the oracle disagrees: %+v", oracle.Violations)
+	}
+	return v, r.Answers
 }
