@@ -91,34 +91,3 @@ func Set(path string, offset time.Duration, rate float64) error {
 	}
 	return nil
 }
-
-// ShmDir is where libfaketime keeps its per-process shared memory.
-var ShmDir = "/dev/shm"
-
-// ShmFiles are the files libfaketime creates for process pid. A clean exit
-// removes them; SIGKILL leaves them behind.
-func ShmFiles(pid int) []string {
-	return []string{
-		filepath.Join(ShmDir, fmt.Sprintf("faketime_shm_%d", pid)),
-		filepath.Join(ShmDir, fmt.Sprintf("sem.faketime_sem_%d", pid)),
-	}
-}
-
-// CleanupShm removes the libfaketime shared-memory files of a process that
-// has exited. Call it only after the process has been reaped: pids are
-// reused, and a live process with this pid would lose its files.
-func CleanupShm(pid int) error {
-	if pid <= 0 {
-		return fmt.Errorf("fakeclock: cleaning shared memory: bad pid %d", pid)
-	}
-	var errs []error
-	for _, p := range ShmFiles(pid) {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("fakeclock: cleaning shared memory of pid %d: %w", pid, err)
-	}
-	return nil
-}

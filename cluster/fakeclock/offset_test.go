@@ -119,27 +119,3 @@ func TestCompensateRate(t *testing.T) {
 		t.Errorf("CompensateRate(1s, 1, 1h) = %v, want 1s", got)
 	}
 }
-
-func TestCleanupShmWithoutFilesIsANoop(t *testing.T) {
-	old := ShmDir
-	ShmDir = t.TempDir()
-	t.Cleanup(func() { ShmDir = old })
-	if err := CleanupShm(4242); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range ShmFiles(4242) {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := CleanupShm(4242); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(ShmDir)
-	if len(entries) != 0 {
-		t.Errorf("left behind: %v", entries)
-	}
-	if err := CleanupShm(0); err == nil {
-		t.Error("CleanupShm(0) succeeded")
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -146,7 +147,8 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 
 // clockSetter prepares a server to run under the fake clock of kit: its
 // clock file at offset 0 and rate 1, libfaketime in its environment, and
-// its shared-memory files removed when it exits. Without a kit it does
+// its shared-memory files removed when it exits, a semaphore it left
+// half-made by dying as it started included. Without a kit it does
 // nothing.
 func clockSetter(kit *fakeclock.Kit) func(*Server) error {
 	return func(s *Server) error {
@@ -160,7 +162,10 @@ func clockSetter(kit *fakeclock.Kit) func(*Server) error {
 			return fmt.Errorf("start node %s: %w", s.Name, err)
 		}
 		s.Env = kit.Env(clockFile(s))
-		s.AfterExit = func(pid int) { fakeclock.CleanupShm(pid) }
+		s.AfterExit = func(pid int, launched time.Time) {
+			fakeclock.CleanupShm(pid)
+			fakeclock.RemoveHalfMadeSems(launched)
+		}
 		return nil
 	}
 }

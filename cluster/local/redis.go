@@ -49,8 +49,9 @@ type Server struct {
 	// Env is added to the process's environment (the fake clock's).
 	Env []string
 	// AfterExit runs once each time the process has been reaped, with its
-	// PID (to clean up what it leaves, such as libfaketime's shm files).
-	AfterExit func(pid int)
+	// PID and when it was launched (to clean up what it leaves, such as
+	// libfaketime's shm files).
+	AfterExit func(pid int, launched time.Time)
 	// ConfigFile, if set, is given to the process before its other
 	// options. Sentinel rewrites it (its own state, and a node's replicaof
 	// after a failover), so that a restart resumes the role the cluster
@@ -238,6 +239,7 @@ func (s *Server) startOnce(ctx context.Context) error {
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
+	launched := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start node %s: %w", s.Name, err)
 	}
@@ -245,7 +247,7 @@ func (s *Server) startOnce(ctx context.Context) error {
 	go func() {
 		_ = cmd.Wait()
 		if s.AfterExit != nil {
-			s.AfterExit(cmd.Process.Pid)
+			s.AfterExit(cmd.Process.Pid, launched)
 		}
 		close(exited)
 	}()
