@@ -127,7 +127,7 @@ func classifyOverlap(v *Violation, all []Violation, keyLoss, cutOff []string) (c
 		return CauseFailover, false
 	}
 	// On a node that lost no key, a key lost elsewhere excuses no call.
-	excusable := v.unhurtNode() == ""
+	excusable := v.unhurtNode(keyLoss) == ""
 	for _, e := range v.Between {
 		// The first holder's own calls from its acquire on are its own;
 		// an earlier one (a stale release of its previous hold) may have

@@ -174,7 +174,7 @@ func TestSplitBrainStoryAgreesWithTheMechanism(t *testing.T) {
 			if cause, _ := classifyOverlap(&v, nil, nil, cutOff); cause != c.cause {
 				t.Errorf("cause %s, want %s", cause, c.cause)
 			}
-			checkStory(t, v.story(cutOff), []string{c.has}, []string{c.lacks})
+			checkStory(t, v.story(nil, cutOff), []string{c.has}, []string{c.lacks})
 		})
 	}
 }

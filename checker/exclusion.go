@@ -190,9 +190,10 @@ func (h *Hold) describeEnd() string {
 	}
 }
 
-// story tells the violation; cutOff names the faults that keep a node's
-// writes from the rest of its cluster (Options.CutOffFaults).
-func (v *Violation) story(cutOff []string) string {
+// story tells the violation; keyLoss and cutOff name the faults that can
+// take a key from a node and that keep a node's writes from the rest of
+// its cluster (Options.KeyLossFaults, Options.CutOffFaults).
+func (v *Violation) story(keyLoss, cutOff []string) string {
 	f, s := &v.First, &v.Second
 	var b strings.Builder
 	fmt.Fprintf(&b, "process %d held %s from %s (acquired, %s) %s; ", f.Process, v.Key, fmtT(f.Start), f.describeAcquire(), f.describeEnd())
@@ -202,7 +203,7 @@ func (v *Violation) story(cutOff []string) string {
 		b.WriteString(" (to the end of the history)")
 	}
 	b.WriteString(".")
-	for _, c := range v.causes(cutOff) {
+	for _, c := range v.causes(keyLoss, cutOff) {
 		b.WriteString(" " + c)
 	}
 	var during, before []string
@@ -233,12 +234,12 @@ func (v *Violation) story(cutOff []string) string {
 // (classifyOverlap) discounts them. A witness with no cause says so.
 // When two primaries granted the holds while a fault cut the first's off
 // (cutOffThroughout), that is the cause, and no release or extend is.
-func (v *Violation) causes(cutOff []string) []string {
+func (v *Violation) causes(keyLoss, cutOff []string) []string {
 	if cut := cutOffThroughout(v, cutOff); cut != nil {
 		return v.splitBrainCauses(cut)
 	}
 	var early, releases, extends, afterLoss, lostElsewhere []string
-	unhurt := v.unhurtNode()
+	unhurt := v.unhurtNode(keyLoss)
 	for i := range v.Between {
 		e := &v.Between[i]
 		if unhurt != "" && e.followsKeyLoss(&v.First) {
@@ -278,7 +279,7 @@ func (v *Violation) causes(cutOff []string) []string {
 		out = append(out, fmt.Sprintf("Also on the key in between: %s.", andList(extends)))
 	}
 	if len(lostElsewhere) > 0 {
-		out = append(out, fmt.Sprintf("%s own key had been lost, but not on %s: %[2]s granted both holds and lost no key in between (no fault hit it, and it stayed primary), so a call that compares its token would have changed nothing there.",
+		out = append(out, fmt.Sprintf("%s own key had been lost, but not on %s: %[2]s granted both holds and lost no key in between (no fault that loses keys hit it, and it stayed primary), so a call that compares its token would have changed nothing there.",
 			capitalize(andList(lostElsewhere)), unhurt))
 	}
 	if len(out) == 0 && len(v.Faults) == 0 {
@@ -323,16 +324,20 @@ func (e *Event) followsKeyLoss(first *Hold) bool {
 }
 
 // unhurtNode is the node that granted both holds when nothing listed with
-// the overlap could have taken a key from it: no fault targeted it, and it
-// was not demoted between the first acquire's invoke and the second grant
-// (a promotion keeps a replica's keys; a demoted primary resyncs them
-// away); "" otherwise, and when the grants name no single node. On such a
-// node only a call it obeyed removed the first's key, so a release or
-// extend in between is not excused by a key lost elsewhere
+// the overlap could have taken a key from it: no fault that loses keys
+// (keyLoss, or a manual failover; with no list, any fault) targeted it,
+// and it was not demoted between the first acquire's invoke and the
+// second grant (a promotion keeps a replica's keys; a demoted primary
+// resyncs them away); "" otherwise, and when the grants name no single
+// node. Latency, a partition or a pause on the node take nothing from it:
+// the failover threat slows every node's replies, and a release that had
+// deleted another client's key on the new primary was excused for it. On
+// such a node only a call it obeyed removed the first's key, so a release
+// or extend in between is not excused by a key lost elsewhere
 // (followsKeyLoss, chained): a split brain takes a holder's key with the
 // old primary, and a release that compares its token then finds nothing
 // of its own on the new one, where a plain DEL deletes another client's.
-func (v *Violation) unhurtNode() string {
+func (v *Violation) unhurtNode(keyLoss []string) string {
 	a, b := v.First.Nodes, v.Second.Nodes
 	if len(a) != 1 || len(b) != 1 || a[0] != b[0] {
 		return ""
@@ -342,7 +347,12 @@ func (v *Violation) unhurtNode() string {
 		if len(f.Targets) > 0 && !slices.Contains(f.Targets, n) {
 			continue
 		}
-		if f.Name != PrimaryEvent || (f.End >= v.First.Invoke && f.End < v.Second.Start) {
+		switch {
+		case f.Name == PrimaryEvent:
+			if f.End >= v.First.Invoke && f.End < v.Second.Start {
+				return ""
+			}
+		case keyLoss == nil || slices.Contains(keyLoss, f.Name) || f.Name == nemesisFailover:
 			return ""
 		}
 	}

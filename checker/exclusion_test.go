@@ -506,15 +506,22 @@ func TestSplitBrainDiscountsALateRelease(t *testing.T) {
 // before.
 func TestOneNodeOverlapBlamesACallAfterALossElsewhere(t *testing.T) {
 	for _, c := range []struct {
-		name        string
-		killN2      bool
+		name string
+		// onN2 is a fault on n2 between process 8's grant and process
+		// 9's second, "" for none.
+		onN2        string
 		lock, cause string
 		has, lacks  []string
 	}{
 		{name: "n2 lost no key", lock: AnswerUnsafe, cause: CauseForeignRelease,
 			has:   []string{"Likely cause: process 9's release (token p9a)", "Process 9's own key had been lost, but not on n2: n2 granted both holds and lost no key in between"},
 			lacks: []string{"Not the first cause", "two primaries"}},
-		{name: "n2 restarted in between", killN2: true, lock: AnswerNotFound, cause: "kill",
+		// The failover threat slows every node's replies: latency takes
+		// no key.
+		{name: "n2 slowed in between", onN2: "latency", lock: AnswerUnsafe, cause: CauseForeignRelease,
+			has:   []string{"Likely cause: process 9's release (token p9a)", "but not on n2", "latency on n2"},
+			lacks: []string{"Not the first cause"}},
+		{name: "n2 restarted in between", onN2: "kill", lock: AnswerNotFound, cause: "kill",
 			has:   []string{"Not the first cause: process 9's release (token p9a)", "kill on n2"},
 			lacks: []string{"Likely cause", "but not on n2"}},
 	} {
@@ -526,8 +533,8 @@ func TestOneNodeOverlapBlamesACallAfterALossElsewhere(t *testing.T) {
 				fault(650, PrimaryEvent, "stop", "n1").
 				fault(650, PrimaryEvent, "start", "n2").
 				grantBy(8, "k", 640, 655, "p8", 1150, "n2", 0)
-			if c.killN2 {
-				b.fault(657, "kill", "start", "n2").fault(658, "kill", "stop", "n2")
+			if c.onN2 != "" {
+				b.fault(657, c.onN2, "start", "n2").fault(658, c.onN2, "stop", "n2")
 			}
 			ops := b.release(9, "k", 660, 665, ok, "p9a"). // a plain DEL, on n2 now
 									grantBy(9, "k", 670, 680, "p9b", 1670, "n2", 0).

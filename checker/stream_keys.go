@@ -434,7 +434,7 @@ func (s *Stream) violation(w *switness) Violation {
 		}
 	}
 	v.OverClaim = overClaimOf(&first.Hold, first.TTL)
-	v.Story = v.story(s.opts.CutOffFaults)
+	v.Story = v.story(s.opts.KeyLossFaults, s.opts.CutOffFaults)
 	return v
 }
 
