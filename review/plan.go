@@ -373,6 +373,9 @@ func (p *Plan) base(seed int64) harness.Config {
 func (p *Plan) threatConfig(t Threat, seed int64) (harness.Config, error) {
 	c := p.base(seed)
 	t.Inject(&c)
+	if t.runsItsTime(c.System) {
+		c.StopOnFirstViolation, c.StopGrace = false, 0
+	}
 	return p.finish(c, t.Name)
 }
 

@@ -183,6 +183,46 @@ func TestMitigationConfigs(t *testing.T) {
 	}
 }
 
+// A failover threat's run as deployed on a system that fails over goes its
+// whole time, so that what the lock does after the failover's overlap is
+// judged too; every other threat's run, and every mitigation's, stops at
+// its first overlap, and its reproducing command says so.
+func TestFailoverThreatsRunTheirTime(t *testing.T) {
+	cases := []struct {
+		system, threat string
+		fullTime       bool
+	}{
+		{cluster.Sentinel, "split-brain", true},
+		{cluster.Sentinel, "failover", true},
+		{cluster.RedisCluster, "split-brain", true},
+		{cluster.RedisCluster, "failover", true},
+		{cluster.Sentinel, "client-pause", false},
+		{cluster.Sentinel, "server-crash", false},
+		{cluster.Single, "server-restart", false},
+	}
+	for _, c := range cases {
+		p, err := NewPlan(Options{System: c.system, Lock: locks.Token, Budget: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		th, _ := LookupThreat(c.threat)
+		cfg, err := p.threatConfig(th, 1)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", c.threat, c.system, err)
+		}
+		stops := slices.Contains(cfg.Command, "--stop-on-first-violation=true")
+		if cfg.StopOnFirstViolation == c.fullTime || stops == c.fullTime {
+			t.Errorf("%s on %s: stops at its first overlap %v (its command: %v), want %v", c.threat, c.system, cfg.StopOnFirstViolation, stops, !c.fullTime)
+		}
+	}
+	p, _ := NewPlan(Options{System: cluster.Sentinel, Lock: locks.Token, Budget: time.Hour})
+	split, _ := LookupThreat("split-brain")
+	mr, _ := LookupMitigation("min-replicas")
+	if cfg, _, err := p.mitigationConfig(split, mr, 1, Measured{}); err != nil || !cfg.StopOnFirstViolation {
+		t.Errorf("split-brain with min-replicas: %v, stops at its first overlap %v, want true", err, cfg.StopOnFirstViolation)
+	}
+}
+
 // A cell is unsafe when any seed broke the lock; a resource mitigation's
 // cell when any seed damaged the resource, whatever the lock did.
 func TestJudge(t *testing.T) {

@@ -89,6 +89,18 @@ func (t Threat) momentsOn(system string, mit *Mitigation) []string {
 	return slices.DeleteFunc(slices.Clone(t.Moments), func(m string) bool { return m == checker.MomentFailovers })
 }
 
+// runsItsTime reports whether the threat's run as deployed on system goes
+// its whole time rather than stopping at its first overlap. On a system
+// that fails over, a failover threat's first overlap is the failover's (a
+// new primary granted the key while the old primary's holder believed),
+// which any lock suffers and which says nothing of the lock's own part.
+// What the lock does next shows later: a plain DEL of a client whose key
+// went with the old primary deletes another client's key on the new one.
+// A review that stopped there said setnx-del "held" under split brain.
+func (t Threat) runsItsTime(system string) bool {
+	return slices.Contains(t.Moments, checker.MomentFailovers) && slices.Contains(failoverSystems, system)
+}
+
 // RestartTTL is the shortest TTL the server-restart threat runs with: a
 // lease that outlives the restart.
 const RestartTTL = 2 * time.Second
