@@ -33,7 +33,12 @@ func TestReviewOnHosts(t *testing.T) {
 		// server-restart is unsafe on one node without persistence; its
 		// mitigations fsync-always and fencing (the counter's resource
 		// on the hosts file's resource process) run on the same node.
-		{"single", 1, 0, []string{"--threats", "server-restart", "--mitigations", "fsync-always,fencing", "--budget", "5m"}},
+		// A 6 s lease makes the threat's holds 3-4.5 s, which outlast a
+		// kill and a restart over SSH beside two busy loops (its default
+		// 1-1.5 s holds once did not: the run saw a kill on a live lease
+		// and no overlap), with 12 s for the kill to follow a grant; the
+		// threat's run stops at its overlap.
+		{"single", 1, 0, []string{"--threats", "server-restart", "--mitigations", "fsync-always,fencing", "--ttl", "6s", "--time-limit", "12s", "--budget", "5m"}},
 		// split-brain cuts the primary off with iptables on its host,
 		// from 1 s for 6 s; the sentinels promote a replica within the
 		// window. Runs of this test that saw no failover there (a CI run
