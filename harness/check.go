@@ -238,6 +238,14 @@ func interruptedIn(phase string) string {
 // rest on a whole run.
 func judgeExpectation(out *Results, cfg Config) {
 	out.MetExpectation, out.Why, out.Vacuous = met(cfg.Expect, out.Verdict), "", ""
+	if out.HarnessFailed() {
+		// A run the harness failed cannot be trusted, whatever its
+		// verdict: it exits 3, and must not also say "met" (a CI gate that
+		// reads results.json would pass it).
+		out.MetExpectation = false
+		out.Why = "the harness failed during the run (" + strings.Join(out.Errors, "; ") + "): no expectation is met by a run that cannot be trusted"
+		return
+	}
 	if out.MetExpectation && cfg.Expect == ExpectSafe && out.Incomplete != "" {
 		out.MetExpectation = false
 		out.Why = "safe on what was recorded, but the evidence is incomplete (" + out.Incomplete + "): a safe expectation needs a whole run"

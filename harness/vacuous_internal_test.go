@@ -52,3 +52,36 @@ func TestVacuous(t *testing.T) {
 		}
 	}
 }
+
+// A run meets its expectation only when its verdict is the one expected,
+// on a whole run, and the harness did not fail: a run with harness errors
+// exits 3, and its results.json must not say met (a CI gate reading it
+// would pass a run that cannot be trusted).
+func TestJudgeExpectation(t *testing.T) {
+	cases := []struct {
+		name       string
+		expect     string
+		verdict    string
+		errors     []string
+		incomplete string
+		want       bool
+	}{
+		{"safe, expected safe", ExpectSafe, checker.VerdictSafe, nil, "", true},
+		{"safe with a harness error", ExpectSafe, checker.VerdictSafe, []string{"a fault did not heal"}, "", false},
+		{"unsafe, expected unsafe", ExpectUnsafe, checker.VerdictUnsafe, nil, "", true},
+		{"unsafe with a harness error", ExpectUnsafe, checker.VerdictUnsafe, []string{"client p3 exited"}, "", false},
+		{"any with a harness error", ExpectAny, checker.VerdictSafe, []string{"client p3 exited"}, "", false},
+		{"safe but interrupted", ExpectSafe, checker.VerdictSafe, nil, "the run was interrupted", false},
+		{"unsafe, expected safe", ExpectSafe, checker.VerdictUnsafe, nil, "", false},
+	}
+	for _, tc := range cases {
+		out := &Results{Results: &checker.Results{Verdict: tc.verdict}, Errors: tc.errors, Incomplete: tc.incomplete}
+		judgeExpectation(out, Config{Settings: runfile.Settings{Expect: tc.expect}})
+		if out.MetExpectation != tc.want {
+			t.Errorf("%s: met %v, want %v (why: %s)", tc.name, out.MetExpectation, tc.want, out.Why)
+		}
+		if len(tc.errors) > 0 && !strings.Contains(out.Why, tc.errors[0]) {
+			t.Errorf("%s: why %q does not name the harness error", tc.name, out.Why)
+		}
+	}
+}
