@@ -184,6 +184,12 @@ func (r *Review) summarize() {
 	held := false
 	for _, row := range r.Rows {
 		c := row.Configured
+		if c.State == StateSkipped && c.LockState != StateUnsafe {
+			// Interrupted or out of budget: no evidence, and a gate that
+			// refuses a non-empty not_exercised must see it.
+			r.NotExercised = append(r.NotExercised, row.Threat)
+			continue
+		}
 		switch c.LockState {
 		case StateUnsafe:
 			for _, m := range c.Mechanisms {

@@ -176,13 +176,14 @@ func (p *Plan) runCell(ctx context.Context, deadline time.Time, t Threat, mit *M
 		p.say("review: %s, seed %d of %d...", label, seed, p.Seeds)
 		ref := p.runOne(ctx, cfg, mit != nil && mit.OnResource)
 		cell.Runs = append(cell.Runs, ref.RunRef)
-		p.say("review: %s, seed %d: %s", label, seed, ref.summary())
 		if ctx.Err() != nil && !ref.unsafe {
+			p.say("review: %s, seed %d: interrupted, no evidence (%s)", label, seed, ref.summary())
 			// A run cut short found nothing: no evidence that the
 			// threat is absent, nor that a mitigation closes it.
 			cell.State, cell.Note = StateSkipped, "the review was interrupted during this cell; its runs are kept but are no evidence"
 			return cell
 		}
+		p.say("review: %s, seed %d: %s", label, seed, ref.summary())
 		if cell.Story == "" {
 			cell.Story = ref.story
 		}

@@ -193,3 +193,27 @@ func TestFailoverThreatsAreExercisedByAFailover(t *testing.T) {
 		})
 	}
 }
+
+// A configured cell that was skipped (the review interrupted in it, or
+// the budget spent) is no evidence: it is listed in not_exercised, so that
+// the documented gate (held, and nothing unexercised) fails an
+// interrupted review; one that broke the lock before the interrupt still
+// counts.
+func TestSkippedCellsAreNotExercised(t *testing.T) {
+	rows := []Row{
+		{Threat: "client-crash", Configured: cellOf("client-crash", "", StateNotFound, []checker.Answers{clean, clean}, map[string]int{checker.MomentHolderCrashes: 3})},
+		{Threat: "long-holds", Configured: Cell{Threat: "long-holds", State: StateSkipped, Note: "the review was interrupted during this cell; its runs are kept but are no evidence",
+			Runs: []RunRef{{Seed: 1, Answers: &clean}}}},
+	}
+	r := &Review{Seeds: 2, Rows: rows}
+	r.finish(true)
+	if r.LockVerdict != LockHeld || len(r.NotExercised) != 1 || r.NotExercised[0] != "long-holds" {
+		t.Errorf("lock verdict %s, not exercised %v; want held with long-holds not exercised", r.LockVerdict, r.NotExercised)
+	}
+	rows[1].Configured = cellOf("long-holds", "", StateUnsafe, []checker.Answers{lying}, map[string]int{checker.MomentStaleActs: 2})
+	r = &Review{Seeds: 2, Rows: rows}
+	r.finish(true)
+	if r.LockVerdict != LockBroken || len(r.NotExercised) != 0 {
+		t.Errorf("lock verdict %s, not exercised %v; want broken, none", r.LockVerdict, r.NotExercised)
+	}
+}
