@@ -13,7 +13,9 @@ package extclient
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 )
 
@@ -172,7 +174,14 @@ func (e *ProtocolError) Error() string {
 func parseReply(line []byte) (*reply, error) {
 	var r reply
 	if err := json.Unmarshal(line, &r); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return nil, &ProtocolError{Line: string(line), Reason: fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type), sentKind(typeErr.Value))}
+		}
 		return nil, &ProtocolError{Line: string(line), Reason: "not a protocol message (one JSON object per line; print logs to stderr)"}
+	}
+	if err := r.checkTimes(); err != "" {
+		return nil, &ProtocolError{Line: string(line), Reason: err}
 	}
 	if r.InReplyTo == nil {
 		return nil, &ProtocolError{Line: string(line), Reason: "a message without in_reply_to"}
@@ -183,4 +192,56 @@ func parseReply(line []byte) (*reply, error) {
 		return nil, &ProtocolError{Line: string(line), Reason: fmt.Sprintf("unknown message type %q (want init_ok, ok, fail or info)", r.Type)}
 	}
 	return &r, nil
+}
+
+// checkTimes refuses a time no CLOCK_MONOTONIC reading can be (zero or
+// negative): recorded as is, it made a history the checkers refuse, so
+// the run failed as malformed without naming the client, and could never
+// be checked again.
+func (r *reply) checkTimes() string {
+	for _, f := range []struct {
+		name string
+		ns   *int64
+	}{{"valid_until_mono_ns", r.ValidUntilMonoNS}, {"started_mono_ns", r.StartedMonoNS}} {
+		if f.ns != nil && *f.ns <= 0 {
+			return fmt.Sprintf("%s must be a positive CLOCK_MONOTONIC time in ns, got %d", f.name, *f.ns)
+		}
+	}
+	return ""
+}
+
+// jsonKind names a Go type as the JSON a client should have sent.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// sentKind names what a client sent, from encoding/json's word for it.
+func sentKind(value string) string {
+	switch value {
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	case "string", "number":
+		return "a " + value
+	}
+	return value
 }

@@ -34,6 +34,10 @@ for line in sys.stdin:
         sys.stdout.flush()
     elif mode == "wrong-id":
         send({"type": "fail", "in_reply_to": msg["id"] + 1000, "error": "not-acquired"})
+    elif mode == "negative-validity":
+        send({"type": "ok", "in_reply_to": msg["id"], "token": "p3.1", "valid_until_mono_ns": -5})
+    elif mode == "string-id":
+        send({"type": "ok", "in_reply_to": str(msg["id"]), "token": "p3.1"})
     elif mode == "hang":
         time.sleep(3600)
     elif mode == "exit" and acquires == 3:
