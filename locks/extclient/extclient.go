@@ -99,6 +99,7 @@ type Client struct {
 	stopped  bool               // the harness stopped it (SIGSTOP)
 	resumed  time.Time          // when the harness last continued it
 	killed   bool               // the harness killed it (a crash fault, or Close)
+	exiting  bool               // it has exited and is being reaped: signal it alone
 	cause    error              // why the harness killed it, when it failed
 	failed   bool               // Fatal was told
 	done     chan struct{}      // closed when the process has exited and its output is read
@@ -189,12 +190,16 @@ func (c *Client) spawn() error {
 	c.stdin = inW
 	cmd := exec.Command(c.o.Argv[0], c.o.Argv[1:]...)
 	cmd.Stdin = inR
-	out, err := cmd.StdoutPipe()
+	// Our own pipe rather than StdoutPipe: Wait would close it once the
+	// client exits, losing its last lines, and a helper it left holding
+	// the pipe would keep the reader waiting for ever (see reap).
+	out, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
 		return err
 	}
+	cmd.Stdout = outW
 	var stderrFile *cappedFile
 	if c.o.StderrDir != "" {
 		// A run without the file still runs: the harness keeps the end of
@@ -212,26 +217,78 @@ func (c *Client) spawn() error {
 		cmd.Stderr = c.stderr
 	}
 	// The client dies with the harness, even when the harness is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// It leads a process group of its own, so that what it starts (a
+	// helper, a fork) is stopped, continued and killed with it, and a
+	// terminal's Ctrl-C, which the harness handles, does not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// Wait copies stderr until every holder of the pipe closes it: a
+	// helper that keeps it open must not hold the run.
+	cmd.WaitDelay = stragglerWait
 	if err := cmd.Start(); err != nil {
 		inR.Close()
 		inW.Close()
+		out.Close()
+		outW.Close()
 		if stderrFile != nil {
 			stderrFile.Close()
 		}
 		return fmt.Errorf("%s did not start: %w", c.name, err)
 	}
 	inR.Close()
+	outW.Close()
 	c.cmd = cmd
+	go c.reap(out, stderrFile)
+	return nil
+}
+
+// stragglerWait is how long the harness waits, once a client has exited,
+// for its stdout and stderr to close before it closes them itself.
+const stragglerWait = time.Second
+
+// reap reads the client's stdout to its end and records its exit. When
+// the client exits, whatever it started in its process group is killed
+// before the client is reaped (its pid, and so the group's id, stays
+// reserved until then), and a reader still held by a helper that left the
+// group is cut after stragglerWait.
+func (c *Client) reap(out *os.File, stderrFile *cappedFile) {
+	read := make(chan struct{})
 	go func() {
 		c.read(out)
-		err := cmd.Wait()
-		if stderrFile != nil {
-			stderrFile.Close()
-		}
-		c.exited(err)
+		close(read)
 	}()
-	return nil
+	pid := c.cmd.Process.Pid
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	syscall.Kill(-pid, syscall.SIGCONT)
+	c.mu.Lock()
+	c.exiting = true
+	c.mu.Unlock()
+	err := c.cmd.Wait()
+	select {
+	case <-read:
+	case <-time.After(stragglerWait):
+		out.Close()
+		<-read
+	}
+	out.Close()
+	if stderrFile != nil {
+		stderrFile.Close()
+	}
+	c.exited(err)
+}
+
+// signal sends sig to the client's process group while its leader is not
+// yet reaped (the group's id cannot be reused before then), and to the
+// client alone after.
+func (c *Client) signal(sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.exiting {
+		return c.cmd.Process.Signal(sig)
+	}
+	return syscall.Kill(-c.cmd.Process.Pid, sig)
 }
 
 // read delivers each line of the client's stdout to the request it
@@ -258,7 +315,7 @@ func (c *Client) read(out io.Reader) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF && !c.ending() {
+			if err != io.EOF && !errors.Is(err, os.ErrClosed) && !c.ending() {
 				c.kill(fmt.Errorf("could not read its stdout: %w", err))
 			}
 			return
@@ -516,7 +573,7 @@ func (c *Client) StopProcess() error {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
-	return c.cmd.Process.Signal(syscall.SIGSTOP)
+	return c.signal(syscall.SIGSTOP)
 }
 
 // ContinueProcess resumes it (SIGCONT).
@@ -524,7 +581,7 @@ func (c *Client) ContinueProcess() error {
 	c.mu.Lock()
 	c.stopped, c.resumed = false, time.Now()
 	c.mu.Unlock()
-	return c.cmd.Process.Signal(syscall.SIGCONT)
+	return c.signal(syscall.SIGCONT)
 }
 
 // KillProcess kills it at once (SIGKILL), as a crash would.
@@ -532,8 +589,8 @@ func (c *Client) KillProcess() error {
 	c.mu.Lock()
 	c.killed = true
 	c.mu.Unlock()
-	c.cmd.Process.Signal(syscall.SIGCONT) // a stopped process must not outlive the run
-	return c.cmd.Process.Kill()
+	c.signal(syscall.SIGCONT) // a stopped process must not outlive the run
+	return c.signal(syscall.SIGKILL)
 }
 
 // Close ends the client. It first waits, up to their reply timeouts, for
@@ -555,12 +612,12 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.killed = true
 	c.mu.Unlock()
-	c.cmd.Process.Signal(syscall.SIGCONT)
+	c.signal(syscall.SIGCONT)
 	c.stdin.Close()
 	select {
 	case <-c.done:
 	case <-time.After(time.Second):
-		c.cmd.Process.Kill()
+		c.signal(syscall.SIGKILL)
 		<-c.done
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,4 +255,66 @@ func TestClientGarbageBeforeInit(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Start took %s: the client should be killed at its first bad line", d)
 	}
+}
+
+// A client's helpers (a child it starts, one that leaves its session) hold
+// its stdout and stderr open: the harness ends the client all the same,
+// within its straggler wait rather than the helper's 300 s, and a child in
+// the client's process group dies with it. One that left the group with
+// setsid is beyond the harness's reach but no longer holds the run.
+func TestClientHelpersDoNotHoldTheRun(t *testing.T) {
+	for _, mode := range []string{"helper", "double-fork"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			f := &fatals{}
+			o := options(mode, f)
+			o.StderrDir = t.TempDir()
+			cl, err := extclient.Start(context.Background(), o, []extclient.Node{{Name: "n1", Addr: "127.0.0.1:1"}}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cl.TryAcquire(context.Background(), "lock-0", 500*time.Millisecond); !locks.Definite(err) {
+				t.Fatalf("acquire: %v, want not-acquired", err)
+			}
+			helper := helperPID(t, filepath.Join(o.StderrDir, "p3.stderr"))
+			closed := make(chan struct{})
+			go func() {
+				cl.Close()
+				close(closed)
+			}()
+			select {
+			case <-closed:
+			case <-time.After(60 * time.Second): // the helper sleeps 300 s
+				t.Fatal("Close still waits after 60 s for the helper's pipes")
+			}
+			if mode == "helper" {
+				deadline := time.Now().Add(30 * time.Second)
+				for alive(helper) && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if alive(helper) {
+					t.Errorf("the client's helper %d outlived it", helper)
+				}
+			} else {
+				syscall.Kill(helper, syscall.SIGKILL) // ours: the test started it
+			}
+		})
+	}
+}
+
+// helperPID reads the helper's pid from the client's stderr file.
+func helperPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var b []byte
+	for time.Now().Before(deadline) {
+		b, _ = os.ReadFile(path)
+		var pid int
+		if _, err := fmt.Sscanf(string(b), "helper pid %d", &pid); err == nil && pid > 0 {
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the client never named its helper: %q", b)
+	return 0
 }

@@ -11,6 +11,17 @@ mode = sys.argv[1]
 if mode == "no-start":
     sys.stderr.write("ImportError: No module named 'frobnicate'\n")
     sys.exit(1)
+if mode in ("helper", "double-fork"):
+    # A helper that outlives the client's answers and holds its stdout and
+    # stderr: a child, or a grandchild that left the client's session.
+    import os
+    import subprocess
+    if mode == "helper":
+        child = subprocess.Popen(["sleep", "300"])
+    else:
+        child = subprocess.Popen(["setsid", "sleep", "300"])
+    sys.stderr.write("helper pid %d\n" % child.pid)
+    sys.stderr.flush()
 if mode == "slow-start":
     time.sleep(float(sys.argv[2]))  # an interpreter that is slow to load
 
