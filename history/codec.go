@@ -289,7 +289,11 @@ func newLineDecoder(r io.Reader, name string) *lineDecoder {
 func (d *lineDecoder) next() (op Op, ok bool, err error) {
 	for !d.done {
 		d.line++
-		raw, rerr := d.br.ReadBytes('\n')
+		raw, rerr := readLine(d.br, d.name, d.line)
+		var ferr *FormatError
+		if errors.As(rerr, &ferr) {
+			return Op{}, false, rerr
+		}
 		if rerr != nil && rerr != io.EOF {
 			return Op{}, false, fmt.Errorf("read %s: %w", d.name, rerr)
 		}

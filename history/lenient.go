@@ -81,17 +81,18 @@ func parseChunks(r io.Reader) (chunks []*lenientChunk, carry []byte, err error) 
 		})
 	}
 	buf := make([]byte, chunkSize)
+	var lines lineCutter
 	for {
 		n, rerr := io.ReadFull(r, buf)
 		if n > 0 {
-			data := append(carry, buf[:n]...)
-			if cut := bytes.LastIndexByte(data, '\n'); cut >= 0 {
-				c := &lenientChunk{data: data[:cut+1]}
+			whole, dropped := lines.cut(buf[:n])
+			if dropped {
+				chunks = append(chunks, &lenientChunk{bad: []string{longLine}})
+			}
+			if whole != nil {
+				c := &lenientChunk{data: whole}
 				chunks = append(chunks, c)
 				jobs <- c
-				carry = append([]byte(nil), data[cut+1:]...)
-			} else {
-				carry = data
 			}
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
@@ -107,7 +108,7 @@ func parseChunks(r io.Reader) (chunks []*lenientChunk, carry []byte, err error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	return chunks, carry, nil
+	return chunks, lines.carry, nil
 }
 
 // joinChunks puts the chunks' operations together in order and counts
@@ -162,7 +163,9 @@ func (p *lineParser) parseChunk(data []byte) (ops []Op, bad []string, lines int)
 			continue
 		}
 		var op Op
-		if p.parse(line, &op) {
+		if len(line) > MaxLine {
+			bad = append(bad, longLine)
+		} else if p.parse(line, &op) {
 			ops = append(ops, op)
 		} else if len(bad) < 1 {
 			bad = append(bad, fmt.Sprintf("%.80s", line))

@@ -76,23 +76,17 @@ func (s *LenientScanner) read(jobs chan<- *scanChunk) {
 	defer s.wg.Done()
 	defer close(s.chunks)
 	defer close(jobs)
-	var carry []byte
+	var lines lineCutter
 	buf := make([]byte, scanChunkSize)
 	for {
 		n, err := io.ReadFull(s.f, buf)
 		if n > 0 {
-			data := append(carry, buf[:n]...)
-			if cut := bytes.LastIndexByte(data, '\n'); cut >= 0 {
-				c := &scanChunk{data: data[:cut+1], ready: make(chan struct{})}
-				carry = append([]byte(nil), data[cut+1:]...)
-				select {
-				case s.chunks <- c:
-				case <-s.done:
-					return
-				}
-				jobs <- c
-			} else {
-				carry = data
+			whole, dropped := lines.cut(buf[:n])
+			if dropped && !s.queue(&scanChunk{bad: []string{longLine}, ready: closed()}, nil) {
+				return
+			}
+			if whole != nil && !s.queue(&scanChunk{data: whole, ready: make(chan struct{})}, jobs) {
+				return
 			}
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -105,7 +99,7 @@ func (s *LenientScanner) read(jobs chan<- *scanChunk) {
 	}
 	s.corrupt = s.f.Corrupt()
 	s.truncated = s.f.Cut() || s.corrupt != ""
-	if last := bytes.TrimSpace(carry); len(last) > 0 {
+	if last := bytes.TrimSpace(lines.carry); len(last) > 0 {
 		c := &scanChunk{ready: make(chan struct{})}
 		var op Op
 		if newLineParser().parse(last, &op) {
@@ -175,4 +169,24 @@ func (s *LenientScanner) Close() error {
 		err = s.f.Close()
 	})
 	return err
+}
+
+// queue hands c to the reader, in file order, and then to a parser
+// (jobs nil: c is parsed already); false when the scanner was closed.
+func (s *LenientScanner) queue(c *scanChunk, jobs chan<- *scanChunk) bool {
+	select {
+	case s.chunks <- c:
+	case <-s.done:
+		return false
+	}
+	if jobs != nil {
+		jobs <- c
+	}
+	return true
+}
+
+func closed() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
