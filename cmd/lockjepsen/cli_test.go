@@ -101,6 +101,11 @@ func TestConfigFileErrorsPointAtTheLine(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 with %q", tc.name, code, stderr, tc.want)
 		}
 	}
+	// A file that never ends is refused after a bounded read (issue 53,
+	// item 4: /dev/zero read 17.5 GB before it was killed).
+	if code, _, stderr := runCLI(t, "test", "--config", "/dev/zero"); code != exitUsage || !strings.Contains(stderr, "larger than") {
+		t.Errorf("--config /dev/zero: exit %d, stderr %q; want exit 2, larger than", code, stderr)
+	}
 	code, _, stderr := runCLI(t, "test", "--config", filepath.Join(dir, "missing.yaml"))
 	if code != exitUsage || !strings.Contains(stderr, "missing.yaml") {
 		t.Errorf("missing file: exit %d %q", code, stderr)

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/lockjepsen/lockjepsen/internal/boundedread"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -34,7 +34,7 @@ import (
 // applyConfigFile sets every flag of fs named in the file at path that was
 // not given on the command line.
 func applyConfigFile(path string, fs *pflag.FlagSet) error {
-	b, err := os.ReadFile(path)
+	b, err := boundedread.File(path, boundedread.MaxConfig)
 	if err != nil {
 		return fmt.Errorf("--config: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/lockjepsen/lockjepsen/internal/boundedread"
 	"io"
 	"net"
 	"os"
@@ -101,7 +102,7 @@ func DefaultKnownHosts() string {
 // LoadHosts reads and validates a hosts file. Errors name the file and,
 // where the YAML parser or the field knows it, the line.
 func LoadHosts(file string) (*Hosts, error) {
-	data, err := os.ReadFile(file)
+	data, err := boundedread.File(file, boundedread.MaxConfig)
 	if err != nil {
 		return nil, fmt.Errorf("hosts file: %w", err)
 	}
@@ -116,6 +117,10 @@ func ParseHosts(file string, data []byte) (*Hosts, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(h); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var second yaml.Node
+	if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: a second YAML document (after ---): a hosts file is one document", file, second.Line)
 	}
 	if err := yaml.Unmarshal(data, &root); err == nil {
 		h.lines(&root)
@@ -236,6 +241,10 @@ func (h *Hosts) validate() error {
 		}
 		if p.Dir == "" || !path.IsAbs(p.Dir) {
 			bad("dir %q must be an absolute path on the host (the process's config, pid file, log and data)", p.Dir)
+		} else if p.Dir != path.Clean(p.Dir) || path.Clean(p.Dir) == "/" {
+			// The backend removes its data files there (rm -rf DIR/appendonlydir):
+			// a directory of its own, named plainly, never the root.
+			bad("dir %q must be a directory of lockjepsen's own, named plainly: not /, and no .. or trailing /", p.Dir)
 		}
 		for field, v := range map[string]string{"dir": p.Dir, "binary": p.Binary, "address": p.Address, "user": p.User, "interface": p.Interface, "faketime_preload": p.Faketime} {
 			if v != "" && !shellSafe.MatchString(v) {
