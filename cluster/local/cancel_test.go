@@ -121,8 +121,15 @@ func startCancelledAt(t *testing.T, system string, k int, fake bool) {
 			}
 			return nil
 		})
-		if left := shmLeft(pid); len(left) != 0 {
+		// pid_max is 32768 on this kind of machine, and the suite starts
+		// thousands of processes: a faked node of another test may have
+		// been given this pid since, and its files are its own. Only files
+		// no live process can own are a leak (a CI run failed on
+		// /dev/shm/faketime_shm_20724 for this).
+		if left := shmLeft(pid); len(left) != 0 && !alive(pid) {
 			t.Fatalf("pid %d left %v", pid, left)
+		} else if len(left) != 0 {
+			t.Logf("pid %d was reused by a live process, which owns %v", pid, left)
 		}
 	}
 	t.Logf("%s, cancelled at process %d: %v after %v", system, k, err, took)
