@@ -237,3 +237,24 @@ func clientProcesses(t *testing.T, script string) []string {
 	}
 	return left
 }
+
+// A run interrupted before any client started (Ctrl-C while a slow
+// client loads) records no operation and does not become the store's
+// latest run: latest still names the newest run worth reading (issue 53,
+// item 3).
+func TestRunWithNoOperationIsNotLatest(t *testing.T) {
+	redistest.RequireBinary(t)
+	cfg := harnesstest.ShortConfig(t)
+	cfg.Client = client(t, "/usr/bin/python3", "../locks/extclient/testdata/badclient.py", "slow-start", "5")
+	cfg.Expect = harness.ExpectAny
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(time.Second, cancel)
+	out, err := harness.Run(ctx, cfg)
+	if err == nil && out != nil && out.Results.Ops > 0 {
+		t.Skipf("the clients started within a second on this machine: %d operations", out.Results.Ops)
+	}
+	if _, lerr := os.Lstat(filepath.Join(cfg.Store, "latest")); lerr == nil {
+		t.Errorf("the interrupted empty run became %s/latest (run: %v)", cfg.Store, err)
+	}
+}

@@ -141,7 +141,7 @@ func (r *runner) extOptions() extclient.Options {
 // clusterLockerFactory do.
 func (r *runner) externalLockerFactory(sys *system) workloads.LockerFactory {
 	return func(process int) (locks.Locker, io.Closer, error) {
-		c, err := extclient.Launch(r.extOptions(), r.topology(sys, process%r.cfg.Clients), process)
+		c, err := extclient.LaunchContext(r.startCtx, r.extOptions(), r.topology(sys, process%r.cfg.Clients), process)
 		if err != nil {
 			return nil, nil, err
 		}

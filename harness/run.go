@@ -218,6 +218,12 @@ func (r *runner) finish(ctx context.Context) (*Outcome, error) {
 		return nil, &HarnessError{Dir: r.dir, Err: errors.New(res.NotWritten)}
 	}
 	out := &Outcome{Dir: r.dir, Config: r.cfg, Results: res}
+	if res.Ops == 0 {
+		// Nothing ran (interrupted while the clients started, a client
+		// that never answered its handshake): the newest run worth
+		// reading is still the one latest points at.
+		return out, nil
+	}
 	if err := runfile.PointLatest(r.cfg.Store, r.dir); err != nil {
 		out.Results.Errors = append(out.Results.Errors, err.Error())
 	}
@@ -359,6 +365,9 @@ type runner struct {
 	// stopRun ends the fault and client phases early (set while they run).
 	clientErrs []string
 	stopRun    context.CancelFunc
+	// startCtx ends when the run is interrupted or fails: a client slow
+	// to start is given up on then, not after its start timeout.
+	startCtx context.Context
 	// faultsEnded is when the fault phase's time ran out or it was
 	// stopped, for schedule.json.
 	faultsEnded *time.Time
@@ -375,6 +384,7 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 	// everything recorded from then on would be lost.
 	ctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
+	r.startCtx = ctx
 	go func() {
 		select {
 		case <-rec.Failed():

@@ -457,7 +457,7 @@ func failure(stderr io.Writer, err error) error {
 		return usageErr(stderr, err)
 	}
 	var ie *harness.InterruptedError
-	if errors.As(err, &ie) {
+	if errors.As(err, &ie) || errors.Is(err, errInterruptedAtStart) {
 		fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
 		return exitError{code: exitNotMet, msg: err.Error(), cause: err}
 	}

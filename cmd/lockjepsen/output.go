@@ -44,7 +44,7 @@ func (o *output) check(stderr io.Writer) error {
 // refused there names where it came from (fs's flags: a line of --config,
 // or a flag that set it).
 func runAndReport(ctx context.Context, cfg harness.Config, fs *pflag.FlagSet, stdout, stderr io.Writer, o output) error {
-	err := cfg.Validate()
+	err := validateUnlessInterrupted(ctx, cfg)
 	var out *harness.Outcome
 	if err == nil {
 		out, err = runWithProgress(ctx, cfg, stderr, o, "")
@@ -191,4 +191,25 @@ func outputFailure(stderr io.Writer, what string, err error) error {
 		return usageErr(stderr, fmt.Errorf("%s: %v", what, err))
 	}
 	return failure(stderr, fmt.Errorf("%s: %w", what, err))
+}
+
+// errInterruptedAtStart is an interrupt that came while the configuration
+// was still being validated: nothing ran, nothing was recorded.
+var errInterruptedAtStart = errors.New("interrupted while the configuration was checked (a client was still being asked for its handshake): nothing was run")
+
+// validateUnlessInterrupted validates cfg, or gives up when ctx ends
+// first. Validation starts an external client once to read its handshake,
+// which a client that never answers makes last its whole start timeout
+// (30 s); the first Ctrl-C must end start-up, not wait for it. A client
+// still starting is killed when lockjepsen exits (it dies with its
+// parent).
+func validateUnlessInterrupted(ctx context.Context, cfg harness.Config) error {
+	done := make(chan error, 1)
+	go func() { done <- cfg.Validate() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return errInterruptedAtStart
+	}
 }

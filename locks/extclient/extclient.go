@@ -62,7 +62,16 @@ func Factory(o Options) func(nodes []locks.Conn, process int) (locks.Locker, err
 
 // Launch starts one client on a system within the start timeout.
 func Launch(o Options, topo Topology, process int) (*Client, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), o.startTimeout())
+	return LaunchContext(context.Background(), o, topo, process)
+}
+
+// LaunchContext is Launch that also gives up when ctx ends (the run is
+// interrupted while a client is slow to answer its handshake).
+func LaunchContext(ctx context.Context, o Options, topo Topology, process int) (*Client, error) {
+	if err, ok := silent.Load(strings.Join(o.Argv, "\x00")); ok {
+		return nil, fmt.Errorf("not started again: %w", err.(error))
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.startTimeout())
 	defer cancel()
 	return StartOn(ctx, o, topo, process)
 }

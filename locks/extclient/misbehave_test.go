@@ -318,3 +318,31 @@ func helperPID(t *testing.T, path string) int {
 	t.Fatalf("the client never named its helper: %q", b)
 	return 0
 }
+
+// A client that never answers its handshake is found once: the second
+// probe of the same command line, and the run's launch of it, fail at
+// once with the first probe's error rather than waiting out the start
+// timeout again (60 s of silence before a run of `--client 'sleep 1000'`
+// failed).
+func TestSilentClientIsProbedOnce(t *testing.T) {
+	argv := []string{"sleep", "1000"}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := extclient.Describe(ctx, argv, time.Second); err == nil {
+		t.Fatal("a client that never answers init was described")
+	}
+	start := time.Now()
+	_, err := extclient.Describe(context.Background(), argv, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "did not start") {
+		t.Fatalf("second probe: %v, want the first probe's error", err)
+	}
+	_, lerr := extclient.Launch(extclient.Options{Argv: argv, TTL: time.Second, OpTimeout: 100 * time.Millisecond}, extclient.Topology{}, 1)
+	if lerr == nil || !strings.Contains(lerr.Error(), "not started again") {
+		t.Fatalf("launch: %v, want it refused at once", lerr)
+	}
+	// Not a timing assertion of the code's speed: without the memory
+	// each call waits out the 30 s start timeout.
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the second probe and the launch took %v", took)
+	}
+}

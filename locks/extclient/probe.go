@@ -2,6 +2,7 @@ package extclient
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,13 @@ type Description struct {
 // many runs of one client; a client that failed to start is probed again.
 var described sync.Map // argv joined by NUL -> Description
 
+// silent remembers the command lines that never answered the handshake
+// within the start timeout: a run validates its configuration more than
+// once, and each probe waited the whole timeout again (60 s of silence
+// before a run of `--client 'sleep 1000'` failed). Launch fails at once
+// for them too.
+var silent sync.Map // argv joined by NUL -> the probe's error
+
 // Describe starts a client once, outside any run, to read what its
 // init_ok declares (a review runs its renewal threats only on a client
 // that can extend, and every run only on a system the client declares).
@@ -32,10 +40,16 @@ func Describe(ctx context.Context, argv []string, ttl time.Duration) (Descriptio
 	if d, ok := described.Load(key); ok {
 		return d.(Description), nil
 	}
+	if err, ok := silent.Load(key); ok {
+		return Description{}, err.(error)
+	}
 	o := Options{Argv: argv, OpTimeout: time.Second, TTL: ttl}
 	ctx, cancel := context.WithTimeout(ctx, o.startTimeout())
 	defer cancel()
 	c, err := Start(ctx, o, []Node{{Name: "n1", Addr: "127.0.0.1:1"}}, 0)
+	if errors.Is(err, context.DeadlineExceeded) {
+		silent.Store(key, err)
+	}
 	if err != nil {
 		return Description{}, err
 	}
