@@ -22,6 +22,9 @@ func newHistoryCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `A run writes its history as history.jsonl.zst: the JSON Lines format of
 docs/formats.md ("History format"), compressed with zstd. Runs of earlier versions
 wrote it plain, as history.jsonl; check, report and serve read both.`,
+		// Without it an unknown subcommand printed the help and exited 0.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newHistoryCatCmd(stdout, stderr), newHistoryCompressCmd(stdout, stderr))
 	return cmd
@@ -52,6 +55,9 @@ printed up to its last flush (at most 200 ms before the end), with a warning.`,
 				}
 				return usageErr(stderr, err)
 			}
+			if c := f.Corrupt(); c != "" {
+				return usageErr(stderr, fmt.Errorf("%s is corrupt (%s): printed the part before the damage only", path, c))
+			}
 			if f.Cut() {
 				fmt.Fprintf(stderr, "warning: %s ends early (its run died before closing it): printed what was flushed\n", path)
 			}
@@ -75,6 +81,9 @@ verdict does not change; check and report read either.`,
 				return usageErr(stderr, fmt.Errorf("%s has no plain %s to compress", dir, runfile.HistoryFile))
 			}
 			dst := filepath.Join(dir, runfile.CompressedHistoryFile)
+			if _, err := os.Lstat(dst); err == nil {
+				return usageErr(stderr, fmt.Errorf("%s has both %s and %s: compare them and remove one; compress replaces neither", dir, runfile.HistoryFile, runfile.CompressedHistoryFile))
+			}
 			before, after, err := compressHistory(plain, dst)
 			if err != nil {
 				return failure(stderr, err)

@@ -76,3 +76,33 @@ func firstLine(s string) string {
 	}
 	return ""
 }
+
+// Issue 53, items 15 and 17: history cat of a corrupt history prints the
+// readable part and exits 2 saying so (it exited 0 with no warning);
+// compress with both files present is refused as bad input (it failed
+// with exit 3 after the work); an unknown subcommand of history is an
+// error (it printed the help and exited 0).
+func TestHistoryCommandsRefuseBadInput(t *testing.T) {
+	run := handMadeRun(t, 2000)
+	zst := filepath.Join(run, runfile.CompressedHistoryFile)
+	b, err := os.ReadFile(zst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "history", "frobnicate"); code != exitUsage || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("history frobnicate: exit %d, stderr %q; want exit 2", code, errOut)
+	}
+	os.WriteFile(filepath.Join(run, runfile.HistoryFile), []byte("{}\n"), 0o644)
+	if code, _, errOut := runCLI(t, "history", "compress", run); code != exitUsage || !strings.Contains(errOut, "has both") {
+		t.Errorf("compress with both files: exit %d, stderr %q; want exit 2", code, errOut)
+	}
+	os.Remove(filepath.Join(run, runfile.HistoryFile))
+	for i := range 64 {
+		b[len(b)/2+i] ^= 0xff
+	}
+	os.WriteFile(zst, b, 0o644)
+	code, out, errOut := runCLI(t, "history", "cat", run)
+	if code != exitUsage || !strings.Contains(errOut, "corrupt") || out == "" {
+		t.Errorf("cat of a corrupt history: exit %d, %d bytes out, stderr %q; want the readable part and exit 2", code, len(out), errOut)
+	}
+}
