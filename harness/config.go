@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/history"
@@ -279,6 +280,9 @@ func (c *Config) validateRun() error {
 	case ExpectSafe, ExpectUnsafe, ExpectStuck, ExpectAny:
 	default:
 		return usage("--expect %q is unknown; want safe, unsafe, stuck or any", c.Expect)
+	}
+	if strings.ContainsFunc(c.Name, unicode.IsControl) {
+		return usage("--name %q has a control character (a newline, a tab): it names a directory of the store", c.Name)
 	}
 	if strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == ".." {
 		return usage("--name %q must be a plain name, not a path", c.Name)

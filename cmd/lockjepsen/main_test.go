@@ -61,6 +61,10 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"check"}, "arg"},
 		{[]string{"check", filepath.Join(store, "nothing")}, "not a lockjepsen run directory"},
 		{[]string{"frobnicate"}, "unknown command"},
+		// Issue 53, item 16: silently accepted before.
+		{[]string{"test", "--name", "a\nb", "--store", store}, "control character"},
+		{[]string{"soak", "--duration", "2s", "--time-limit", "5s", "--store", store}, "give one"},
+		{[]string{"shrink", "--tries", "2/3/4", store}, "want k/n"},
 		// Impossible combinations are refused before any server starts.
 		{[]string{"test", "--system", "etcd", "--lock", "etcd-session", "--ttl", "1500ms", "--store", store}, "whole seconds"},
 		{[]string{"test", "--system", "etcd", "--lock", "etcd", "--nemesis", "failover", "--store", store}, "needs --system sentinel"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,8 +215,8 @@ tries, is refused (exit 2) and nothing is kept. See docs/replay.md.`,
   lockjepsen shrink store/del-release/20261204T101010.000Z --budget 10m --tries 3/5`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			var k, n int
-			if _, err := fmt.Sscanf(tries, "%d/%d", &k, &n); err != nil || k < 1 || n < k || n > 100 {
+			k, n, err := parseTries(tries)
+			if err != nil || k < 1 || n < k || n > 100 {
 				return usageErr(stderr, fmt.Errorf("--tries %q: want k/n with 1 ≤ k ≤ n ≤ 100, such as 2/3", tries))
 			}
 			if budget < 0 || final < 0 || final > 100 {
@@ -295,4 +296,17 @@ func printShrinkOffers(w io.Writer, r *review.Review) {
 			}
 		}
 	}
+}
+
+// parseTries reads --tries k/n exactly: Sscanf took "2/3/4" for 2/3.
+func parseTries(s string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("no /")
+	}
+	if k, err = strconv.Atoi(ks); err != nil {
+		return 0, 0, err
+	}
+	n, err = strconv.Atoi(ns)
+	return k, n, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -35,6 +36,9 @@ records failed acquires as per-second counts and keeps the history small.`
 	}
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, a []string) error {
+		if f.Changed("time-limit") && f.Changed("duration") {
+			return usageErr(stderr, fmt.Errorf("--duration %s and --time-limit %s: give one (--duration sets the time limit)", duration, f.Lookup("time-limit").Value))
+		}
 		if !f.Changed("time-limit") {
 			if err := f.Set("time-limit", duration.String()); err != nil {
 				return usageErr(stderr, err)
