@@ -16,6 +16,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/locks/extclient"
 	"github.com/lockjepsen/lockjepsen/nemesis"
+	"github.com/lockjepsen/lockjepsen/runfile"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
 
@@ -89,6 +90,13 @@ func (c *Config) checkClientScript() error {
 			strings.Join(c.Client, " "), script, wd)
 	}
 	return nil
+}
+
+// CheckClientScript is checkClientScript for a command that plans runs
+// of a client before any starts (review): a missing script is bad input,
+// refused before the first run, not a harness failure of each.
+func CheckClientScript(client []string) error {
+	return (&Config{Settings: runfile.Settings{Client: client}}).checkClientScript()
 }
 
 // scriptExts are the extensions of the scripts interpreters run.

@@ -65,6 +65,10 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"test", "--name", "a\nb", "--store", store}, "control character"},
 		{[]string{"soak", "--duration", "2s", "--time-limit", "5s", "--store", store}, "give one"},
 		{[]string{"shrink", "--tries", "2/3/4", store}, "want k/n"},
+		// Issue 53, item 15: refused before the work, not after it.
+		{[]string{"review", "--out", "/dev/null", "--budget", "6m", "--store", store}, "--out /dev/null"},
+		{[]string{"review", "--client", "python3 no/such/client.py", "--store", store}, "its script no/such/client.py is not there"},
+		{[]string{"review", "--render", store, "--budget", "1m"}, "takes no other flag"},
 		// Impossible combinations are refused before any server starts.
 		{[]string{"test", "--system", "etcd", "--lock", "etcd-session", "--ttl", "1500ms", "--store", store}, "whole seconds"},
 		{[]string{"test", "--system", "etcd", "--lock", "etcd", "--nemesis", "failover", "--store", store}, "needs --system sentinel"},

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/harness"
@@ -41,6 +43,9 @@ func newReviewCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rf.render != "" {
+				if other := otherFlags(cmd, "render"); len(other) > 0 {
+					return usageErr(stderr, fmt.Errorf("--render draws a stored review again and runs nothing: it takes no other flag (given: --%s)", strings.Join(other, ", --")))
+				}
 				return rerender(rf.render, stdout, stderr)
 			}
 			plan, err := rf.plan(cmd.Context(), stderr)
@@ -99,9 +104,16 @@ func (rf *reviewFlags) plan(ctx context.Context, stderr io.Writer) (*review.Plan
 	}
 	rf.o.Backend, rf.o.BackendFlags = backend, rf.be.commandLine()
 	rf.o.Client = cfg.Client
+	if err := harness.CheckClientScript(cfg.Client); err != nil {
+		return nil, err
+	}
 	rf.o.Threats, rf.o.Mitigations = nonEmpty(rf.threats), nonEmpty(rf.mitigations)
 	if rf.o.Out == "" {
 		rf.o.Out = filepath.Join(rf.o.Store, runfile.ReviewDir, time.Now().UTC().Format("20060102T150405Z"))
+	} else if err := os.MkdirAll(rf.o.Out, 0o755); err != nil {
+		// Found before the cells run, not after: a review of minutes was
+		// lost to a --out that named a file.
+		return nil, fmt.Errorf("--out %s: %w", rf.o.Out, err)
 	}
 	rf.o.Run = func(ctx context.Context, c harness.Config) (*harness.Outcome, error) {
 		return runWithProgress(ctx, c, stderr, output{quiet: true}, "")
@@ -226,4 +238,15 @@ func rerender(dir string, stdout, stderr io.Writer) error {
 		return failure(stderr, err)
 	}
 	return printReview(stdout, r, dir)
+}
+
+// otherFlags are the flags given on the command line besides except.
+func otherFlags(cmd *cobra.Command, except string) []string {
+	var out []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != except {
+			out = append(out, f.Name)
+		}
+	})
+	return out
 }
