@@ -65,6 +65,11 @@ func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Res
 	if os.Getenv(HoldEnv) == PhaseCheck {
 		<-ctx.Done() // a test delivers its signal here
 	}
+	if st, err := os.Stat(filepath.Join(out, ResultsFile)); err == nil && !st.Mode().IsRegular() {
+		// Found before the check, not when its results could not replace
+		// it (exit 3 after the work).
+		return nil, usage("%s is not a file: move it away, or give another directory with --out", filepath.Join(out, ResultsFile))
+	}
 	notWritten := ""
 	if err := probeWritable(out); err != nil {
 		notWritten = fmt.Sprintf("could not write %s or porcupine's pictures into %s (%v); give another directory with --out", ResultsFile, out, err)

@@ -139,6 +139,9 @@ func checkShards(dirs []string, parts []*matrixResults) error {
 		if prev, ok := seen[p.Shard.Index]; ok {
 			return fmt.Errorf("%s and %s are both shard %s", prev, dirs[i], p.Shard)
 		}
+		if err := p.holdsItsShare(dirs[i]); err != nil {
+			return err
+		}
 		seen[p.Shard.Index] = dirs[i]
 	}
 	if of == 0 {
@@ -155,6 +158,30 @@ func checkShards(dirs []string, parts []*matrixResults) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("shard %s missing: give every shard's matrix directory", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// holdsItsShare refuses a shard whose runs are not its share of the
+// matrix's list (every of-th run from its index): a shard listing no
+// runs, another shard's run, or one run twice merged as if whole. An
+// interrupted shard may lack the runs it never reached.
+func (p *matrixResults) holdsItsShare(dir string) error {
+	s := p.Shard
+	if s.Of == 0 {
+		return nil
+	}
+	seen := map[int]bool{}
+	for _, r := range p.Runs {
+		if r.Index < 0 || r.Index >= len(s.Matrix) || r.Index%s.Of != s.Index-1 || seen[r.Index] {
+			return fmt.Errorf("%s is shard %s, but lists run %d (%s), which is not its share of the matrix or is listed twice", dir, s, r.Index, r.label())
+		}
+		seen[r.Index] = true
+	}
+	for i := s.Index - 1; i < len(s.Matrix) && !p.Interrupted; i += s.Of {
+		if !seen[i] {
+			return fmt.Errorf("%s is shard %s, but lacks run %d (%s) of its share, and was not interrupted", dir, s, i, s.Matrix[i])
+		}
 	}
 	return nil
 }
@@ -237,6 +264,9 @@ func relocate(shardDir string, r matrixRun) string {
 
 // writeMerged writes the merged matrix's page, results.json and JUnit XML.
 func writeMerged(dirs []string, outDir, junit string, o output, stdout, stderr io.Writer) error {
+	if err := mergeTargets(dirs, outDir, junit); err != nil {
+		return usageErr(stderr, err)
+	}
 	res, err := mergeShards(dirs)
 	if err != nil {
 		return usageErr(stderr, err)
@@ -270,4 +300,20 @@ func relTo(base, dir string) string {
 		return ""
 	}
 	return filepath.ToSlash(rel)
+}
+
+// mergeTargets refuses a merge that would write over one of its own
+// shards (--out naming an input overwrote its results.json) or a JUnit
+// file that is a directory, before anything is read or written.
+func mergeTargets(dirs []string, outDir, junit string) error {
+	out, _ := filepath.Abs(outDir)
+	for _, d := range dirs {
+		if in, _ := filepath.Abs(d); in == out {
+			return fmt.Errorf("--out %s is one of the shards to merge: give a directory of its own", outDir)
+		}
+	}
+	if st, err := os.Stat(junit); junit != "" && err == nil && st.IsDir() {
+		return fmt.Errorf("--junit %s is a directory: give a file", junit)
+	}
+	return nil
 }

@@ -212,3 +212,43 @@ func TestMergeRefusesShardsOfDifferentMatricesOrWithoutRuns(t *testing.T) {
 		}
 	}
 }
+
+// Issue 53, item 14: a merge whose --out is one of its shards, whose
+// --junit is a directory, or one of whose shards lists no runs or runs
+// of another share, is refused with exit 2 before anything is written.
+func TestMergeRefusesItsOwnShardsAndWrongShares(t *testing.T) {
+	root := t.TempDir()
+	a := []string{"baseline", "del-release", "no-ttl"}
+	one := handMadeShard(t, filepath.Join(root, "a1"), shard{Index: 1, Of: 2}, a)
+	two := handMadeShard(t, filepath.Join(root, "a2"), shard{Index: 2, Of: 2}, a)
+	before, _ := os.ReadFile(filepath.Join(one, runfile.ResultsFile))
+
+	empty := handMadeShard(t, filepath.Join(root, "e2"), shard{Index: 2, Of: 2}, a)
+	var res matrixResults
+	runfile.ReadJSON(filepath.Join(empty, runfile.ResultsFile), &res)
+	res.Runs = nil
+	writeRunJSON(t, filepath.Join(empty, runfile.ResultsFile), res)
+
+	stolen := handMadeShard(t, filepath.Join(root, "s2"), shard{Index: 2, Of: 2}, a)
+	runfile.ReadJSON(filepath.Join(stolen, runfile.ResultsFile), &res)
+	res.Runs[0].Index = 0 // shard 1/2's run
+	writeRunJSON(t, filepath.Join(stolen, runfile.ResultsFile), res)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", one, one, two}, "is one of the shards"},
+		{[]string{"--out", filepath.Join(root, "m1"), "--junit", root, one, two}, "is a directory"},
+		{[]string{"--out", filepath.Join(root, "m2"), one, empty}, "lacks run 1"},
+		{[]string{"--out", filepath.Join(root, "m3"), one, stolen}, "not its share"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"report", "--merge"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 with %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(one, runfile.ResultsFile)); string(after) != string(before) {
+		t.Error("a refused merge overwrote its own shard's results.json")
+	}
+}
