@@ -179,3 +179,17 @@ func TestCheckOfAHistoryCorruptFromItsStart(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want exit 2 calling the history corrupt", code, errOut)
 	}
 }
+
+// Issue 53, item 15: check refuses, as bad input and before checking, a
+// run whose results.json is a directory (exit 3 once the check could not
+// replace it).
+func TestCheckRefusesAResultsDirectory(t *testing.T) {
+	run := handMadeRun(t, 200)
+	os.Remove(filepath.Join(run, harness.ResultsFile))
+	if err := os.Mkdir(filepath.Join(run, harness.ResultsFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "check", run); code != exitUsage || !strings.Contains(errOut, "is not a file") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 saying results.json is not a file", code, errOut)
+	}
+}
