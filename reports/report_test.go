@@ -282,6 +282,25 @@ func TestHandler(t *testing.T) {
 	if code, got := get(t, srv, "/runs/"+rel+"/history.jsonl"); code != 200 || got != body {
 		t.Errorf("the compressed history served as text: %d, %d bytes, want the %d of the plain file", code, len(got), len(body))
 	}
+	// A report is not drawn from files a link leads to outside the store
+	// (issue 53, item 11): the renderer reads by path, outside the root.
+	outside := filepath.Join(base, "outside-run")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "results.json", "run.json"} {
+		if b, err := os.ReadFile(filepath.Join(store, rel, f)); err == nil {
+			os.WriteFile(filepath.Join(outside, f), b, 0o644)
+			os.Remove(filepath.Join(store, rel, f))
+			if err := os.Symlink(filepath.Join(outside, f), filepath.Join(store, rel, f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	os.Remove(filepath.Join(store, rel, "report.html"))
+	if code, body := get(t, srv, "/runs/"+rel+"/report.html"); code != http.StatusForbidden || !strings.Contains(body, "leads out of the store") {
+		t.Errorf("a report from files outside the store: %d %.200s", code, body)
+	}
 	// Nothing outside the store.
 	for _, p := range []string{"/runs/../secret.txt", "/runs/%2e%2e/secret.txt", "/runs/escape", "/runs/" + rel + "/../../../secret.txt", "/runs//etc/passwd"} {
 		code, body := get(t, srv, p)

@@ -290,6 +290,13 @@ func (h *server) file(w http.ResponseWriter, r *http.Request) {
 // missing or older than the run's files; a store that cannot be written
 // gets the page rendered in memory.
 func (h *server) report(w http.ResponseWriter, r *http.Request, root *os.Root, rel string) {
+	if link := escapingLink(root, rel); link != "" {
+		// The renderer reads the run's files by path, outside the root:
+		// a link leading out of the store must stop it here, as a request
+		// for that file itself is stopped.
+		http.Error(w, "a file of this run leads out of the store: "+link, http.StatusForbidden)
+		return
+	}
 	dir := filepath.Join(h.store, filepath.FromSlash(rel))
 	h.render.Lock()
 	defer h.render.Unlock()
@@ -345,4 +352,23 @@ func (h *server) servePlainHistory(w http.ResponseWriter, root *os.Root, rel str
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.Copy(w, f) // a client that goes away mid-copy wanted no more
 	return true
+}
+
+// escapingLink is the first symbolic link under the run directory rel
+// that leads out of root (or nowhere), "" when there is none.
+func escapingLink(root *os.Root, rel string) string {
+	found := ""
+	fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || found != "" {
+			return fs.SkipDir
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			if _, serr := root.Stat(p); serr != nil {
+				found = p
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	return found
 }
