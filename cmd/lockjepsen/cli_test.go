@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/runfile"
@@ -480,5 +482,39 @@ func TestOutputPathsAndMisplacedFields(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, harness.ResultsFile)); err != nil {
 		t.Fatalf("the run's results.json: %v", err)
+	}
+}
+
+// A value from a --config file counts as given, as the same flag typed
+// would (issue 53, item 8): commands that act only on given flags (a
+// scenario's --time-limit, --seed, test's replay) ignored the file's, and
+// `client: ""` tested the built-in lock.
+func TestConfigFileValuesCountAsGiven(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.Duration("time-limit", time.Second, "")
+	fs.Int64("seed", 0, "")
+	fs.String("client", "", "")
+	fs.Duration("recovery", time.Second, "")
+	if err := fs.Parse([]string{"--recovery", "2s"}); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, t.TempDir(), "c.yaml", "time-limit: 9s\nseed: 7\nclient: \"\"\nrecovery: 5s\n")
+	if err := applyConfigFile(path, fs); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"time-limit", "seed", "client", "recovery"} {
+		if !fs.Changed(name) {
+			t.Errorf("--%s from the file does not count as given", name)
+		}
+	}
+	if v := fs.Lookup("recovery").Value.String(); v != "2s" {
+		t.Errorf("recovery %s: the command line must win over the file", v)
+	}
+	if v := fs.Lookup("time-limit").Value.String(); v != "9s" {
+		t.Errorf("time-limit %s, want the file's 9s", v)
+	}
+	code, _, stderr := runCLI(t, "test", "--config", writeFile(t, t.TempDir(), "e.yaml", "client: \"\"\n"), "--store", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "--client is empty") {
+		t.Errorf("client: \"\" in a file: exit %d, stderr %q; want exit 2", code, stderr)
 	}
 }

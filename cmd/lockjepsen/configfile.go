@@ -75,7 +75,11 @@ func applyConfigFile(path string, fs *pflag.FlagSet) error {
 		if err != nil {
 			return fmt.Errorf("%s:%d: %s: %v", path, v.Line, key, err)
 		}
-		if err := f.Value.Set(val); err != nil {
+		// Through the flag set, so that the value counts as given, as the
+		// same flag typed would: commands that act only on given flags
+		// (replay:, --client "", a scenario's --time-limit) ignored the
+		// file's.
+		if err := fs.Set(name, val); err != nil {
 			return fmt.Errorf("%s:%d: %s: invalid value %q: %v", path, v.Line, key, val, err)
 		}
 		setOrigin(fs, name, fmt.Sprintf("%s:%d", path, v.Line))

@@ -172,13 +172,13 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			if err := o.check(stderr); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("replay") {
-				return testReplay(cmd, replayDir, cfg.Store, args, o, stdout, stderr)
-			}
 			if configFile != "" {
 				if err := applyConfigFile(configFile, cmd.Flags()); err != nil {
 					return usageErr(stderr, err)
 				}
+			}
+			if cmd.Flags().Changed("replay") {
+				return testReplay(cmd, replayDir, cfg.Store, args, o, stdout, stderr)
 			}
 			list, err := nemesis.ParseList(nem)
 			if err != nil {
