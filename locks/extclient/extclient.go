@@ -685,6 +685,12 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		c.kill(&ProtocolError{Line: fmt.Sprintf("%+v", *r), Reason: "an ok to acquire without a token"})
 		return nil, errors.New("external client: an ok to acquire without a token")
 	}
+	if r.Fence == nil && c.Has(CapFence) {
+		// Recorded without one, the grant would read as a lock without
+		// fencing, and the resource would take its stale writes.
+		c.kill(&ProtocolError{Line: "token " + r.Token, Reason: "an ok to acquire without a fence, from a client that declared the fence capability"})
+		return nil, errors.New("external client: an ok to acquire without the fence it declared")
+	}
 	return &lease{c: c, key: key, token: r.Token, fence: r.Fence, times: timesOf(r), nodes: c.topo.nodeNames(r.GrantedBy)}, nil
 }
 

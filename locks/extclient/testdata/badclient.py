@@ -35,7 +35,8 @@ acquires = 0
 for line in sys.stdin:
     msg = json.loads(line)
     if msg["type"] == "init":
-        send({"type": "init_ok", "in_reply_to": msg["id"], "protocol": 99 if mode == "bad-version" else 1})
+        caps = ["fence"] if mode == "no-fence" else []
+        send({"type": "init_ok", "in_reply_to": msg["id"], "protocol": 99 if mode == "bad-version" else 1, "capabilities": caps})
         continue
     acquires += 1
     sys.stderr.write("request %d: %s\n" % (acquires, msg["type"]))
@@ -47,6 +48,8 @@ for line in sys.stdin:
         send({"type": "fail", "in_reply_to": msg["id"] + 1000, "error": "not-acquired"})
     elif mode == "negative-validity":
         send({"type": "ok", "in_reply_to": msg["id"], "token": "p3.1", "valid_until_mono_ns": -5})
+    elif mode == "no-fence":
+        send({"type": "ok", "in_reply_to": msg["id"], "token": "p3.1"})
     elif mode == "string-id":
         send({"type": "ok", "in_reply_to": str(msg["id"]), "token": "p3.1"})
     elif mode == "hang":
