@@ -3,9 +3,11 @@ package runfile
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Settings is what config.json holds: every option of a run that a file
@@ -151,14 +153,30 @@ func (s Settings) Flags(def Settings) []string {
 		case float64:
 			out = append(out, name, strconv.FormatFloat(x, 'g', -1, 64))
 		case []string:
-			sep := ","
 			if key == "client" {
-				sep = " " // a program and its arguments, split at spaces
+				out = append(out, clientFlags(x)...)
+				continue
 			}
-			out = append(out, name, strings.Join(x, sep))
+			out = append(out, name, strings.Join(x, ","))
 		default:
 			out = append(out, name, fmt.Sprint(x))
 		}
+	}
+	return out
+}
+
+// clientFlags gives a client's program and arguments back as the flags
+// that set them: --client split at spaces, and from the first argument
+// that holds a space (or is empty) on, one --client-arg each, taken
+// whole; folded into --client, such an argument did not reproduce.
+func clientFlags(argv []string) []string {
+	i := slices.IndexFunc(argv, func(a string) bool { return a == "" || strings.ContainsFunc(a, unicode.IsSpace) })
+	if i < 0 {
+		i = len(argv)
+	}
+	out := []string{"--client", strings.Join(argv[:i], " ")}
+	for _, a := range argv[i:] {
+		out = append(out, "--client-arg", a)
 	}
 	return out
 }
