@@ -94,6 +94,8 @@ func TestConfigFileErrorsPointAtTheLine(t *testing.T) {
 		{"jitter.yaml", "latency: 10ms\njitter: 50ms\n", "jitter.yaml:2: --jitter must be between 0 and --latency"},
 		{"two.yaml", "ttl: 500ms\n---\nttl: 1s\n", "two.yaml:3: a second YAML document"},
 		{"typo3.yaml", "tll: 1s\n", `typo3.yaml:1: unknown field "tll" (did you mean "ttl"?)`},
+		// Issue 53, item 17: the parser names no line for this one.
+		{"tab.yaml", "\tttl: 500ms\n", "tab.yaml:1: found character that cannot start any token (a tab indents this line"},
 	}
 	for _, tc := range cases {
 		path := filepath.Join(dir, tc.name)

@@ -94,14 +94,14 @@ func oneDocument(path string, b []byte) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc, next yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, errors.New(yamlError(path, err))
+		return nil, errors.New(yamlError(path, b, err))
 	}
 	err := dec.Decode(&next)
 	switch {
 	case errors.Is(err, io.EOF):
 		return &doc, nil
 	case err != nil:
-		return nil, errors.New(yamlError(path, err))
+		return nil, errors.New(yamlError(path, b, err))
 	}
 	line := next.Line
 	if len(next.Content) > 0 {
@@ -172,15 +172,31 @@ var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
 // yamlError rewrites "yaml: line 3: did not find expected key" as
 // "config.yaml:3: did not find expected key".
-func yamlError(path string, err error) string {
+func yamlError(path string, b []byte, err error) string {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		if m[1] != "" {
 			return fmt.Sprintf("%s:%s: %s", path, m[1], m[2])
 		}
+		if n := tabIndented(b); n > 0 {
+			// The parser names no line for a tab before the first key.
+			return fmt.Sprintf("%s:%d: %s (a tab indents this line: YAML indents with spaces)", path, n, m[2])
+		}
 		return fmt.Sprintf("%s: %s", path, m[2])
 	}
 	return path + ": " + msg
+}
+
+// tabIndented is the number of the first line whose indentation holds a
+// tab, 0 when none does.
+func tabIndented(b []byte) int {
+	for i, line := range strings.Split(string(b), "\n") {
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if strings.Contains(indent, "\t") {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // suggest is the flag closest to name, if it is close enough to be a typo:
