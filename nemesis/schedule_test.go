@@ -85,7 +85,7 @@ func runFor(t *testing.T, seed int64, d time.Duration) ([]drawn, *fakeControl) {
 	s, err := NewSchedule(env, []string{Pause, Kill, ClockJump, ClockStrobe}, Options{
 		Interval: 10 * time.Millisecond, Duration: 10 * time.Millisecond, Targets: TargetMinority,
 		ClockJump: 150 * time.Millisecond,
-	}, rand.New(rand.NewSource(seed)), nil, NewClientFaults(env.Rec, env.TTL))
+	}, rand.New(rand.NewSource(seed)), nil, NewClientFaults(env.Rec, env.TTL, seed))
 	if err != nil {
 		t.Fatal(err)
 	}
