@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -337,5 +338,24 @@ func TestHolderStepAimsAtItsKindOfLease(t *testing.T) {
 				t.Errorf("played as planned on %v, want the placeholder kept", p.Action.Nodes)
 			}
 		})
+	}
+}
+
+// An in-op kill needs clients in their own processes: for a Go lock,
+// which runs inside the harness's, the schedule is refused before the
+// run, saying why and what stands in; with client processes it is
+// accepted.
+func TestInOpKillNeedsAClientProcess(t *testing.T) {
+	for _, procs := range []bool{false, true} {
+		env := newEnv(t, newFakeControl())
+		env.ClientProcesses = procs
+		_, err := NewSchedule(env, []string{ClientKillInOp}, Options{Interval: time.Second, Targets: TargetOne},
+			rand.New(rand.NewSource(1)), nil, NewClientFaults(env.Rec, env.TTL, 1))
+		switch {
+		case procs && err != nil:
+			t.Errorf("with client processes: %v", err)
+		case !procs && (err == nil || !strings.Contains(err.Error(), "--client") || !strings.Contains(err.Error(), ClientCrash)):
+			t.Errorf("for a Go lock: %v; want a refusal that names --client and %s", err, ClientCrash)
+		}
 	}
 }
