@@ -80,11 +80,12 @@ func (f clientFault) Name() string   { return f.name }
 func (f clientFault) recordsItself() {}
 
 func (f clientFault) Available(env *Env, a *Action) error {
-	if d, _ := Lookup(f.name); d.InOp {
+	d, _ := Lookup(f.name)
+	if d.InOp {
 		f.c.timesCalls.Store(true)
 	}
-	if d, _ := Lookup(f.name); d.InOp && !env.ClientProcesses {
-		return fmt.Errorf("%s kills a client's process with a request in flight, and a Go lock runs inside the harness's process, which cannot be killed alone: run the lock as a client in its own process (--client), or use %s, which stands in by stopping a Go client for good after its grant", f.name, ClientCrash)
+	if err := d.CheckClients(env.ClientProcesses); err != nil {
+		return err
 	}
 	if len(a.Clients) != 1 || a.Clients[0] < 0 || a.Clients[0] >= env.Clients {
 		return fmt.Errorf("%s hits exactly one client of 0..%d, got %v", f.name, env.Clients-1, a.Clients)

@@ -153,6 +153,16 @@ func (d Descriptor) CheckSystem(system string) error {
 	return fmt.Errorf("%s %s: it needs --system %s", d.Name, d.SystemsWhy, strings.Join(d.Systems, " or "))
 }
 
+// CheckClients refuses an InOp fault where the clients are not processes
+// of their own (a Go lock runs inside the harness's process), saying why
+// and what stands in.
+func (d Descriptor) CheckClients(processes bool) error {
+	if !d.InOp || processes {
+		return nil
+	}
+	return fmt.Errorf("%s kills a client's process with a request in flight, and a Go lock runs inside the harness's process, which cannot be killed alone: run the lock as a client in its own process (--client), or use %s, which stands in by stopping a Go client for good after its grant", d.Name, ClientCrash)
+}
+
 // New returns the fault of the given name.
 func New(name string, clients *ClientFaults) (Fault, error) {
 	d, err := Lookup(name)
