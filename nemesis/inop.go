@@ -52,8 +52,8 @@ func (c *ClientFaults) StartCall(ctx context.Context, worker, process int, f, ke
 			inFlight = false
 		}
 		err := target.KillProcess()
-		detail := fmt.Sprintf("SIGKILL %s after sending %s of %s (drawn from [0, %s], the recent time of a %s); ",
-			time.Since(sent).Round(time.Microsecond), f, key, span.Round(time.Microsecond), f)
+		detail := fmt.Sprintf("SIGKILL %s after sending %s of %s (a delay of %s drawn from [0, %s], the latest %s's duration); ",
+			time.Since(sent).Round(time.Microsecond), f, key, delay.Round(time.Microsecond), span.Round(time.Microsecond), f)
 		if inFlight {
 			detail += "no reply had come"
 		} else {
