@@ -237,18 +237,23 @@ func (c *client) lockCall(ctx context.Context, f, key string, lease locks.Lease,
 		target = p
 	}
 	killed := ch.StartCall(ctx, c.worker, c.process, f, key, target)
+	if killed != nil {
+		// Deferred, so that a call that panics still waits for its kill.
+		defer func() {
+			killed()
+			c.killed = true
+			if b, ok := lease.(locks.Background); ok {
+				b.StopRenewal() // the renewer was a thread of the dead process
+			}
+		}()
+	}
 	start := time.Now()
 	out, err := fn(ctx)
-	if killed == nil {
-		ch.EndCall(f, time.Since(start))
-		return out, err
+	if killed != nil {
+		return nil, ErrKilledInCall
 	}
-	killed()
-	c.killed = true
-	if b, ok := lease.(locks.Background); ok {
-		b.StopRenewal() // the renewer was a thread of the dead process
-	}
-	return nil, ErrKilledInCall
+	ch.EndCall(f, time.Since(start))
+	return out, err
 }
 
 func (c *client) run(ctx context.Context) error {
@@ -287,6 +292,7 @@ func (c *client) safeCycle(ctx context.Context, key string) (crashed bool) {
 			if c.env.OnPanic != nil {
 				c.env.OnPanic(c.process, v)
 			}
+			c.takeKilled() // replaced either way
 			crashed = true
 		}
 	}()
