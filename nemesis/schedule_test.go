@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
@@ -356,6 +357,46 @@ func TestInOpKillNeedsAClientProcess(t *testing.T) {
 			t.Errorf("with client processes: %v", err)
 		case !procs && (err == nil || !strings.Contains(err.Error(), "--client") || !strings.Contains(err.Error(), ClientCrash)):
 			t.Errorf("for a Go lock: %v; want a refusal that names --client and %s", err, ClientCrash)
+		}
+	}
+}
+
+// A random reply-loss window outlasts the op timeout (OutlastsOps), so
+// that a call that began just before it ends still times out inside it:
+// asked for 10 ms, each lasts OpTimeoutsPerFault op timeouts.
+func TestReplyLossOutlastsTheOpTimeout(t *testing.T) {
+	env := newEnv(t, newFakeControl())
+	env.Mesh = proxy.NewMesh()
+	t.Cleanup(func() { env.Mesh.Close() })
+	if _, err := env.Mesh.Add(ClientLinkName(0), "n1", "127.0.0.1:1", ""); err != nil {
+		t.Fatal(err)
+	}
+	const opTimeout = 30 * time.Millisecond
+	s, err := NewSchedule(env, []string{ReplyLoss}, Options{Interval: 10 * time.Millisecond, Duration: 10 * time.Millisecond,
+		Targets: TargetOne, OpTimeout: opTimeout}, rand.New(rand.NewSource(1)), nil, NewClientFaults(env.Rec, env.TTL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var played []Played
+	s.OnPlayed = func(p Played) {
+		mu.Lock()
+		defer mu.Unlock()
+		played = append(played, p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(played) == 0 {
+		t.Fatal("no reply-loss window in 600 ms")
+	}
+	for _, p := range played {
+		if p.Err != nil || p.Action.For < OpTimeoutsPerFault*opTimeout {
+			t.Errorf("window %+v: want one of %s or more", p, OpTimeoutsPerFault*opTimeout)
 		}
 	}
 }
