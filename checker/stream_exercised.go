@@ -243,7 +243,9 @@ func (m *momentState) nemesis(op *history.Op) {
 
 // replyLossEvent follows the reply-loss faults in effect: from its start
 // on, every pending lock call runs under it, as does every call invoked
-// before its stop.
+// before its stop. Whatever nodes it targets: a call that came back
+// unknown names none (exact on one Redis; elsewhere a call may have
+// missed the faulted node).
 func (m *momentState) replyLossEvent(op *history.Op) {
 	if !faultStarts(op.Value) {
 		delete(m.losing, op.F)
