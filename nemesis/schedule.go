@@ -391,6 +391,8 @@ func describe(a *Action) string {
 	switch a.Fault {
 	case Partition, Reject, Latency, Slow:
 		return describeNet(a, newNetFault(a.Fault).linkFault(a))
+	case ClientKillInOp:
+		return fmt.Sprintf("client worker %v armed: killed (SIGKILL) at its next lock call, with the request in flight", a.Clients)
 	case ReplyLoss:
 		return describeNet(a, newNetFault(a.Fault).linkFault(a)) + fmt.Sprintf(" for %s: requests are applied, their replies lost", a.For.Round(time.Millisecond))
 	case Isolate:
