@@ -24,6 +24,9 @@ const defaultCallTime = 5 * time.Millisecond
 // dead and the kill recorded. nil when nothing is armed, or the client
 // has no process of its own (Available refuses such runs).
 func (c *ClientFaults) StartCall(ctx context.Context, worker, process int, f, key string, target locks.ClientProcess) (killed func()) {
+	if !c.timesCalls.Load() {
+		return nil // no InOp fault in this run: the clients' hot path takes no lock
+	}
 	c.mu.Lock()
 	name, ok := c.armed[worker]
 	if !ok || !inOp(name) || target == nil {
