@@ -55,6 +55,14 @@ type Options struct {
 	// one cut it off, overlapped by a grant of another node, is the
 	// failover's, not the lock's.
 	CutOffFaults []string
+	// ReplyLossFaults name the faults that lose replies of requests the
+	// server may have applied (reply-loss): a lock call under one whose
+	// outcome is unknown counts as MomentRepliesLost.
+	ReplyLossFaults []string
+	// InOpFaults name the client faults that kill a client with a request
+	// in flight: one that hits a process with a lock call pending counts
+	// as MomentKilledInOp.
+	InOpFaults []string
 
 	ctx context.Context // CheckContext's; nil is never done
 }

@@ -21,6 +21,8 @@ const (
 	MomentNodeFaults    = "node_faults_on_live_lease"
 	MomentFailovers     = "failovers_on_live_lease"
 	MomentHolderCrashes = "holder_crashes"
+	MomentRepliesLost   = "replies_lost"
+	MomentKilledInOp    = "clients_killed_in_op"
 )
 
 // ExercisedMoment describes one kind of dangerous moment.
@@ -48,6 +50,10 @@ var exercisedMoments = []ExercisedMoment{
 		"a failover began while a lease granted through the old primary was still live"},
 	{MomentHolderCrashes, "a holder crashed with its lease live",
 		"a client crash or kill hit a process that believed it held a lock whose lease was live"},
+	{MomentRepliesLost, "a reply was lost after the server may have applied its request",
+		"an acquire, release or extend ran while a fault lost the servers' replies (reply-loss), and its outcome is unknown: the server may have applied it"},
+	{MomentKilledInOp, "a client died with a request in flight",
+		"a client's process was killed while one of its acquires, releases or extends was pending, between two of the lock's commands with luck"},
 }
 
 // ExercisedMoments lists every moment, in the order reports show them.
@@ -62,6 +68,8 @@ type Exercised struct {
 	NodeFaults    int `json:"node_faults_on_live_lease"`
 	Failovers     int `json:"failovers_on_live_lease"`
 	HolderCrashes int `json:"holder_crashes"`
+	RepliesLost   int `json:"replies_lost"`
+	KilledInOp    int `json:"clients_killed_in_op"`
 }
 
 // counter is the field a moment's name counts in.
@@ -81,6 +89,10 @@ func (e *Exercised) counter(name string) *int {
 		return &e.Failovers
 	case MomentHolderCrashes:
 		return &e.HolderCrashes
+	case MomentRepliesLost:
+		return &e.RepliesLost
+	case MomentKilledInOp:
+		return &e.KilledInOp
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,10 @@ type momentState struct {
 	// primary is the node the latest primary event named, "" before one:
 	// a history with a primary monitor shows failovers as changes of it.
 	primary string
+	// replyLoss and inOp are Options.ReplyLossFaults and InOpFaults;
+	// losing are the reply-loss faults in effect now.
+	replyLoss, inOp []string
+	losing          map[string]bool
 }
 
 // mlease is a granted lease as the moments see it.
@@ -46,6 +51,9 @@ type mproc struct {
 	inv     history.Op // the pending invoke
 	invAt   int64      // its event number
 	crashed bool       // crashed, and has not invoked since
+	// underLoss: a reply-loss fault was in effect while the pending lock
+	// call ran.
+	underLoss bool
 }
 
 // mkey is a lock key as the moments see it.
@@ -55,7 +63,8 @@ type mkey struct {
 }
 
 func newMomentState(opts Options) *momentState {
-	return &momentState{ttl: int64(opts.TTL), procs: map[int]*mproc{}, keys: map[string]*mkey{}}
+	return &momentState{ttl: int64(opts.TTL), procs: map[int]*mproc{}, keys: map[string]*mkey{},
+		replyLoss: opts.ReplyLossFaults, inOp: opts.InOpFaults, losing: map[string]bool{}}
 }
 
 func (m *momentState) proc(p int) *mproc {
@@ -120,6 +129,12 @@ func (m *momentState) invoke(op *history.Op) {
 		m.end(ps)
 	}
 	ps.pending, ps.inv, ps.invAt = true, *op, m.events
+	ps.underLoss = len(m.losing) > 0
+}
+
+// lockCall reports whether f is a call on the lock itself.
+func lockCall(f string) bool {
+	return f == history.Acquire || f == history.Release || f == history.Extend
 }
 
 func (m *momentState) complete(op *history.Op) {
@@ -129,6 +144,9 @@ func (m *momentState) complete(op *history.Op) {
 	}
 	ps.pending = false
 	inv := &ps.inv
+	if ps.underLoss && op.Type == history.Info && lockCall(inv.F) {
+		m.e.RepliesLost++
+	}
 	switch inv.F {
 	case history.Acquire:
 		if op.Type == history.OK {
@@ -190,6 +208,15 @@ func (m *momentState) nemesis(op *history.Op) {
 		return
 	}
 	switch {
+	case slices.Contains(m.replyLoss, op.F):
+		m.replyLossEvent(op)
+	case slices.Contains(m.inOp, op.F):
+		if faultStarts(v) {
+			m.killedInOp(op)
+		}
+		return
+	}
+	switch {
 	case op.F == PrimaryEvent:
 		if v.Phase != "start" || len(v.Targets) == 0 {
 			return
@@ -210,6 +237,34 @@ func (m *momentState) nemesis(op *history.Op) {
 	case serverFault(op):
 		if m.anyLive(op.Time, func(l *mlease) bool { return onNodes(l.nodes, v.Targets) }) {
 			m.e.NodeFaults++
+		}
+	}
+}
+
+// replyLossEvent follows the reply-loss faults in effect: from its start
+// on, every pending lock call runs under it, as does every call invoked
+// before its stop. Whatever nodes it targets: a call that came back
+// unknown names none (exact on one Redis; elsewhere a call may have
+// missed the faulted node).
+func (m *momentState) replyLossEvent(op *history.Op) {
+	if !faultStarts(op.Value) {
+		delete(m.losing, op.F)
+		return
+	}
+	m.losing[op.F] = true
+	for _, ps := range m.procs {
+		if ps.pending && lockCall(ps.inv.F) {
+			ps.underLoss = true
+		}
+	}
+}
+
+// killedInOp counts the processes an in-op kill hit with a lock call
+// pending.
+func (m *momentState) killedInOp(op *history.Op) {
+	for _, p := range op.Value.Clients {
+		if ps := m.procs[p]; ps != nil && ps.pending && lockCall(ps.inv.F) {
+			m.e.KilledInOp++
 		}
 	}
 }

@@ -150,7 +150,8 @@ func placePictures(stage, out string) error {
 // porcupine pictures go to out.
 func checkOptions(cfg Config, out string) checker.Options {
 	opts := checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
-		KeyLossFaults:      nemesis.KeyLossFaults(),
+		KeyLossFaults:   nemesis.KeyLossFaults(),
+		ReplyLossFaults: nemesis.ReplyLossFaults(), InOpFaults: nemesis.InOpFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 	if cfg.system().asyncReplicas {
 		opts.CutOffFaults = nemesis.CutOffFaults()

@@ -193,6 +193,13 @@ func (c *Config) validateFaults() error {
 			}
 		}
 	}
+	for _, n := range c.faultsUsed() {
+		if d, err := nemesis.Lookup(n); err == nil {
+			if err := d.CheckClients(len(c.Client) > 0); err != nil {
+				return usage("%v", err)
+			}
+		}
+	}
 	switch c.Targets {
 	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
 	case nemesis.TargetPrimary:

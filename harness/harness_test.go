@@ -548,6 +548,9 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		}, "--backend no-kills: cannot land kill on etcd"},
 		{func(c *harness.Config) { c.Nemesis = []string{"failover"} }, "--nemesis failover"},
 		{func(c *harness.Config) { c.Nemesis = []string{"isolate"} }, "--nemesis isolate"},
+		// A Go lock runs in the harness's process: no kill inside its calls.
+		{func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientKillInOp} }, "--client"},
+		{func(c *harness.Config) { c.ScriptName = nemesis.InOpKills }, "client-crash"},
 	}
 	for _, tc := range cases {
 		cfg := harness.DefaultConfig()

@@ -115,6 +115,7 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 		Rec: rec, Nodes: names, Mesh: sys.mesh, FakeClock: sys.fakeClock,
 		Persistence: cfg.Persistence, Clients: cfg.Clients, TTL: cfg.TTL,
 		Holder: cp.holder.nodes, Granted: cp.granted,
+		ClientProcesses: len(cfg.Client) > 0,
 	}
 	// The backend's own internal network (containers), for isolate and
 	// internal faults on nodes without a "net" link in the mesh.
@@ -132,7 +133,7 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 	if sys.sc != nil {
 		nenv.ManualFailover = sys.sc.Failover
 	}
-	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL)
+	clientFaults := nemesis.NewClientFaults(rec, cfg.TTL, cfg.Seed)
 	clientFaults.Mesh = sys.mesh // a pause freezes the client's own links, if it has some
 	cp.env.Hooks = clientFaults
 	jump, _ := cfg.ClockJumpDuration() // validated
@@ -140,6 +141,7 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 		Interval: cfg.NemesisInterval, Duration: cfg.FaultDuration, Targets: cfg.Targets,
 		RestartDelay: cfg.RestartDelay, LoseUnsynced: cfg.LoseUnsynced, ClockJump: jump, AfterGrant: cfg.AfterAcquire,
 		ClockRate: cfg.ClockRate, Latency: cfg.Latency, Jitter: cfg.Jitter, BandwidthKB: cfg.Bandwidth,
+		OpTimeout: cfg.OpTimeout,
 	}, rand.New(rand.NewSource(cfg.Seed)), cfg.steps(), clientFaults)
 	if err != nil {
 		return nil, &UsageError{err}

@@ -3,7 +3,9 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
@@ -25,14 +27,24 @@ type ClientFaults struct {
 	// sends in the background (the etcd-session lock's lease renewals).
 	Mesh *proxy.Mesh
 
+	// Rng draws the delay of an in-op kill; set by NewClientFaults from
+	// the run's seed, guarded by mu.
+	Rng *rand.Rand
+
 	mu    sync.Mutex
-	armed map[int]string // worker -> fault name
-	stop  chan struct{}  // closed by Heal to end pauses in progress
+	armed map[int]string           // worker -> fault name
+	stop  chan struct{}            // closed by Heal to end pauses in progress
+	took  map[string]time.Duration // lock call -> its recent duration (see EndCall)
+	// timesCalls is set, before the run, when an InOp fault is checked
+	// (Available).
+	timesCalls atomic.Bool
 }
 
-// NewClientFaults returns client faults for a run.
-func NewClientFaults(rec *history.Recorder, ttl time.Duration) *ClientFaults {
-	return &ClientFaults{Rec: rec, TTL: ttl, armed: map[int]string{}, stop: make(chan struct{})}
+// NewClientFaults returns client faults for a run; seed draws the delays
+// of in-op kills.
+func NewClientFaults(rec *history.Recorder, ttl time.Duration, seed int64) *ClientFaults {
+	return &ClientFaults{Rec: rec, TTL: ttl, Rng: rand.New(rand.NewSource(seed)), armed: map[int]string{}, stop: make(chan struct{}),
+		took: map[string]time.Duration{}}
 }
 
 var clientDescriptors = []Descriptor{
@@ -44,6 +56,10 @@ var clientDescriptors = []Descriptor{
 		Kind:      KindClient,
 		Exercises: []string{momentCrashes},
 		Draw:      Draw{Class: classClient, Label: "crashed"}, new: buildClient(ClientCrash)},
+	{Name: ClientKillInOp, Description: "a client process is killed (SIGKILL) with a lock call's request in flight, between two of its commands with luck; needs a lock client in its own process (--client)",
+		Kind: KindClient, InOp: true,
+		Exercises: []string{momentKilledInOp},
+		Draw:      Draw{Class: classClient, Label: "killed in a call"}, new: buildClient(ClientKillInOp)},
 }
 
 type clientFault struct {
@@ -64,6 +80,13 @@ func (f clientFault) Name() string   { return f.name }
 func (f clientFault) recordsItself() {}
 
 func (f clientFault) Available(env *Env, a *Action) error {
+	d, _ := Lookup(f.name)
+	if d.InOp {
+		f.c.timesCalls.Store(true)
+	}
+	if err := d.CheckClients(env.ClientProcesses); err != nil {
+		return err
+	}
 	if len(a.Clients) != 1 || a.Clients[0] < 0 || a.Clients[0] >= env.Clients {
 		return fmt.Errorf("%s hits exactly one client of 0..%d, got %v", f.name, env.Clients-1, a.Clients)
 	}
@@ -112,7 +135,11 @@ func (f clientFault) Heal(ctx context.Context, env *Env) error {
 func (c *ClientFaults) InCriticalSection(ctx context.Context, worker, process int, lease locks.Lease) bool {
 	c.mu.Lock()
 	name, ok := c.armed[worker]
-	delete(c.armed, worker)
+	if ok && inOp(name) {
+		ok = false // its call comes; a critical section is not its place
+	} else {
+		delete(c.armed, worker)
+	}
 	stop := c.stop
 	c.mu.Unlock()
 	if !ok {

@@ -40,6 +40,21 @@ type Descriptor struct {
 	// with a grant of that replica as the failover's, whatever any
 	// release did on the cut-off node.
 	CutsOff bool
+	// LosesReplies: the fault lets requests reach the server and be
+	// applied but loses their replies, so a call's unknown outcome under
+	// it may well have taken effect. The checkers count such calls as
+	// replies lost after the server may have applied them.
+	LosesReplies bool
+	// OutlastsOps: a random action of the fault lasts at least
+	// OpTimeoutsPerFault op timeouts (Options.OpTimeout), whatever
+	// --fault-duration says, so that a client gives up inside it.
+	OutlastsOps bool
+	// InOp: a client fault that strikes inside the armed client's next
+	// lock call (acquire, extend or release), with the request in flight,
+	// rather than inside its critical section. It needs clients in their
+	// own processes (Env.ClientProcesses); the checkers count its events
+	// as clients killed with a request in flight.
+	InOp bool
 	// Exercises names the dangerous moments (the checker's moment names,
 	// results.json "exercised") that show the fault hit what it aims at:
 	// a safe verdict with none of them is vacuous.
@@ -74,7 +89,14 @@ const (
 	momentNodeFaults  = "node_faults_on_live_lease"
 	momentFailovers   = "failovers_on_live_lease"
 	momentCrashes     = "holder_crashes"
+	momentRepliesLost = "replies_lost"
+	momentKilledInOp  = "clients_killed_in_op"
 )
+
+// OpTimeoutsPerFault is the least a random action of an OutlastsOps
+// fault lasts, in op timeouts: long enough that a call that began just
+// before it ends still times out inside it.
+const OpTimeoutsPerFault = 4
 
 // serverMoments are what a server-side fault exercises.
 var serverMoments = []string{momentNodeFaults}
@@ -129,6 +151,16 @@ func (d Descriptor) CheckSystem(system string) error {
 		return nil
 	}
 	return fmt.Errorf("%s %s: it needs --system %s", d.Name, d.SystemsWhy, strings.Join(d.Systems, " or "))
+}
+
+// CheckClients refuses an InOp fault where the clients are not processes
+// of their own (a Go lock runs inside the harness's process), saying why
+// and what stands in.
+func (d Descriptor) CheckClients(processes bool) error {
+	if !d.InOp || processes {
+		return nil
+	}
+	return fmt.Errorf("%s kills a client's process with a request in flight, and a Go lock runs inside the harness's process, which cannot be killed alone: run the lock as a client in its own process (--client), or use %s, which stands in by stopping a Go client for good after its grant", d.Name, ClientCrash)
 }
 
 // New returns the fault of the given name.
@@ -195,6 +227,18 @@ func KeyLossFaults() []string {
 // the rest of its cluster (Descriptor.CutsOff).
 func CutOffFaults() []string {
 	return namesWhere(func(d Descriptor) bool { return d.CutsOff })
+}
+
+// ReplyLossFaults names the faults that lose replies of requests the
+// server may have applied (Descriptor.LosesReplies).
+func ReplyLossFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return d.LosesReplies })
+}
+
+// InOpFaults names the client faults that strike with a request in flight
+// (Descriptor.InOp).
+func InOpFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return d.InOp })
 }
 
 // namesWhere names the faults whose descriptors keep says yes to.

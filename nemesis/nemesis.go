@@ -20,6 +20,12 @@ const (
 	None        = "none"
 	ClientPause = "client-pause"
 	ClientCrash = "client-crash"
+	// ClientKillInOp kills a client process with a lock call's request in
+	// flight.
+	ClientKillInOp = "client-kill-in-op"
+	// ReplyLoss drops the replies of the target nodes' links, while their
+	// requests still reach the server.
+	ReplyLoss   = "reply-loss"
 	Partition   = "partition"
 	Reject      = "reject"
 	Latency     = "latency"
@@ -56,6 +62,10 @@ type Env struct {
 	Persistence string
 	Clients     int
 	TTL         time.Duration
+	// ClientProcesses: every client is an operating-system process of its
+	// own (a lock client over the client protocol), which an InOp fault
+	// can kill alone; a Go lock runs inside the harness process.
+	ClientProcesses bool
 	// Holder returns the nodes that granted the latest lease; nil for the
 	// holder target to fall back to a random node.
 	Holder func() []string

@@ -49,7 +49,7 @@ func TestParseListNoneWithFaults(t *testing.T) {
 // reads from a descriptor is there: a fault that forgot its help line or
 // its colour would show up only in a report.
 func TestEveryDescriptorBuildsItsFault(t *testing.T) {
-	clients := NewClientFaults(nil, time.Second)
+	clients := NewClientFaults(nil, time.Second, 1)
 	seen := map[string]bool{}
 	for _, d := range All() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestEveryFaultHasAKind(t *testing.T) {
 		if !slices.Contains(kinds, d.Kind) {
 			t.Errorf("%s: kind %q, want one of %v", d.Name, d.Kind, kinds)
 		}
-		if want := d.Name == ClientPause || d.Name == ClientCrash; AimsAtClient(d.Name) != want {
+		if want := d.Name == ClientPause || d.Name == ClientCrash || d.Name == ClientKillInOp; AimsAtClient(d.Name) != want {
 			t.Errorf("AimsAtClient(%s) = %v, want %v", d.Name, !want, want)
 		}
 	}

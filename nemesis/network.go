@@ -43,6 +43,9 @@ var netDescriptors = []Descriptor{
 		Kind: KindLink, Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "rejecting"}, new: buildNet(Reject)},
 	{Name: Latency, Description: "replies from the target nodes are delayed (--latency, --jitter)",
 		Kind: KindLink, Links: true, Exercises: []string{momentSlowReplies, momentNodeFaults}, Draw: Draw{Class: classNet, Label: "slow replies"}, new: buildNet(Latency)},
+	{Name: ReplyLoss, Description: "the target nodes' replies are lost while their requests still reach them and are applied; the window outlasts the op timeout, and the heal closes the connections",
+		Kind: KindLink, Links: true, LosesReplies: true, OutlastsOps: true,
+		Exercises: []string{momentRepliesLost}, Draw: Draw{Class: classNet, Label: "replies lost"}, new: buildNet(ReplyLoss)},
 	{Name: Slow, Description: "links to the target nodes are throttled (--bandwidth)",
 		Kind: KindLink, Links: true, Exercises: serverMoments, Draw: Draw{Class: classNet, Label: "throttled"}, new: buildNet(Slow)},
 	// Isolate needs no client links: it cuts only the cluster's own links
@@ -87,6 +90,8 @@ func (f *netFault) linkFault(a *Action) proxy.Fault {
 		return proxy.Fault{Mode: proxy.Partition}
 	case Reject:
 		return proxy.Fault{Mode: proxy.Reject}
+	case ReplyLoss:
+		return proxy.Fault{Mode: proxy.ReplyLoss}
 	case Latency:
 		return proxy.Fault{Mode: proxy.Latency, Latency: a.Link.Latency, Jitter: a.Link.Jitter}
 	default:

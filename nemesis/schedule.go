@@ -45,6 +45,9 @@ type Options struct {
 	Latency      time.Duration
 	Jitter       time.Duration
 	BandwidthKB  int64
+	// OpTimeout is the clients' op timeout: an OutlastsOps fault's random
+	// actions last at least OpTimeoutsPerFault of it.
+	OpTimeout time.Duration
 }
 
 // Step is one action of a script, started At after the fault phase began.
@@ -189,6 +192,9 @@ func (s *Schedule) runRandom(ctx context.Context) {
 			a.For = jitter(s.Rng, s.Opts.Duration)
 			if name == Kill {
 				a.For = s.Opts.RestartDelay
+			}
+			if d, _ := Lookup(name); d.OutlastsOps {
+				a.For = max(a.For, OpTimeoutsPerFault*s.Opts.OpTimeout)
 			}
 		}
 		s.play(ctx, &a, nil)
@@ -385,6 +391,10 @@ func describe(a *Action) string {
 	switch a.Fault {
 	case Partition, Reject, Latency, Slow:
 		return describeNet(a, newNetFault(a.Fault).linkFault(a))
+	case ClientKillInOp:
+		return fmt.Sprintf("client worker %v armed: killed (SIGKILL) at its next lock call, with the request in flight", a.Clients)
+	case ReplyLoss:
+		return describeNet(a, newNetFault(a.Fault).linkFault(a)) + fmt.Sprintf(" for %s: requests are applied, their replies lost", a.For.Round(time.Millisecond))
 	case Isolate:
 		return fmt.Sprintf("cut off from the rest of the cluster for %s; clients still reach it", a.For.Round(time.Millisecond))
 	case Failover:

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
@@ -85,7 +87,7 @@ func runFor(t *testing.T, seed int64, d time.Duration) ([]drawn, *fakeControl) {
 	s, err := NewSchedule(env, []string{Pause, Kill, ClockJump, ClockStrobe}, Options{
 		Interval: 10 * time.Millisecond, Duration: 10 * time.Millisecond, Targets: TargetMinority,
 		ClockJump: 150 * time.Millisecond,
-	}, rand.New(rand.NewSource(seed)), nil, NewClientFaults(env.Rec, env.TTL))
+	}, rand.New(rand.NewSource(seed)), nil, NewClientFaults(env.Rec, env.TTL, seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,5 +339,64 @@ func TestHolderStepAimsAtItsKindOfLease(t *testing.T) {
 				t.Errorf("played as planned on %v, want the placeholder kept", p.Action.Nodes)
 			}
 		})
+	}
+}
+
+// An in-op kill needs clients in their own processes: for a Go lock,
+// which runs inside the harness's, the schedule is refused before the
+// run, saying why and what stands in; with client processes it is
+// accepted.
+func TestInOpKillNeedsAClientProcess(t *testing.T) {
+	for _, procs := range []bool{false, true} {
+		env := newEnv(t, newFakeControl())
+		env.ClientProcesses = procs
+		_, err := NewSchedule(env, []string{ClientKillInOp}, Options{Interval: time.Second, Targets: TargetOne},
+			rand.New(rand.NewSource(1)), nil, NewClientFaults(env.Rec, env.TTL, 1))
+		switch {
+		case procs && err != nil:
+			t.Errorf("with client processes: %v", err)
+		case !procs && (err == nil || !strings.Contains(err.Error(), "--client") || !strings.Contains(err.Error(), ClientCrash)):
+			t.Errorf("for a Go lock: %v; want a refusal that names --client and %s", err, ClientCrash)
+		}
+	}
+}
+
+// A random reply-loss window outlasts the op timeout (OutlastsOps), so
+// that a call that began just before it ends still times out inside it:
+// asked for 10 ms, each lasts OpTimeoutsPerFault op timeouts.
+func TestReplyLossOutlastsTheOpTimeout(t *testing.T) {
+	env := newEnv(t, newFakeControl())
+	env.Mesh = proxy.NewMesh()
+	t.Cleanup(func() { env.Mesh.Close() })
+	if _, err := env.Mesh.Add(ClientLinkName(0), "n1", "127.0.0.1:1", ""); err != nil {
+		t.Fatal(err)
+	}
+	const opTimeout = 30 * time.Millisecond
+	s, err := NewSchedule(env, []string{ReplyLoss}, Options{Interval: 10 * time.Millisecond, Duration: 10 * time.Millisecond,
+		Targets: TargetOne, OpTimeout: opTimeout}, rand.New(rand.NewSource(1)), nil, NewClientFaults(env.Rec, env.TTL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var played []Played
+	s.OnPlayed = func(p Played) {
+		mu.Lock()
+		defer mu.Unlock()
+		played = append(played, p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(played) == 0 {
+		t.Fatal("no reply-loss window in 600 ms")
+	}
+	for _, p := range played {
+		if p.Err != nil || p.Action.For < OpTimeoutsPerFault*opTimeout {
+			t.Errorf("window %+v: want one of %s or more", p, OpTimeoutsPerFault*opTimeout)
+		}
 	}
 }

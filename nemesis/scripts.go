@@ -34,8 +34,31 @@ type Script struct {
 	Build func(p ScriptParams) []Step
 }
 
+// InOpKills is the named script of kills inside an operation.
+const InOpKills = "in-op-kills"
+
 // Scripts are the named scripts, by name.
 var Scripts = map[string]Script{
+	InOpKills: {
+		Name: InOpKills,
+		Description: "replies from every node are delayed by a tenth of the TTL (± a fiftieth) for the whole run, and every " +
+			"--nemesis-interval a client, in turn, is killed with its next lock call in flight, so that the kill lands " +
+			"between two commands of an acquire, extend or release that makes several; needs a lock client in its own process",
+		Check: func(p ScriptParams) error {
+			if p.TTL < 10*time.Millisecond || p.Interval <= 0 {
+				return fmt.Errorf("needs a TTL of 10ms or more and a positive --nemesis-interval, got %s and %s", p.TTL, p.Interval)
+			}
+			return nil
+		},
+		Build: func(p ScriptParams) []Step {
+			steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: p.Nodes, For: p.TimeLimit,
+				Link: proxy.Fault{Latency: p.TTL / 10, Jitter: p.TTL / 50}}}}
+			for i, t := 0, p.Interval; t < p.TimeLimit; i, t = i+1, t+p.Interval {
+				steps = append(steps, Step{At: t, Action: Action{Fault: ClientKillInOp, Clients: []int{i % max(p.Clients, 1)}}})
+			}
+			return steps
+		},
+	},
 	"kleppmann-clock-jump": {
 		Name: "kleppmann-clock-jump",
 		Description: "Kleppmann's Redlock counterexample: client 0 is cut off from n4 and n5 and can lock only n1-n3; " +

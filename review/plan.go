@@ -133,6 +133,7 @@ func NewPlan(o Options) (*Plan, error) {
 	}
 	p.dropNotApplicable()
 	p.dropRenewals()
+	p.dropClientKills()
 	if len(p.Threats) == 0 {
 		return nil, fmt.Errorf("no threat left to run: %s", strings.Join(slices.Sorted(maps.Values(p.NotTried)), "; "))
 	}
@@ -232,6 +233,21 @@ func (p *Plan) dropRenewals() {
 			p.NotTried[short(t.Name)] = "the client does not declare the extend capability, so the review cannot renew its lock"
 		}
 		return t.Renews
+	})
+}
+
+// dropClientKills keeps the threats that kill client processes out of the
+// plan for a Go lock: it runs inside the harness's process, which cannot
+// be killed alone, and the client-crash threat stands in for it.
+func (p *Plan) dropClientKills() {
+	if len(p.Options.Client) > 0 {
+		return
+	}
+	p.Threats = slices.DeleteFunc(p.Threats, func(t Threat) bool {
+		if t.KillsClients {
+			p.NotTried[short(t.Name)] = "a Go lock runs inside the harness's process, which cannot be killed alone in a lock call; it needs a lock client in its own process (--client), and client crash stands in for it"
+		}
+		return t.KillsClients
 	})
 }
 

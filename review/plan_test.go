@@ -274,3 +274,33 @@ func TestPlanDropsLockSwapsToFitTheBudget(t *testing.T) {
 		t.Fatalf("a tight budget: %v; runs redlock %v, else %v, estimate %s", err, runsRedlock(small), small.ElseCouldServe, small.Estimate)
 	}
 }
+
+// The in-op threat kills client processes: a Go lock's review leaves it
+// out and says why (as a lock that cannot extend leaves out renewal),
+// while reply loss, which needs no process, stays; a client's review runs
+// both.
+func TestPlanKillsOnlyClientProcesses(t *testing.T) {
+	p, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Budget: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := threatNamesOf(p)
+	if slices.Contains(names, "in-op") || !slices.Contains(names, "reply-loss") {
+		t.Errorf("a Go lock's threats %v: want reply-loss and not in-op", names)
+	}
+	if why := p.NotTried["in op"]; !strings.Contains(why, "--client") || !strings.Contains(why, "client crash") {
+		t.Errorf("not tried: %q, want it to name --client and client crash", why)
+	}
+	if _, err := NewPlan(Options{System: cluster.Single, Lock: locks.Token, Threats: []string{"in-op"}, Budget: time.Hour}); err == nil {
+		t.Error("a Go lock's review of in-op alone was planned")
+	}
+	for _, threat := range []string{"in-op", "reply-loss"} {
+		tt, _ := LookupThreat(threat)
+		c := harness.DefaultConfig()
+		tt.Inject(&c)
+		c.Client = []string{"/usr/bin/python3", "client.py"}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s for a client: %v", threat, err)
+		}
+	}
+}

@@ -42,6 +42,11 @@ type Threat struct {
 	// Renews: the threat renews the lock, so it runs only where the lock
 	// can extend (a Go lock, or a client that declares extend).
 	Renews bool
+	// KillsClients: the threat kills client processes inside a lock call,
+	// so it runs only for a lock client in its own process (--client): a
+	// Go lock runs inside the harness's process, which cannot be killed
+	// alone (the client-crash threat stands in for it).
+	KillsClients bool
 }
 
 // AppliesTo reports whether the threat is one the system faces.
@@ -116,6 +121,14 @@ var Threats = []Threat{
 		Catches: "a lock with no TTL, held for ever by a dead client",
 		Inject:  func(c *harness.Config) { c.Nemesis = []string{nemesis.ClientCrash} },
 		Moments: []string{checker.MomentHolderCrashes}},
+	{Name: "in-op", Title: "a client killed inside a lock call, with replies delayed a tenth of the TTL",
+		Catches: "an acquire made of two commands, SETNX then PEXPIRE (Laravel #31166, ShedLock #105): a death between the two leaves a key with no TTL that nobody ever gets again; a release or extend of several commands left half done",
+		Inject:  inOpKills,
+		Moments: []string{checker.MomentKilledInOp}, KillsClients: true},
+	{Name: "reply-loss", Title: "replies lost after the server applied the request (longer than the op timeout)",
+		Catches: "an acquire that sends PEXPIRE only once SETNX answered (Laravel #31166, ShedLock #105): the SETNX applied, its reply lost, the key stays with no TTL; a retry that does not recognise its own key",
+		Inject:  replyLoss,
+		Moments: []string{checker.MomentRepliesLost}},
 	{Name: "slow-network", Title: "a slow network: replies delayed by a tenth of the TTL, with jitter, releases near the lease's end",
 		Catches: "a release that reads the key, then deletes it (redis-py before 3.0, Laravel before 5.8); a validity counted from the reply instead of from before the request (node-redlock #169, pottery); a grant whose reply outlives its lease",
 		Inject:  slowNetwork,
@@ -213,6 +226,29 @@ func slowNetwork(c *harness.Config) {
 	c.RetryBackoff = max(c.RetryBackoff, spareCores)
 	l := c.Latency
 	c.Hold = fmt.Sprintf("%s..%s", fmtD(c.TTL-2*l), fmtD(c.TTL-l))
+}
+
+// inOpKills plays the in-op-kills script: replies delayed by a tenth of
+// the TTL for the whole run, and every 300 ms a client, in turn, killed
+// with its next acquire, extend or release in flight. Three clients on
+// the mutex workload, so that a kill often finds a call that takes the
+// key (with ten, most calls are refused acquires, one command each).
+func inOpKills(c *harness.Config) {
+	c.Nemesis, c.ScriptName = nil, nemesis.InOpKills
+	c.NemesisInterval = 300 * time.Millisecond
+	c.Workload, c.Clients = workloads.Mutex, 3
+	c.RetryBackoff = max(c.RetryBackoff, spareCores)
+}
+
+// replyLoss loses the replies of the servers' client links in windows of
+// at least four op timeouts (nemesis.OpTimeoutsPerFault), 200 ms apart on
+// average, on the mutex workload: what is judged is what the lock leaves
+// on the server.
+func replyLoss(c *harness.Config) {
+	serverFault(c, nemesis.ReplyLoss)
+	c.NemesisInterval, c.FaultDuration = 200*time.Millisecond, 500*time.Millisecond
+	c.Workload = workloads.Mutex
+	c.RetryBackoff = max(c.RetryBackoff, spareCores)
 }
 
 // spareCores is the shortest wait after a refused acquire in the mutex

@@ -57,6 +57,9 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	end := time.Now().Add(time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.TTL)))
 	for ctx.Err() == nil {
 		if c.cfg.RenewMode == RenewExplicit && !c.extend(ctx, key, lease) {
+			if c.killed {
+				return true // killed in the extend: a dead process releases nothing
+			}
 			break
 		}
 		if vu := lease.ValidUntil(); !vu.IsZero() && time.Now().After(vu) {
@@ -82,13 +85,15 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 // one keeps only the validity it had, which the caller checks.
 func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool {
 	_, err := c.do(ctx, history.Extend, key, &history.Value{TTL: int64(c.cfg.TTL), Token: lease.Token()}, func(ctx context.Context) (*history.Value, error) {
-		ctx, sent := withSendStamp(ctx)
-		if err := lease.Extend(ctx, c.cfg.TTL); err != nil {
-			return nil, err
-		}
-		return c.leaseValue(lease, sent), nil
+		return c.lockCall(ctx, history.Extend, key, lease, func(ctx context.Context) (*history.Value, error) {
+			ctx, sent := withSendStamp(ctx)
+			if err := lease.Extend(ctx, c.cfg.TTL); err != nil {
+				return nil, err
+			}
+			return c.leaseValue(lease, sent), nil
+		})
 	})
-	return err == nil || !definite(err)
+	return !c.killed && (err == nil || !definite(err))
 }
 
 // increment reads the counter and writes it + 1, both with the fence;

@@ -57,6 +57,27 @@ type Hooks interface {
 	InCriticalSection(ctx context.Context, worker, process int, lease locks.Lease) (crash bool)
 }
 
+// CallHooks is optionally implemented by Hooks, to act inside a lock
+// call (acquire, extend, release) rather than between calls: a client
+// killed with its request in flight.
+type CallHooks interface {
+	// StartCall is called just before a lock call sends its request;
+	// target is the client's own process, nil for a lock inside the
+	// harness. It returns nil, or, when the client is killed with this
+	// call in flight, what the client calls once the call has returned:
+	// it returns when the process is dead. The call is then recorded as
+	// an unknown outcome (ErrKilledInCall), and the client replaced as a
+	// crashed one.
+	StartCall(ctx context.Context, worker, process int, f, key string, target locks.ClientProcess) (killed func())
+	// EndCall is told how long each lock call took.
+	EndCall(f string, took time.Duration)
+}
+
+// ErrKilledInCall is the outcome of a lock call whose client was killed
+// with it in flight: unknown, whatever reply came, since the client died
+// before it could act on one.
+var ErrKilledInCall = errors.New("the client's process was killed (SIGKILL) with this call in flight; its outcome is unknown")
+
 // LockerFactory gives each client process its own Locker, as separate
 // application instances would have. The closer releases its connections.
 type LockerFactory func(process int) (locks.Locker, io.Closer, error)
@@ -188,6 +209,51 @@ type client struct {
 
 	locker locks.Locker
 	closer io.Closer
+	// killed: a lock call's process was killed (CallHooks); the cycle
+	// ends as a crash, and the client comes back as a new process.
+	killed bool
+}
+
+// takeKilled reports whether the client was killed in a call, and
+// forgets it.
+func (c *client) takeKilled() bool {
+	k := c.killed
+	c.killed = false
+	return k
+}
+
+// lockCall runs fn, a lock call of the lease's or the locker's client,
+// inside the call hooks: timed, and killed with its request in flight if
+// the nemesis armed it (then ErrKilledInCall, whatever fn returned).
+func (c *client) lockCall(ctx context.Context, f, key string, lease locks.Lease, fn func(context.Context) (*history.Value, error)) (*history.Value, error) {
+	ch, ok := c.env.Hooks.(CallHooks)
+	if !ok {
+		return fn(ctx)
+	}
+	var target locks.ClientProcess
+	if p, isProc := lease.(locks.ClientProcess); isProc {
+		target = p
+	} else if p, isProc := c.locker.(locks.ClientProcess); isProc {
+		target = p
+	}
+	killed := ch.StartCall(ctx, c.worker, c.process, f, key, target)
+	if killed != nil {
+		// Deferred, so that a call that panics still waits for its kill.
+		defer func() {
+			killed()
+			c.killed = true
+			if b, ok := lease.(locks.Background); ok {
+				b.StopRenewal() // the renewer was a thread of the dead process
+			}
+		}()
+	}
+	start := time.Now()
+	out, err := fn(ctx)
+	if killed != nil {
+		return nil, ErrKilledInCall
+	}
+	ch.EndCall(f, time.Since(start))
+	return out, err
 }
 
 func (c *client) run(ctx context.Context) error {
@@ -226,13 +292,16 @@ func (c *client) safeCycle(ctx context.Context, key string) (crashed bool) {
 			if c.env.OnPanic != nil {
 				c.env.OnPanic(c.process, v)
 			}
+			c.takeKilled() // replaced either way
 			crashed = true
 		}
 	}()
 	if renews(c.cfg.Workload) {
-		return c.renewCycle(ctx, key)
+		crashed = c.renewCycle(ctx, key)
+	} else {
+		crashed = c.cycle(ctx, key)
 	}
-	return c.cycle(ctx, key)
+	return c.takeKilled() || crashed
 }
 
 // cycle runs one acquire ... release; it reports whether the client crashed.
@@ -289,35 +358,50 @@ func (c *client) holdFor(lease locks.Lease) time.Duration {
 func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 	var lease locks.Lease
 	c.do(ctx, history.Acquire, key, &history.Value{TTL: int64(c.cfg.TTL)}, func(ctx context.Context) (*history.Value, error) {
-		ctx, sent := withSendStamp(ctx)
-		l, err := c.locker.TryAcquire(ctx, key, c.cfg.TTL)
-		if err != nil {
-			return nil, err
-		}
-		if l == nil {
-			return nil, errors.New("lock returned neither a lease nor an error")
-		}
-		l = c.withWatchdog(l, key)
-		lease = l
-		v := c.leaseValue(l, sent)
-		v.Token, v.Fence = l.Token(), fenceOf(l)
-		if nr, ok := l.(interface{ GrantedBy() []string }); ok {
-			v.Nodes = nr.GrantedBy()
-		}
-		if c.env.OnGrant != nil {
-			c.env.OnGrant(key, v.Token, v.Nodes)
-		}
-		return v, nil
+		return c.lockCall(ctx, history.Acquire, key, nil, func(ctx context.Context) (*history.Value, error) { return c.grant(ctx, key, &lease) })
 	})
-	if lease == nil {
+	if c.killed && lease != nil {
+		// The grant reached a dead process: nobody holds it.
+		if b, ok := lease.(locks.Background); ok {
+			b.StopRenewal()
+		}
+		lease = nil
+	}
+	if lease == nil && !c.killed {
 		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
 	}
 	return lease
 }
 
+// grant takes the lock once and, when granted, sets *lease and returns
+// the acquire's value.
+func (c *client) grant(ctx context.Context, key string, lease *locks.Lease) (*history.Value, error) {
+	ctx, sent := withSendStamp(ctx)
+	l, err := c.locker.TryAcquire(ctx, key, c.cfg.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, errors.New("lock returned neither a lease nor an error")
+	}
+	l = c.withWatchdog(l, key)
+	*lease = l
+	v := c.leaseValue(l, sent)
+	v.Token, v.Fence = l.Token(), fenceOf(l)
+	if nr, ok := l.(interface{ GrantedBy() []string }); ok {
+		v.Nodes = nr.GrantedBy()
+	}
+	if c.env.OnGrant != nil {
+		c.env.OnGrant(key, v.Token, v.Nodes)
+	}
+	return v, nil
+}
+
 func (c *client) release(ctx context.Context, key string, lease locks.Lease) {
 	c.do(ctx, history.Release, key, &history.Value{Token: lease.Token()}, func(ctx context.Context) (*history.Value, error) {
-		return nil, lease.Release(ctx)
+		return c.lockCall(ctx, history.Release, key, lease, func(ctx context.Context) (*history.Value, error) {
+			return nil, lease.Release(ctx)
+		})
 	})
 }
 

@@ -48,6 +48,14 @@ const (
 	// Slow limits bandwidth to RateKBps (1 KB = 1000 bytes) in each
 	// direction.
 	Slow Mode = "slow"
+	// ReplyLoss drops the reply direction only (node→client, toxiproxy's
+	// timeout toxic with timeout 0 on "downstream"): requests reach the
+	// server and are applied, but their replies vanish, and the connection
+	// stays open, so callers time out not knowing what the server did.
+	// Healing closes the connections that were open, as for Partition: the
+	// replies lost put each stream out of step with its requests, and a
+	// client must reconnect.
+	ReplyLoss Mode = "reply-loss"
 )
 
 // Fault is what a link suffers.
@@ -72,7 +80,7 @@ func (f Fault) String() string {
 		return fmt.Sprintf("latency %v", f.Latency)
 	case Slow:
 		return fmt.Sprintf("slow %dKB/s", f.RateKBps)
-	case Partition, Reject:
+	case Partition, Reject, ReplyLoss:
 		return string(f.Mode)
 	default:
 		return fmt.Sprintf("%q", string(f.Mode))
@@ -90,7 +98,7 @@ func (f Fault) Validate() error {
 		return fmt.Errorf("fault %s: negative rate", f)
 	}
 	switch f.Mode {
-	case Partition, Reject:
+	case Partition, Reject, ReplyLoss:
 		if f.Latency != 0 || f.Jitter != 0 || f.RateKBps != 0 {
 			return fmt.Errorf("fault %s takes no latency, jitter or rate", f)
 		}
@@ -112,7 +120,7 @@ func (f Fault) Validate() error {
 			return errors.New("fault slow: rate must be positive")
 		}
 	default:
-		return fmt.Errorf("unknown fault mode %s (want partition, reject, latency or slow)", f)
+		return fmt.Errorf("unknown fault mode %s (want partition, reject, reply-loss, latency or slow)", f)
 	}
 	return nil
 }
@@ -142,6 +150,8 @@ func (f Fault) toxics() []toxic {
 		return both("timeout", map[string]int64{"timeout": 0})
 	case Reject:
 		return both("reset_peer", map[string]int64{"timeout": 0})
+	case ReplyLoss:
+		return []toxic{{name: toxicDown, typ: "timeout", stream: "downstream", attrs: map[string]int64{"timeout": 0}}}
 	case Latency:
 		return []toxic{{name: toxicDown, typ: "latency", stream: "downstream", attrs: map[string]int64{
 			"latency": f.Latency.Milliseconds(),

@@ -669,6 +669,8 @@ func TestFaultValidateAndString(t *testing.T) {
 		{Fault{Mode: Slow, RateKBps: -1}, "slow -1KB/s", "negative rate"},
 		{Fault{Mode: Slow, RateKBps: 5, Latency: ms}, "slow 5KB/s", "takes no latency"},
 		{Fault{Mode: Partition, Latency: ms}, "partition", "takes no latency"},
+		{Fault{Mode: ReplyLoss}, "reply-loss", ""},
+		{Fault{Mode: ReplyLoss, RateKBps: 5}, "reply-loss", "takes no latency, jitter or rate"},
 	} {
 		if got := tc.f.String(); got != tc.str {
 			t.Errorf("%#v.String() = %q, want %q", tc.f, got, tc.str)
@@ -809,4 +811,68 @@ func TestDropLosesInFlightBytesAndKeepsTheFault(t *testing.T) {
 	if err != nil || reply != "+PONG\r\n" || elapsed < latency {
 		t.Fatalf("PING on a new connection after Drop: %q, %v after %v, want +PONG with the %v latency still in force", reply, err, elapsed, latency)
 	}
+}
+
+// TestReplyLossAppliesButLosesTheReply: under ReplyLoss a request reaches
+// the server and is applied (a direct client reads the key), its reply
+// never arrives (the caller times out), and after the heal the link works
+// again once the client reconnects, since the healed link closes the
+// connections whose replies it lost. The fresh connection speaks RESP by
+// hand: go-redis's own handshake (HELLO) would wait for its lost reply and
+// never send the SET.
+func TestReplyLossAppliesButLosesTheReply(t *testing.T) {
+	t.Parallel()
+	m, up, direct := newMeshDirect(t)
+	l := addLink(t, m, "c1", "n1", up)
+	pooled := client(t, l.Addr(), waitLong)
+	ctx := context.Background()
+	if err := pooled.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Apply(Fault{Mode: ReplyLoss}); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := l.Fault(); !ok || f.Mode != ReplyLoss || f.String() != "reply-loss" {
+		t.Fatalf("Fault() = %v, %v", f, ok)
+	}
+	const probe = 300 * time.Millisecond
+	pctx, cancel := context.WithTimeout(ctx, probe)
+	err := pooled.Set(pctx, "k-pooled", "v", 0).Err()
+	cancel()
+	if err == nil || !isTimeout(err) {
+		t.Fatalf("pooled connection: SET under reply-loss: err %v, want a timeout", err)
+	}
+	raw, err := net.DialTimeout("tcp", l.Addr(), waitLong)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write([]byte("*3\r\n$3\r\nSET\r\n$7\r\nk-fresh\r\n$1\r\nv\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	raw.SetReadDeadline(time.Now().Add(probe))
+	if n, err := raw.Read(make([]byte, 16)); n > 0 || err == nil || !isTimeout(err) {
+		t.Fatalf("fresh connection: read %d bytes, %v under reply-loss, want a timeout", n, err)
+	}
+	for _, key := range []string{"k-pooled", "k-fresh"} {
+		eventually(t, key+" SET applied on the server", func() error {
+			v, err := direct.Get(ctx, key).Result()
+			if err == nil && v != "v" {
+				return fmt.Errorf("GET %s = %q", key, v)
+			}
+			return err
+		})
+	}
+	healWithin(t, l, time.Second)
+	raw.SetReadDeadline(time.Now().Add(waitLong))
+	if n, err := raw.Read(make([]byte, 16)); n > 0 || err == nil {
+		t.Fatalf("fresh connection after heal: read %d bytes, %v; want it closed", n, err)
+	}
+	eventually(t, "GET through the healed link", func() error {
+		v, err := pooled.Get(ctx, "k-pooled").Result()
+		if err == nil && v != "v" {
+			return fmt.Errorf("GET = %q: a reply out of step", v)
+		}
+		return err
+	})
 }
