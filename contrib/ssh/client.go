@@ -39,13 +39,18 @@ type Runner struct {
 
 	mu      sync.Mutex
 	clients map[string]*gossh.Client // by SSH address
-	log     []string
+	// unreachable remembers hosts whose dial failed on the network: the
+	// clean-up after an interrupt dialed each again, for DialTimeout
+	// each (56 s after a Ctrl-C during a dial to a silent host), although
+	// nothing ran there to clean up.
+	unreachable map[string]error
+	log         []string
 }
 
 // NewRunner returns a runner for the hosts of h. With dry set, commands
 // are printed to out and none is run (no host is even dialed).
 func NewRunner(h *Hosts, trustOnFirstUse, dry bool, out io.Writer) *Runner {
-	return &Runner{hosts: h, trust: trustOnFirstUse, dry: dry, out: out, clients: map[string]*gossh.Client{}}
+	return &Runner{hosts: h, trust: trustOnFirstUse, dry: dry, out: out, clients: map[string]*gossh.Client{}, unreachable: map[string]error{}}
 }
 
 // Dry reports whether commands are only printed.
@@ -149,8 +154,19 @@ func (r *Runner) client(ctx context.Context, p Process) (*gossh.Client, error) {
 	if c != nil {
 		return c, nil
 	}
+	r.mu.Lock()
+	gone := r.unreachable[p.SSH]
+	r.mu.Unlock()
+	if gone != nil {
+		return nil, fmt.Errorf("not dialed again: %w", gone)
+	}
 	c, err := r.dial(ctx, p)
 	if err != nil {
+		if unreachable(err) {
+			r.mu.Lock()
+			r.unreachable[p.SSH] = err
+			r.mu.Unlock()
+		}
 		return nil, err
 	}
 	r.mu.Lock()
@@ -181,13 +197,54 @@ func (r *Runner) dial(ctx context.Context, p Process) (*gossh.Client, error) {
 		return nil, fmt.Errorf("connect to %s (node %s): %w", p.SSH, p.Name, err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(DialTimeout))
+	// The handshake does not watch ctx: an interrupt closes the
+	// connection under it, rather than waiting out DialTimeout.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	cc, chans, reqs, err := gossh.NewClientConn(conn, p.SSH, cfg)
+	if !stop() {
+		// ctx ended during the handshake: the connection is closed.
+		if err == nil {
+			cc.Close()
+			err = ctx.Err()
+		} else {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+	}
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("ssh to %s@%s (node %s): %w", p.User, p.SSH, p.Name, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return gossh.NewClient(cc, chans, reqs), nil
+}
+
+// unreachable reports whether a dial failed on the network (no answer,
+// refused, cut short), not on keys or host keys.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF)
+}
+
+// CheckFiles refuses, before anything is dialed, a hosts file whose key
+// files or known_hosts file are missing: they were found only at the
+// first dial, as a harness failure after the work had started.
+func (h *Hosts) CheckFiles(trustOnFirstUse bool) error {
+	for _, p := range h.Nodes {
+		if p.Agent {
+			continue
+		}
+		key := p.Key
+		if !filepath.IsAbs(key) {
+			key = filepath.Join(filepath.Dir(h.Path), key)
+		}
+		if _, err := os.Stat(key); err != nil {
+			return fmt.Errorf("%s:%d: node %s: key: %w", h.Path, p.Line(), p.Name, err)
+		}
+	}
+	if _, err := os.Stat(h.KnownHosts); err != nil && !trustOnFirstUse {
+		return fmt.Errorf("known_hosts file %s: %w: add the hosts' keys to it (ssh-keyscan, checked by hand), or pass --trust-on-first-use", h.KnownHosts, err)
+	}
+	return nil
 }
 
 // authOf is the key file's signer, or the agent's.
