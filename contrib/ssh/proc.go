@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"fmt"
+	"net"
 	"path"
 	"strconv"
 	"strings"
@@ -123,7 +124,7 @@ func (p *proc) redisConf(persistence string, extra []string) string {
 	lines := []string{
 		"# Written by lockjepsen; Sentinel may rewrite it (CONFIG REWRITE).",
 		"port " + strconv.Itoa(p.Port),
-		"bind 0.0.0.0",
+		p.bindLine(),
 		"protected-mode no",
 		"daemonize yes",
 		"pidfile " + p.file(pidFile),
@@ -148,11 +149,29 @@ func (p *proc) redisConf(persistence string, extra []string) string {
 func (p *proc) sentinelHead() string {
 	return strings.Join([]string{
 		"port " + strconv.Itoa(p.Port),
-		"bind 0.0.0.0",
+		p.bindLine(),
 		"protected-mode no",
 		"daemonize yes",
 		"pidfile " + p.file(pidFile),
 		"logfile " + p.file(logFile),
 		"dir " + p.Dir,
 	}, "\n") + "\n"
+}
+
+// bindLine binds the server to the addresses the run uses, not to every
+// interface: the cluster's address (its peers and sentinels), the
+// address clients dial when it is another of the host's (optional, "-":
+// a forwarded port names an address the host may not have), and
+// loopback. The servers take no password (protected-mode no, for their
+// peers), so they must not listen where the run does not look
+// (docs/remote.md).
+func (p *proc) bindLine() string {
+	addrs := []string{p.Address}
+	if host, _, err := net.SplitHostPort(p.Client); err == nil && host != p.Address && host != "127.0.0.1" && net.ParseIP(host) != nil {
+		addrs = append(addrs, "-"+host)
+	}
+	if p.Address != "127.0.0.1" {
+		addrs = append(addrs, "-127.0.0.1")
+	}
+	return "bind " + strings.Join(addrs, " ")
 }
