@@ -8,11 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/internal/procstate"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -104,11 +106,15 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err := os.MkdirAll(req.Store, 0o755); err != nil {
 		return nil, fmt.Errorf("store %s: %w", req.Store, err)
 	}
-	scratch, err := os.MkdirTemp(req.Store, ".shrink-")
+	removeDeadScratch(req.Store)
+	scratch, err := os.MkdirTemp(req.Store, scratchPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("scratch store: %w", err)
 	}
 	defer os.RemoveAll(scratch)
+	if err := os.WriteFile(filepath.Join(scratch, harness.OwnerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("scratch store: %w", err)
+	}
 	req.TTL = base.TTL
 	orig := Original(base, sched)
 	r := &HarnessRunner{Base: base, Store: scratch, Want: want}
@@ -210,4 +216,26 @@ func copyDir(from, to string) error {
 		}
 		return os.WriteFile(target, b, 0o644)
 	})
+}
+
+// scratchPrefix names a shrink's scratch store in the store.
+const scratchPrefix = ".shrink-"
+
+// removeDeadScratch removes the scratch stores of shrinks whose process
+// is gone (a killed shrink left its own for ever): those whose owner file
+// names a process that no longer runs. One without an owner file, or
+// whose owner runs, is left alone.
+func removeDeadScratch(store string) {
+	dirs, _ := filepath.Glob(filepath.Join(store, scratchPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, harness.OwnerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || procstate.Running(pid) {
+			continue
+		}
+		os.RemoveAll(d)
+	}
 }
