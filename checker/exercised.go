@@ -21,6 +21,15 @@ const (
 	MomentNodeFaults    = "node_faults_on_live_lease"
 	MomentFailovers     = "failovers_on_live_lease"
 	MomentHolderCrashes = "holder_crashes"
+	// MomentMovedClientAcquires: a client whose wall clock a client clock
+	// fault had moved asked for a key, or was granted it or held it as
+	// another was granted it, while another client's lease on it was live
+	// (Options.ClientClockFaults).
+	MomentMovedClientAcquires = "moved_client_acquires"
+	// MomentMovedClockGrants: a node granted a lease while a clock fault
+	// had its clock moved (Options.ClockFaults), as clock-offset does from
+	// the first grant on.
+	MomentMovedClockGrants = "grants_on_moved_clock"
 )
 
 // ExercisedMoment describes one kind of dangerous moment.
@@ -48,6 +57,10 @@ var exercisedMoments = []ExercisedMoment{
 		"a failover began while a lease granted through the old primary was still live"},
 	{MomentHolderCrashes, "a holder crashed with its lease live",
 		"a client crash or kill hit a process that believed it held a lock whose lease was live"},
+	{MomentMovedClientAcquires, "a client whose wall clock was moved asked for or held a key while another client's lease was live",
+		"a client whose wall clock a client clock fault had moved asked for a key while another client's lease on it was live, or held it when a grant overlapped another's live lease"},
+	{MomentMovedClockGrants, "a node whose clock was moved granted a lease",
+		"a node granted a lease while a clock fault had its wall clock moved off the clients'"},
 }
 
 // ExercisedMoments lists every moment, in the order reports show them.
@@ -55,13 +68,15 @@ func ExercisedMoments() []ExercisedMoment { return append([]ExercisedMoment(nil)
 
 // Exercised counts a run's dangerous moments (results.json "exercised").
 type Exercised struct {
-	StaleActs     int `json:"stale_acts"`
-	StaleGrants   int `json:"stale_grants"`
-	AcrossGrants  int `json:"across_grants"`
-	SlowReplies   int `json:"slow_replies"`
-	NodeFaults    int `json:"node_faults_on_live_lease"`
-	Failovers     int `json:"failovers_on_live_lease"`
-	HolderCrashes int `json:"holder_crashes"`
+	StaleActs           int `json:"stale_acts"`
+	StaleGrants         int `json:"stale_grants"`
+	AcrossGrants        int `json:"across_grants"`
+	SlowReplies         int `json:"slow_replies"`
+	NodeFaults          int `json:"node_faults_on_live_lease"`
+	Failovers           int `json:"failovers_on_live_lease"`
+	HolderCrashes       int `json:"holder_crashes"`
+	MovedClientAcquires int `json:"moved_client_acquires"`
+	MovedClockGrants    int `json:"grants_on_moved_clock"`
 }
 
 // counter is the field a moment's name counts in.
@@ -81,6 +96,10 @@ func (e *Exercised) counter(name string) *int {
 		return &e.Failovers
 	case MomentHolderCrashes:
 		return &e.HolderCrashes
+	case MomentMovedClientAcquires:
+		return &e.MovedClientAcquires
+	case MomentMovedClockGrants:
+		return &e.MovedClockGrants
 	}
 	return nil
 }
