@@ -192,6 +192,11 @@ func (c *Config) validateFaults() error {
 			}
 		}
 	}
+	for _, n := range c.faultsUsed() {
+		if nemesis.MovesClientClocks([]string{n}) && len(c.Client) == 0 {
+			return usage("--nemesis %s %s", n, nemesis.ErrGoLockClock)
+		}
+	}
 	switch c.Targets {
 	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
 	case nemesis.TargetPrimary:

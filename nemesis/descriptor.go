@@ -40,6 +40,11 @@ type Descriptor struct {
 	// with a grant of that replica as the failover's, whatever any
 	// release did on the cut-off node.
 	CutsOff bool
+	// Standing: the fault is set once, before the first grant, on one
+	// target the targets policy picks (one client for a client fault),
+	// and kept until the end of the run; a random schedule does not draw
+	// it again (Schedule.Standing).
+	Standing bool
 	// Exercises names the dangerous moments (the checker's moment names,
 	// results.json "exercised") that show the fault hit what it aims at:
 	// a safe verdict with none of them is vacuous.
@@ -64,6 +69,9 @@ const (
 	KindLink   Kind = "link"   // network links, between clients and nodes or among nodes
 	KindClient Kind = "client" // one client process, from inside its critical section
 	KindClock  Kind = "clock"  // node wall clocks
+	// KindClientClock faults move one protocol client's wall clock
+	// (Action.Clients); a Go lock refuses them (ClientClocks).
+	KindClientClock Kind = "client-clock"
 )
 
 // The moment names a fault's Exercises use; the checker counts them.
@@ -74,6 +82,13 @@ const (
 	momentNodeFaults  = "node_faults_on_live_lease"
 	momentFailovers   = "failovers_on_live_lease"
 	momentCrashes     = "holder_crashes"
+	// momentMovedClientAcquires: a client whose clock a client clock
+	// fault moved asked for a key while another client's lease on it was
+	// live.
+	momentMovedClientAcquires = "moved_client_acquires"
+	// momentOffsetGrants: a node granted a lease while a fault had its
+	// clock moved.
+	momentOffsetGrants = "grants_on_moved_clock"
 )
 
 // serverMoments are what a server-side fault exercises.
@@ -103,9 +118,9 @@ const (
 )
 
 // All returns every fault's descriptor, by kind: client, network,
-// process, clock, then sentinel faults.
+// process, clock, client clock, then sentinel faults.
 func All() []Descriptor {
-	return slices.Concat(clientDescriptors, netDescriptors, processDescriptors, clockDescriptors, failoverDescriptors)
+	return slices.Concat(clientDescriptors, netDescriptors, processDescriptors, clockDescriptors, clientClockDescriptors, failoverDescriptors)
 }
 
 // Lookup returns the named fault's descriptor.
@@ -191,6 +206,18 @@ func KeyLossFaults() []string {
 	return namesWhere(func(d Descriptor) bool { return d.LosesKeys })
 }
 
+// ClientClockFaults names the faults that move a protocol client's
+// wall clock.
+func ClientClockFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return d.Kind == KindClientClock })
+}
+
+// MovesClientClocks reports whether any of the faults moves a protocol
+// client's wall clock: the clients must then start under libfaketime.
+func MovesClientClocks(names []string) bool {
+	return anyOf(names, func(d Descriptor) bool { return d.Kind == KindClientClock })
+}
+
 // CutOffFaults names the faults that keep a node's writes from reaching
 // the rest of its cluster (Descriptor.CutsOff).
 func CutOffFaults() []string {
@@ -220,7 +247,14 @@ func NeedsLinks(names []string, backgroundClients bool) bool {
 // than nodes; an unknown name does not.
 func AimsAtClient(name string) bool {
 	d, err := Lookup(name)
-	return err == nil && d.Kind == KindClient
+	return err == nil && (d.Kind == KindClient || d.Kind == KindClientClock)
+}
+
+// IsStanding reports whether the named fault is set once for the whole
+// run (Descriptor.Standing); an unknown name is not.
+func IsStanding(name string) bool {
+	d, err := Lookup(name)
+	return err == nil && d.Standing
 }
 
 // anyOf reports whether a known fault of names has the property; unknown

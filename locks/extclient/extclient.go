@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -34,6 +35,11 @@ type Options struct {
 	// StderrDir, when set, receives each client's stderr as
 	// p<process>.stderr.
 	StderrDir string
+	// Clock, when set, is the environment that moves a client process's
+	// wall clock (fakeclock.ClientEnv: libfaketime and the offset file
+	// its process reads), for client clock faults. The files libfaketime
+	// leaves in /dev/shm are removed once the process has exited.
+	Clock func(process int) []string
 	// Fatal is told once per client when it can no longer be trusted (it
 	// exited, broke the protocol, or stopped answering); the run must
 	// stop. Its operations were recorded as unknown outcomes.
@@ -213,6 +219,10 @@ func (c *Client) spawn() error {
 	}
 	// The client dies with the harness, even when the harness is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if c.o.Clock != nil {
+		cmd.Env = append(os.Environ(), c.o.Clock(c.process)...)
+	}
+	launched := time.Now()
 	if err := cmd.Start(); err != nil {
 		inR.Close()
 		inW.Close()
@@ -229,9 +239,22 @@ func (c *Client) spawn() error {
 		if stderrFile != nil {
 			stderrFile.Close()
 		}
+		if c.o.Clock != nil {
+			c.cleanupShm(launched)
+		}
 		c.exited(err)
 	}()
 	return nil
+}
+
+// cleanupShm removes the files libfaketime left in /dev/shm for the
+// exited (reaped) process: a killed one leaves them, and php leaves them
+// even when it exits cleanly. A failure goes to the client's stderr tail.
+func (c *Client) cleanupShm(launched time.Time) {
+	err := errors.Join(fakeclock.CleanupShm(c.cmd.Process.Pid), fakeclock.RemoveHalfMadeSems(launched))
+	if err != nil {
+		fmt.Fprintf(c.stderr, "\nlockjepsen: %v\n", err)
+	}
 }
 
 // read delivers each line of the client's stdout to the request it
