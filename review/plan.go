@@ -133,6 +133,7 @@ func NewPlan(o Options) (*Plan, error) {
 	}
 	p.dropNotApplicable()
 	p.dropRenewals()
+	p.dropClientProcessThreats()
 	if len(p.Threats) == 0 {
 		return nil, fmt.Errorf("no threat left to run: %s", strings.Join(slices.Sorted(maps.Values(p.NotTried)), "; "))
 	}
@@ -232,6 +233,21 @@ func (p *Plan) dropRenewals() {
 			p.NotTried[short(t.Name)] = "the client does not declare the extend capability, so the review cannot renew its lock"
 		}
 		return t.Renews
+	})
+}
+
+// dropClientProcessThreats keeps the threats that act on a protocol
+// client's process out of the plan for a Go lock, saying what stands in
+// for them.
+func (p *Plan) dropClientProcessThreats() {
+	if len(p.Options.Client) > 0 {
+		return
+	}
+	p.Threats = slices.DeleteFunc(p.Threats, func(t Threat) bool {
+		if t.ProtocolClients {
+			p.NotTried[short(t.Name)] = "a Go lock runs in the harness's own process, whose clock no fault can move (Go reads it through the vDSO); the clock-offset threat, a server's clock off the clients', stands in for it"
+		}
+		return t.ProtocolClients
 	})
 }
 

@@ -28,19 +28,26 @@ func TestPlanThreatsPerSystem(t *testing.T) {
 	cases := []struct {
 		system, lock string
 		has, lacks   []string
+		client       []string
 	}{
-		{cluster.Single, locks.Token, []string{"client-pause", "server-restart", "clock-jump"}, []string{"failover", "split-brain"}},
-		{cluster.Sentinel, locks.Token, []string{"client-pause", "failover", "split-brain"}, nil},
-		{cluster.Redlock, locks.RedlockName, []string{"server-restart", "clock-jump"}, []string{"failover"}},
-		{cluster.RedisCluster, locks.Token, []string{"client-pause", "server-restart", "failover", "split-brain"}, []string{"clock-jump"}},
+		{cluster.Single, locks.Token, []string{"client-pause", "server-restart", "clock-jump", "clock-offset"}, []string{"failover", "split-brain", "client-clock"}, nil},
+		{cluster.Sentinel, locks.Token, []string{"client-pause", "failover", "split-brain", "clock-offset"}, []string{"client-clock"}, nil},
+		{cluster.Redlock, locks.RedlockName, []string{"server-restart", "clock-jump", "clock-offset"}, []string{"failover"}, nil},
+		{cluster.RedisCluster, locks.Token, []string{"client-pause", "server-restart", "failover", "split-brain"}, []string{"clock-jump", "clock-offset"}, nil},
+		// A protocol client's clock can be moved: the client-clock threat
+		// runs beside clock-offset.
+		{cluster.Single, "", []string{"client-clock", "clock-offset"}, nil, []string{"/usr/bin/python3", "../examples/review/token_lock.py"}},
 	}
 	for _, c := range cases {
 		t.Run(c.system, func(t *testing.T) {
-			p, err := NewPlan(Options{System: c.system, Lock: c.lock, Budget: time.Hour})
+			p, err := NewPlan(Options{System: c.system, Lock: c.lock, Client: c.client, Budget: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
 			names := threatNamesOf(p)
+			if slices.Contains(c.lacks, "client-clock") && !strings.Contains(p.NotTried["client clock"], "clock-offset") {
+				t.Errorf("client-clock not tried for a Go lock says %q, want what stands in for it", p.NotTried["client clock"])
+			}
 			for _, n := range c.has {
 				if !slices.Contains(names, n) {
 					t.Errorf("%v lacks %s", names, n)
