@@ -202,6 +202,10 @@ func (s *Schedule) runRandom(ctx context.Context) {
 	}
 }
 
+// StandingFor is a standing fault's duration: longer than any fault
+// phase, so that it lasts until the phase ends.
+const StandingFor = 24 * time.Hour
+
 // StartStanding sets the run's standing faults (Descriptor.Standing),
 // each on one target, before the clients run: they stay until the
 // schedule heals at the end of the fault phase. A fault that fails to
@@ -217,6 +221,9 @@ func (s *Schedule) StartStanding(ctx context.Context) error {
 			continue
 		}
 		a := s.template(name)
+		// Recorded so: a replay plays it as a step at the phase's start
+		// that lasts until the phase ends (play stops it then).
+		a.For = StandingFor
 		if AimsAtClient(name) {
 			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
 		} else {
