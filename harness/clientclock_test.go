@@ -117,11 +117,34 @@ func TestClientClockFaultsRefusedForGoLocks(t *testing.T) {
 	}
 }
 
-// TestClockOffsetTakesNoKeyFromRelativeTTLs: a server clock kept
+// TestClockOffsetBreaksAbsoluteExpiries: a server clock kept
 // --clock-jump (1.5 TTL) ahead of the clients' from before the first
-// grant moves no relative TTL (SET NX PX): the built-in token lock stays
-// safe, every grant came from the moved node, and since clock-offset
-// takes no key (not LosesKeys), an overlap under it would be the lock's.
+// grant ends every key set with SET NX PXAT from the client's clock at
+// once (testdata/pxat_lock.py): the next client is granted it while the
+// holder believes, at the first contended acquire. The overlap is the
+// lock's: clock-offset takes no key by itself (not LosesKeys).
+func TestClockOffsetBreaksAbsoluteExpiries(t *testing.T) {
+	requireDebianPython(t)
+	script, err := filepath.Abs("testdata/pxat_lock.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := harnesstest.ShortConfig(t)
+	cfg.Client = []string{"/usr/bin/python3", script}
+	cfg.Clients = 4
+	cfg.Nemesis = []string{nemesis.ClockOffset}
+	cfg.Expect = harness.ExpectUnsafe
+	harnesstest.UntilViolation(&cfg)
+	out := harnesstest.Run(t, cfg)
+	if a := out.Results.Answers; a == nil || a.Lock != checker.AnswerUnsafe {
+		t.Fatalf("answers %+v, want the lock's overlap\n%s", a, strings.Join(out.Results.Summary(), "\n"))
+	}
+	harnesstest.RequireNoShm(t, out.Dir)
+}
+
+// TestClockOffsetTakesNoKeyFromRelativeTTLs: the same offset moves no
+// relative TTL (SET NX PX): the built-in token lock stays safe, and
+// every grant came from the moved node.
 func TestClockOffsetTakesNoKeyFromRelativeTTLs(t *testing.T) {
 	redistest.RequireBinary(t)
 	cfg := harnesstest.ShortConfig(t)
