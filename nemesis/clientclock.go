@@ -37,7 +37,7 @@ var clientClockDescriptors = []Descriptor{
 }
 
 func clientClockDescriptor(name string, shape clockShape, description string) Descriptor {
-	return Descriptor{Name: name, Kind: KindClientClock, Standing: shape == shapeOffset,
+	return Descriptor{Name: name, Kind: KindClientClock, Standing: shape == shapeOffset, ByJump: shape != shapeDrift,
 		Description: description + " (its monotonic clock stays real): a lock that keeps its expiry from its client's wall clock " +
 			"(the expiry in the value, taken over with GETSET; an absolute SET NX PXAT) breaks. " +
 			"Protocol clients only (--client): a Go lock runs in the harness's process, whose clock no fault can move; clock-offset stands in for it",

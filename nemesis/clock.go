@@ -14,7 +14,7 @@ var clockDescriptors = []Descriptor{
 	clockDescriptor(ClockJump, shapeJump, "the target nodes' wall clocks jump by --clock-jump, and back at the end of the fault"),
 	clockDescriptor(ClockStrobe, shapeStrobe, "the target nodes' wall clocks flip between real time and --clock-jump every 50ms"),
 	clockDescriptor(ClockDrift, shapeDrift, "the target nodes' wall clocks run at --clock-rate times real speed"),
-	{Name: ClockOffset, Kind: KindClock, FakeClock: true, Standing: true,
+	{Name: ClockOffset, Kind: KindClock, FakeClock: true, Standing: true, ByJump: true,
 		Description: "a target node's wall clock runs --clock-jump off the clients' clocks, from before the first grant to the end of the run: " +
 			"a lock that sets an absolute expiry from its client's clock (SET NX PXAT, PEXPIREAT, as rueidislock does) sees its keys expire early or late. " +
 			"It takes no key from a lock that sets relative TTLs (PX), so an overlap under it is the lock's. " +
@@ -31,6 +31,7 @@ const clockSystemsWhy = "moves wall clocks, which etcd's leases do not read (the
 
 func clockDescriptor(name string, shape clockShape, description string) Descriptor {
 	return Descriptor{Name: name, Description: description, Kind: KindClock, FakeClock: true, LosesKeys: true, Exercises: serverMoments,
+		ByJump:  shape != shapeDrift,
 		Systems: clockSystems, SystemsWhy: clockSystemsWhy,
 		Draw: Draw{Class: classClock, Label: "clock", LabelDetail: true},
 		new:  func(*ClientFaults) (Fault, error) { return newClockFault(name, shape, nodeClocks{}), nil }}

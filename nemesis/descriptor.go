@@ -40,6 +40,9 @@ type Descriptor struct {
 	// with a grant of that replica as the failover's, whatever any
 	// release did on the cut-off node.
 	CutsOff bool
+	// ByJump: the fault moves a clock by --clock-jump (Action.Offset),
+	// which must not be zero.
+	ByJump bool
 	// Standing: the fault is set once, before the first grant, on one
 	// target the targets policy picks (one client for a client fault),
 	// and kept until the end of the run; a random schedule does not draw
@@ -204,6 +207,18 @@ func ClockFaults() []string {
 // lock's holder by themselves.
 func KeyLossFaults() []string {
 	return namesWhere(func(d Descriptor) bool { return d.LosesKeys })
+}
+
+// MovedByJump names those of the faults that move a clock by
+// --clock-jump (Descriptor.ByJump).
+func MovedByJump(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if anyOf([]string{n}, func(d Descriptor) bool { return d.ByJump }) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ClientClockFaults names the faults that move a protocol client's
