@@ -38,7 +38,7 @@ func requireDebianPython(t *testing.T) {
 // every other client's expiry passed and takes the key with GETSET while
 // its holder's lease is live, at its first try under the fault, so the
 // run stops at its first overlap and its time limit only bounds a broken
-// harness. The correct token lock (SET NX PX, beliefs on CLOCK_MONOTONIC)
+// harness. A strobe and a drift (x3) get there too, within a second. The correct token lock (SET NX PX, beliefs on CLOCK_MONOTONIC)
 // stays safe under the same faults.
 func TestClientClockFaults(t *testing.T) {
 	requireDebianPython(t)
@@ -56,6 +56,10 @@ func TestClientClockFaults(t *testing.T) {
 	}{
 		{"clock-in-value/offset", broken, nemesis.ClientClockOffset, true},
 		{"clock-in-value/jump", broken, nemesis.ClientClockJump, true},
+		// Half of every 100 ms the clock is 1.5 TTL ahead.
+		{"clock-in-value/strobe", broken, nemesis.ClientClockStrobe, true},
+		// At --clock-rate 3 the clock is 1.5 TTL ahead after 375 ms.
+		{"clock-in-value/drift", broken, nemesis.ClientClockDrift, true},
 		{"token/offset", token, nemesis.ClientClockOffset, false},
 		{"token/jump", token, nemesis.ClientClockJump, false},
 	}
@@ -67,6 +71,7 @@ func TestClientClockFaults(t *testing.T) {
 			cfg.Clients = 4
 			cfg.Nemesis = []string{c.fault}
 			cfg.NemesisInterval, cfg.FaultDuration = 100*time.Millisecond, time.Minute
+			cfg.ClockRate = 3
 			if c.unsafe {
 				cfg.Expect = harness.ExpectUnsafe
 				harnesstest.UntilViolation(&cfg)
