@@ -19,6 +19,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/locks/extclient"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
@@ -236,18 +237,23 @@ func (p *Plan) dropRenewals() {
 	})
 }
 
-// dropClientProcessThreats keeps the threats that act on a protocol
-// client's process out of the plan for a Go lock, saying what stands in
-// for them.
+// dropClientProcessThreats keeps the threats whose faults move a
+// protocol client's clock (the faults' descriptors say which) out of the
+// plan for a Go lock, which runs in the harness's own process, saying
+// what stands in for them. No control run (a Go lock) is made for them
+// either: their moments are not a server fault's (Cell.unclear).
 func (p *Plan) dropClientProcessThreats() {
 	if len(p.Options.Client) > 0 {
 		return
 	}
 	p.Threats = slices.DeleteFunc(p.Threats, func(t Threat) bool {
-		if t.ProtocolClients {
+		c := p.base(1)
+		t.Inject(&c)
+		drop := nemesis.MovesClientClocks(c.Nemesis)
+		if drop {
 			p.NotTried[short(t.Name)] = "a Go lock runs in the harness's own process, whose clock no fault can move (Go reads it through the vDSO); the clock-offset threat, a server's clock off the clients', stands in for it"
 		}
-		return t.ProtocolClients
+		return drop
 	})
 }
 

@@ -42,12 +42,6 @@ type Threat struct {
 	// Renews: the threat renews the lock, so it runs only where the lock
 	// can extend (a Go lock, or a client that declares extend).
 	Renews bool
-	// ProtocolClients: the threat's faults act on a protocol client's
-	// process (its wall clock), so it runs only where the lock is one
-	// (--client): a Go lock runs in the harness's own process, whose
-	// clock no fault can move. Not tried for a Go lock, and no control
-	// run (a Go lock) can stand in for it.
-	ProtocolClients bool
 }
 
 // AppliesTo reports whether the threat is one the system faces.
@@ -189,10 +183,9 @@ var Threats = []Threat{
 		},
 		Moments: []string{checker.MomentNodeFaults}},
 	{Name: "client-clock", Title: "a client's wall clock 1.5 TTL ahead of the others' for the whole run (protocol clients)",
-		Catches:         "an expiry kept from the client's wall clock: in the value, taken over with GETSET (the old pattern of Redis's SETNX page; ShedLock #639), or an absolute SET NX PXAT",
-		Inject:          func(c *harness.Config) { clockThreat(c, nemesis.ClientClockOffset) },
-		Moments:         []string{checker.MomentMovedClientAcquires},
-		ProtocolClients: true},
+		Catches: "an expiry kept from the client's wall clock: in the value, taken over with GETSET (the old pattern of Redis's SETNX page; ShedLock #639), or an absolute SET NX PXAT",
+		Inject:  func(c *harness.Config) { clockThreat(c, nemesis.ClientClockOffset) },
+		Moments: []string{checker.MomentMovedClientAcquires}},
 	{Name: "clock-offset", Title: "a server's clock 1.5 TTL off the clients' clocks for the whole run", Systems: faultSystems(nemesis.ClockOffset),
 		Catches: "an absolute expiry set from the client's clock (SET NX PXAT, PEXPIREAT: rueidislock, valkeylock) that the server's clock ends at once or too late; a relative PX is untouched, so an overlap is the lock's",
 		Inject:  func(c *harness.Config) { clockThreat(c, nemesis.ClockOffset) },
