@@ -194,7 +194,7 @@ func (c *Config) validateFaults() error {
 	}
 	for _, n := range c.faultsUsed() {
 		if nemesis.MovesClientClocks([]string{n}) && len(c.Client) == 0 {
-			return usage("--nemesis %s %s", n, nemesis.ErrGoLockClock)
+			return usage("--nemesis %s %s", n, nemesis.GoLockClockWhy)
 		}
 	}
 	switch c.Targets {

@@ -20,8 +20,9 @@ type ClientClocks interface {
 	ClientProcess(worker int) int
 }
 
-// ErrGoLockClock is why client clock faults are refused for a Go lock.
-const ErrGoLockClock = "moves a protocol client's wall clock (libfaketime in its process); a Go lock runs inside the harness's own process, " +
+// GoLockClockWhy says why client clock faults are refused for a Go lock
+// (the sentence follows the fault's name).
+const GoLockClockWhy = "moves a protocol client's wall clock (libfaketime in its process); a Go lock runs inside the harness's own process, " +
 	"whose clock no fault can move (Go reads it through the vDSO, not libc): test it with --client, or use clock-offset, " +
 	"which moves a server's clock against the clients' and stands in for a client clock fault"
 
@@ -51,7 +52,7 @@ type clientClocks struct{}
 
 func (clientClocks) available(env *Env, name string, a *Action) error {
 	if env.ClientClock == nil {
-		return fmt.Errorf("%s %s", name, ErrGoLockClock)
+		return fmt.Errorf("%s %s", name, GoLockClockWhy)
 	}
 	if len(a.Clients) != 1 || a.Clients[0] < 0 || a.Clients[0] >= env.Clients {
 		return fmt.Errorf("%s hits exactly one client of 0..%d, got %v", name, env.Clients-1, a.Clients)
