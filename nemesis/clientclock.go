@@ -24,7 +24,7 @@ type ClientClocks interface {
 // (the sentence follows the fault's name).
 const GoLockClockWhy = "moves a protocol client's wall clock (libfaketime in its process); a Go lock runs inside the harness's own process, " +
 	"whose clock no fault can move (Go reads it through the vDSO, not libc): test it with --client, or use clock-offset, " +
-	"which moves a server's clock against the clients' and stands in for a client clock fault"
+	"which moves the servers' clocks against the clients' and stands in for a client clock fault"
 
 var clientClockDescriptors = []Descriptor{
 	clientClockDescriptor(ClientClockJump, shapeJump,

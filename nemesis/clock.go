@@ -15,17 +15,22 @@ var clockDescriptors = []Descriptor{
 	clockDescriptor(ClockStrobe, shapeStrobe, "the target nodes' wall clocks flip between real time and --clock-jump every 50ms"),
 	clockDescriptor(ClockDrift, shapeDrift, "the target nodes' wall clocks run at --clock-rate times real speed"),
 	{Name: ClockOffset, Kind: KindClock, FakeClock: true, Standing: true, ByJump: true,
-		Description: "a target node's wall clock runs --clock-jump off the clients' clocks, from before the first grant to the end of the run: " +
+		Description: "every node's wall clock runs --clock-jump off the clients' clocks, from before the first grant to the end of the run: " +
 			"a lock that sets an absolute expiry from its client's clock (SET NX PXAT, PEXPIREAT, as rueidislock does) sees its keys expire early or late. " +
 			"It takes no key from a lock that sets relative TTLs (PX), so an overlap under it is the lock's. " +
 			"It stands in for a client clock fault on a lock written in Go, whose clock the harness cannot move",
 		Exercises: []string{momentOffsetGrants},
-		Systems:   clockSystems, SystemsWhy: clockSystemsWhy,
+		Systems:   redisSystems, SystemsWhy: "moves a Redis server's wall clock; etcd's leases do not read it (they run on monotonic timers)",
 		Draw: Draw{Class: classClock, Label: "clock", LabelDetail: true},
 		new:  func(*ClientFaults) (Fault, error) { return newClockFault(ClockOffset, shapeOffset, nodeClocks{}), nil }},
 }
 
 var clockSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
+
+// redisSystems are every Redis system: a clock moved once, before the
+// first grant, and kept, leaves Redis Cluster's gossip timeouts, which
+// each node counts on its own clock, as they were.
+var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.RedisCluster}
 
 const clockSystemsWhy = "moves wall clocks, which etcd's leases do not read (they run on monotonic timers)"
 

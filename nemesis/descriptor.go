@@ -43,10 +43,10 @@ type Descriptor struct {
 	// ByJump: the fault moves a clock by --clock-jump (Action.Offset),
 	// which must not be zero.
 	ByJump bool
-	// Standing: the fault is set once, before the first grant, on one
-	// target the targets policy picks (one client for a client fault),
-	// and kept until the end of the run; a random schedule does not draw
-	// it again (Schedule.Standing).
+	// Standing: the fault is set once, before the first grant, on every
+	// node (on one client, for a client fault), and kept until the end of
+	// the run; a random schedule does not draw it again
+	// (Schedule.StartStanding).
 	Standing bool
 	// Exercises names the dangerous moments (the checker's moment names,
 	// results.json "exercised") that show the fault hit what it aims at:

@@ -207,7 +207,9 @@ func (s *Schedule) runRandom(ctx context.Context) {
 const StandingFor = 24 * time.Hour
 
 // StartStanding sets the run's standing faults (Descriptor.Standing),
-// each on one target, before the clients run: they stay until the
+// before the clients run: a node fault on every node (the servers'
+// clocks against the clients'), a client fault on one client drawn from
+// the seed (one client's clock against the others'). They stay until the
 // schedule heals at the end of the fault phase. A fault that fails to
 // start is recorded, as any other's; the error is returned too, since a
 // run without its standing fault tests nothing of it.
@@ -227,11 +229,7 @@ func (s *Schedule) StartStanding(ctx context.Context) error {
 		if AimsAtClient(name) {
 			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
 		} else {
-			nodes, err := pickNodes(s.Rng, s.Env.Nodes, TargetOne)
-			if err != nil {
-				return fmt.Errorf("standing fault %s: %w", name, err)
-			}
-			a.Nodes = nodes
+			a.Nodes = slices.Clone(s.Env.Nodes)
 		}
 		err := s.Faults[name].Start(ctx, s.Env, &a)
 		if s.OnPlayed != nil {

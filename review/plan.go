@@ -251,7 +251,7 @@ func (p *Plan) dropClientProcessThreats() {
 		t.Inject(&c)
 		drop := nemesis.MovesClientClocks(c.Nemesis)
 		if drop {
-			p.NotTried[short(t.Name)] = "a Go lock runs in the harness's own process, whose clock no fault can move (Go reads it through the vDSO); the clock-offset threat, a server's clock off the clients', stands in for it"
+			p.NotTried[short(t.Name)] = "a Go lock runs in the harness's own process, whose clock no fault can move (Go reads it through the vDSO); the clock-offset threat, the servers' clocks off the clients', stands in for it"
 		}
 		return drop
 	})

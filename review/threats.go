@@ -186,7 +186,7 @@ var Threats = []Threat{
 		Catches: "an expiry kept from the client's wall clock: in the value, taken over with GETSET (the old pattern of Redis's SETNX page; ShedLock #639), or an absolute SET NX PXAT",
 		Inject:  func(c *harness.Config) { clockThreat(c, nemesis.ClientClockOffset) },
 		Moments: []string{checker.MomentMovedClientAcquires}},
-	{Name: "clock-offset", Title: "a server's clock 1.5 TTL off the clients' clocks for the whole run", Systems: faultSystems(nemesis.ClockOffset),
+	{Name: "clock-offset", Title: "the servers' clocks 1.5 TTL off the clients' for the whole run", Systems: faultSystems(nemesis.ClockOffset),
 		Catches: "an absolute expiry set from the client's clock (SET NX PXAT, PEXPIREAT: rueidislock, valkeylock) that the server's clock ends at once or too late; a relative PX is untouched, so an overlap is the lock's",
 		Inject:  func(c *harness.Config) { clockThreat(c, nemesis.ClockOffset) },
 		Moments: []string{checker.MomentMovedClockGrants}},
