@@ -281,3 +281,24 @@ func TestPlanDropsLockSwapsToFitTheBudget(t *testing.T) {
 		t.Fatalf("a tight budget: %v; runs redlock %v, else %v, estimate %s", err, runsRedlock(small), small.ElseCouldServe, small.Estimate)
 	}
 }
+
+// An overlap with no server cause under a clock threat is the lock's:
+// no control run (the harness's Go lock) is made for it, since neither
+// threat's fault takes a key by itself, and a Go lock cannot take a
+// client clock fault at all. Under a server crash the same cell is
+// unclear, and the control decides.
+func TestClockThreatsNeedNoControl(t *testing.T) {
+	cell := Cell{LockState: StateUnsafe, Mechanisms: []checker.Mechanism{{Kind: checker.MechOverlap, Cause: checker.CauseNoServerCause, Count: 1}}}
+	for _, c := range []struct {
+		threat  string
+		unclear bool
+	}{{"client-clock", false}, {"clock-offset", false}, {"server-crash", true}} {
+		th, ok := LookupThreat(c.threat)
+		if !ok {
+			t.Fatalf("no threat %s", c.threat)
+		}
+		if got := cell.unclear(th); got != c.unclear {
+			t.Errorf("%s: unclear = %v, want %v", c.threat, got, c.unclear)
+		}
+	}
+}
