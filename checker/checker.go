@@ -50,6 +50,9 @@ type Options struct {
 	// lock's holder by themselves (a restart without fsync, a clock moved):
 	// an overlap they explain is the deployment's, not the lock's.
 	KeyLossFaults []string
+	// ClientClockFaults name the faults that move a protocol client's
+	// wall clock; the moments count what a moved client did.
+	ClientClockFaults []string
 	// CutOffFaults name the faults that keep a node's writes from reaching
 	// the rest of its cluster (isolate): a hold granted by a node while
 	// one cut it off, overlapped by a grant of another node, is the

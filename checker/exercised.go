@@ -23,6 +23,15 @@ const (
 	MomentHolderCrashes = "holder_crashes"
 	MomentRepliesLost   = "replies_lost"
 	MomentKilledInOp    = "clients_killed_in_op"
+	// MomentMovedClientAcquires: a client whose wall clock a client clock
+	// fault had moved asked for a key, or was granted it or held it as
+	// another was granted it, while another client's lease on it was live
+	// (Options.ClientClockFaults).
+	MomentMovedClientAcquires = "moved_client_acquires"
+	// MomentMovedClockGrants: a node granted a lease while a clock fault
+	// had its clock moved (Options.ClockFaults), as clock-offset does from
+	// the first grant on.
+	MomentMovedClockGrants = "grants_on_moved_clock"
 )
 
 // ExercisedMoment describes one kind of dangerous moment.
@@ -54,6 +63,10 @@ var exercisedMoments = []ExercisedMoment{
 		"an acquire, release or extend ran while a fault lost the servers' replies (reply-loss), and its outcome is unknown: the server may have applied it"},
 	{MomentKilledInOp, "a client died with a request in flight",
 		"a client's process was killed while one of its acquires, releases or extends was pending, between two of the lock's commands with luck"},
+	{MomentMovedClientAcquires, "a client whose wall clock was moved asked for or held a key while another client's lease was live",
+		"a client whose wall clock a client clock fault had moved asked for a key while another client's lease on it was live, or held it when a grant overlapped another's live lease"},
+	{MomentMovedClockGrants, "a node whose clock was moved granted a lease",
+		"a node granted a lease while a clock fault had its wall clock moved off the clients'"},
 }
 
 // ExercisedMoments lists every moment, in the order reports show them.
@@ -61,15 +74,17 @@ func ExercisedMoments() []ExercisedMoment { return append([]ExercisedMoment(nil)
 
 // Exercised counts a run's dangerous moments (results.json "exercised").
 type Exercised struct {
-	StaleActs     int `json:"stale_acts"`
-	StaleGrants   int `json:"stale_grants"`
-	AcrossGrants  int `json:"across_grants"`
-	SlowReplies   int `json:"slow_replies"`
-	NodeFaults    int `json:"node_faults_on_live_lease"`
-	Failovers     int `json:"failovers_on_live_lease"`
-	HolderCrashes int `json:"holder_crashes"`
-	RepliesLost   int `json:"replies_lost"`
-	KilledInOp    int `json:"clients_killed_in_op"`
+	StaleActs           int `json:"stale_acts"`
+	StaleGrants         int `json:"stale_grants"`
+	AcrossGrants        int `json:"across_grants"`
+	SlowReplies         int `json:"slow_replies"`
+	NodeFaults          int `json:"node_faults_on_live_lease"`
+	Failovers           int `json:"failovers_on_live_lease"`
+	HolderCrashes       int `json:"holder_crashes"`
+	RepliesLost         int `json:"replies_lost"`
+	KilledInOp          int `json:"clients_killed_in_op"`
+	MovedClientAcquires int `json:"moved_client_acquires"`
+	MovedClockGrants    int `json:"grants_on_moved_clock"`
 }
 
 // counter is the field a moment's name counts in.
@@ -93,6 +108,10 @@ func (e *Exercised) counter(name string) *int {
 		return &e.RepliesLost
 	case MomentKilledInOp:
 		return &e.KilledInOp
+	case MomentMovedClientAcquires:
+		return &e.MovedClientAcquires
+	case MomentMovedClockGrants:
+		return &e.MovedClockGrants
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package checker
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,12 +94,51 @@ var exercisedCases = []struct {
 		release(1, "k", 50, 60, ok, "a").crash(100, 1, 2), Exercised{}},
 	{"no holder crash: the grant reached a crashed client", new(hb).acquire(1, "k", 0, 20, ok, "a", 1000).
 		crash(5, 1).crash(100, 1), Exercised{SlowReplies: 1}},
+	// moved_client_acquires (client-clock-offset is a client clock fault
+	// in momentOptions)
+	{"moved client: asked for a key another client held live", held(1000).clientClock(5, "start", 2).
+		acquire(2, "k", 100, 110, fail, "", 0), Exercised{MovedClientAcquires: 1}},
+	{"moved client: granted over another's live lease (an overlap), counted at its invoke and its grant", held(1000).clientClock(5, "start", 2).
+		acquire(2, "k", 100, 110, ok, "b", 1000), Exercised{MovedClientAcquires: 2}},
+	{"moved holder: another client granted over its live lease", new(hb).clientClock(0, "start", 1).
+		acquire(1, "k", 1, 10, ok, "a", 1000).acquire(2, "k", 100, 110, ok, "b", 1000), Exercised{MovedClientAcquires: 1}},
+	{"no moved client: the lease had expired", held(1000).clientClock(5, "start", 2).
+		acquire(2, "k", 1200, 1210, ok, "b", 2000), Exercised{StaleGrants: 1}},
+	{"no moved client: its fault had stopped", held(1000).clientClock(5, "start", 2).clientClock(50, "stop", 2).
+		acquire(2, "k", 100, 110, fail, "", 0), Exercised{}},
+	{"no moved client: another client's clock was moved", held(1000).clientClock(5, "start", 3).
+		acquire(2, "k", 100, 110, fail, "", 0), Exercised{}},
+	{"no moved client: a server clock fault", held(1000).fault(50, "clock-jump", "start", "n1").
+		acquire(2, "k", 100, 110, fail, "", 0), Exercised{NodeFaults: 1}},
+	// grants_on_moved_clock
+	{"moved clock grant: one Redis offset from before the grant", new(hb).fault(0, "clock-offset", "start", "n1").
+		acquire(1, "k", 1, 10, ok, "a", 1000), Exercised{MovedClockGrants: 1}},
+	{"moved clock grant: a Redlock grant with one node moved", new(hb).fault(0, "clock-jump", "start", "n2").
+		acquire(1, "k", 1, 10, ok, "a", 1000).nodes("n1", "n2", "n3"), Exercised{MovedClockGrants: 1}},
+	{"no moved clock grant: a node outside the grant's", new(hb).fault(0, "clock-offset", "start", "n2").
+		acquire(1, "k", 1, 10, ok, "a", 1000).nodes("n1", "n3", "n5"), Exercised{}},
+	{"no moved clock grant: the clock was back", new(hb).fault(0, "clock-jump", "start", "n1").fault(1, "clock-jump", "stop", "n1").
+		acquire(1, "k", 1, 10, ok, "a", 1000), Exercised{}},
+	{"no moved clock grant: not a clock fault", new(hb).fault(0, "pause", "start", "n1").
+		acquire(1, "k", 1, 10, ok, "a", 1000), Exercised{}},
+}
+
+// momentOptions name the clock faults the moment cases use.
+var momentOptions = Options{ClockFaults: []string{"clock-jump", "clock-offset"}, ClientClockFaults: []string{"client-clock-offset"}}
+
+// clientClock adds a client clock fault's event on client processes.
+func (b *hb) clientClock(t int64, phase string, procs ...int) *hb {
+	var targets []string
+	for _, p := range procs {
+		targets = append(targets, "client "+strconv.Itoa(p))
+	}
+	return b.ev(t, history.NemesisProcess, history.Info, "client-clock-offset", "", &history.Value{Phase: phase, Targets: targets, Clients: procs})
 }
 
 func TestExercisedMoments(t *testing.T) {
 	for _, c := range exercisedCases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Check(c.b.build(t), Options{})
+			r := Check(c.b.build(t), momentOptions)
 			if r.Exercised == nil || *r.Exercised != c.want {
 				t.Fatalf("exercised %+v, want %+v", r.Exercised, c.want)
 			}

@@ -29,6 +29,12 @@ type momentState struct {
 	// losing are the reply-loss faults in effect now.
 	replyLoss, inOp []string
 	losing          map[string]bool
+	// clockFaults and clientClockFaults are Options'; movedNodes and
+	// movedClients count the clock faults in effect on each node and
+	// client process.
+	clockFaults, clientClockFaults []string
+	movedNodes                     map[string]int
+	movedClients                   map[int]int
 }
 
 // mlease is a granted lease as the moments see it.
@@ -64,7 +70,9 @@ type mkey struct {
 
 func newMomentState(opts Options) *momentState {
 	return &momentState{ttl: int64(opts.TTL), procs: map[int]*mproc{}, keys: map[string]*mkey{},
-		replyLoss: opts.ReplyLossFaults, inOp: opts.InOpFaults, losing: map[string]bool{}}
+		replyLoss: opts.ReplyLossFaults, inOp: opts.InOpFaults, losing: map[string]bool{},
+		clockFaults: opts.ClockFaults, clientClockFaults: opts.ClientClockFaults,
+		movedNodes: map[string]int{}, movedClients: map[int]int{}}
 }
 
 func (m *momentState) proc(p int) *mproc {
@@ -121,6 +129,9 @@ func (m *momentState) invoke(op *history.Op) {
 		if actsAs(op, ps) && ps.lease.staleAt(op.Time) {
 			m.e.StaleActs++
 		}
+	}
+	if op.F == history.Acquire && m.movedClients[op.Process] > 0 && m.othersLive(op) {
+		m.e.MovedClientAcquires++
 	}
 	switch {
 	case op.F == history.Acquire:
@@ -181,6 +192,12 @@ func (m *momentState) granted(ps *mproc, inv, op *history.Op) {
 		}
 	}
 	ks.lastGrant = m.events
+	if m.movedOverlap(ks, op) {
+		m.e.MovedClientAcquires++
+	}
+	if m.onMovedClock(op) {
+		m.e.MovedClockGrants++
+	}
 	if ps.crashed {
 		return // the grant reached a client that had crashed: nobody believes it
 	}
@@ -207,6 +224,7 @@ func (m *momentState) nemesis(op *history.Op) {
 	if v == nil {
 		return
 	}
+	m.clockEvent(op)
 	switch {
 	case slices.Contains(m.replyLoss, op.F):
 		m.replyLossEvent(op)
@@ -267,6 +285,74 @@ func (m *momentState) killedInOp(op *history.Op) {
 			m.e.KilledInOp++
 		}
 	}
+}
+
+// clockEvent notes a clock fault's start or stop on its nodes or client
+// processes.
+func (m *momentState) clockEvent(op *history.Op) {
+	v := op.Value
+	step := 0
+	switch v.Phase {
+	case "start":
+		step = 1
+	case "stop":
+		step = -1
+	default:
+		return
+	}
+	if slices.Contains(m.clockFaults, op.F) {
+		for _, n := range v.Targets {
+			m.movedNodes[n] = max(0, m.movedNodes[n]+step)
+		}
+	}
+	if slices.Contains(m.clientClockFaults, op.F) {
+		for _, p := range v.Clients {
+			m.movedClients[p] = max(0, m.movedClients[p]+step)
+		}
+	}
+}
+
+// othersLive reports whether another process's lease on the key an
+// acquire asks for is live when it is invoked.
+func (m *momentState) othersLive(inv *history.Op) bool {
+	ks := m.keys[inv.Key]
+	if ks == nil {
+		return false
+	}
+	for p, l := range ks.believed {
+		if p != inv.Process && !l.staleAt(inv.Time) {
+			return true
+		}
+	}
+	return false
+}
+
+// movedOverlap reports whether a grant came while another process's
+// lease on the key was live and the grantee or that holder had a moved
+// clock: the moved client held the key while another's lease was live.
+func (m *momentState) movedOverlap(ks *mkey, op *history.Op) bool {
+	for p, l := range ks.believed {
+		if p != op.Process && !l.staleAt(op.Time) && (m.movedClients[p] > 0 || m.movedClients[op.Process] > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// onMovedClock reports whether a grant came from a node whose clock a
+// clock fault had moved; a grant that names no node (one Redis) came
+// from any node.
+func (m *momentState) onMovedClock(op *history.Op) bool {
+	var nodes []string
+	if op.Value != nil {
+		nodes = op.Value.Nodes
+	}
+	for n, c := range m.movedNodes {
+		if c > 0 && onNodes(nodes, []string{n}) {
+			return true
+		}
+	}
+	return false
 }
 
 // crash counts a client crash that hit a live lease's holder, and ends the

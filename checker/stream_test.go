@@ -136,6 +136,16 @@ func richHistory(rng *rand.Rand) []history.Op {
 			b.fault(start+int64(rng.Intn(20)), f, "stop", fmt.Sprintf("n%d", i))
 		}
 	}
+	if rng.Intn(2) == 0 { // a client clock fault on one client process
+		p, start := rng.Intn(3), int64(rng.Intn(30))
+		v := func(phase string) *history.Value {
+			return &history.Value{Phase: phase, Targets: []string{fmt.Sprintf("client %d", p)}, Clients: []int{p}}
+		}
+		b.ev(start, history.NemesisProcess, history.Info, "client-skew", "", v("start"))
+		if rng.Intn(2) == 0 {
+			b.ev(start+int64(rng.Intn(20)), history.NemesisProcess, history.Info, "client-skew", "", v("stop"))
+		}
+	}
 	if rng.Intn(3) == 0 {
 		b.ev(int64(rng.Intn(10)), history.NemesisProcess, history.Info, PrimaryEvent, "", &history.Value{Phase: "start", Targets: []string{"n0"}})
 		b.ev(10+int64(rng.Intn(20)), history.NemesisProcess, history.Info, PrimaryEvent, "", &history.Value{Phase: "start", Targets: []string{"n1"}})
@@ -193,6 +203,7 @@ func TestStreamMatchesInMemoryOnRandomHistories(t *testing.T) {
 		if i%2 == 1 {
 			opts.TTL = time.Duration(ms(10))
 			opts.ClockFaults = []string{"clock-skew"}
+			opts.ClientClockFaults = []string{"client-skew"}
 		}
 		if d := diffResults(checkInMemory(ops, opts), Check(ops, opts)); d != "" {
 			for _, op := range ops {
@@ -430,7 +441,70 @@ func exercisedInMemory(ops []history.Op, opts Options) *Exercised {
 		}
 	}
 	memFaultMoments(ops, leases, e)
+	memClockMoments(ops, leases, opts, e)
 	return e
+}
+
+// memClockMoments counts the moments of moved clocks, walking the
+// history with the clocks moved at each event: a moved client's acquire
+// invoked over another's live lease, a grant over another's live lease
+// with either client moved, and a grant by a node whose clock was moved.
+func memClockMoments(ops []history.Op, leases []*memLease, opts Options, e *Exercised) {
+	movedNodes, movedProcs := map[string]int{}, map[int]int{}
+	pending := map[int]int{} // each process's pending invoke, by index
+	liveOther := func(i int, op *history.Op, key string, also func(p int) bool) bool {
+		for _, l := range leases {
+			if l.key == key && l.proc != op.Process && l.believedAt(i) && !l.staleAt(i, op.Time) && also(l.proc) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.IsNemesis():
+			step := map[string]int{"start": 1, "stop": -1}[op.Value.Phase]
+			if slices.Contains(opts.ClockFaults, op.F) {
+				for _, n := range op.Value.Targets {
+					movedNodes[n] = max(0, movedNodes[n]+step)
+				}
+			}
+			if slices.Contains(opts.ClientClockFaults, op.F) {
+				for _, p := range op.Value.Clients {
+					movedProcs[p] = max(0, movedProcs[p]+step)
+				}
+			}
+		case op.Type == history.Invoke:
+			pending[op.Process] = i
+			if op.F == history.Acquire && movedProcs[op.Process] > 0 && liveOther(i, op, op.Key, func(int) bool { return true }) {
+				e.MovedClientAcquires++
+			}
+		case op.Type == history.OK && isPendingAcquire(ops, pending, op.Process):
+			inv := &ops[pending[op.Process]]
+			if liveOther(i, op, grantedKey(inv, op), func(p int) bool { return movedProcs[p] > 0 || movedProcs[op.Process] > 0 }) {
+				e.MovedClientAcquires++
+			}
+			var nodes []string
+			if op.Value != nil {
+				nodes = op.Value.Nodes
+			}
+			for n, c := range movedNodes {
+				if c > 0 && onNodes(nodes, []string{n}) {
+					e.MovedClockGrants++
+					break
+				}
+			}
+		}
+		if op.Type != history.Invoke && !op.IsNemesis() && op.Type != history.Summary {
+			delete(pending, op.Process)
+		}
+	}
+}
+
+func isPendingAcquire(ops []history.Op, pending map[int]int, p int) bool {
+	j, ok := pending[p]
+	return ok && ops[j].F == history.Acquire
 }
 
 // memFaultMoments counts the moments of the fault events: each looks at

@@ -152,6 +152,7 @@ func checkOptions(cfg Config, out string) checker.Options {
 	opts := checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
 		KeyLossFaults:   nemesis.KeyLossFaults(),
 		ReplyLossFaults: nemesis.ReplyLossFaults(), InOpFaults: nemesis.InOpFaults(),
+		ClientClockFaults:  nemesis.ClientClockFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 	if cfg.system().asyncReplicas {
 		opts.CutOffFaults = nemesis.CutOffFaults()

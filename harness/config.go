@@ -199,6 +199,9 @@ func (c *Config) validateFaults() error {
 				return usage("%v", err)
 			}
 		}
+		if nemesis.MovesClientClocks([]string{n}) && len(c.Client) == 0 {
+			return usage("--nemesis %s %s", n, nemesis.GoLockClockWhy)
+		}
 	}
 	switch c.Targets {
 	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
@@ -235,7 +238,6 @@ func (c *Config) validateRanges() error {
 	if err != nil {
 		return usage("--clock-jump: %v", err)
 	}
-	clock := nemesis.NeedsFakeClock(c.Nemesis)
 	checks := []struct {
 		ok   bool
 		flag string
@@ -258,7 +260,7 @@ func (c *Config) validateRanges() error {
 		// need be; longer than any TTL worth testing is a typo.
 		{c.RestartDelay >= 0 && c.RestartDelay <= 10*time.Minute, "--restart-delay", "must be between 0 and 10m"},
 		{c.ClockRate > 0 && c.ClockRate <= 100, "--clock-rate", "must be in (0, 100]"},
-		{!clock || jump != 0 || !(slices.Contains(c.Nemesis, nemesis.ClockJump) || slices.Contains(c.Nemesis, nemesis.ClockStrobe)), "--clock-jump", "must not be zero for clock-jump or clock-strobe"},
+		{jump != 0 || len(nemesis.MovedByJump(c.Nemesis)) == 0, "--clock-jump", "must not be zero for " + strings.Join(nemesis.MovedByJump(c.Nemesis), ", ")},
 		{!slices.Contains(c.Nemesis, nemesis.ClockDrift) || c.ClockRate != 1, "--clock-rate", "must differ from 1 for clock-drift"},
 		{c.Latency >= 0 && c.Latency <= time.Minute, "--latency", "must be between 0 and 1m"},
 		{c.Jitter >= 0 && c.Jitter <= c.Latency, "--jitter", "must be between 0 and --latency"},

@@ -138,8 +138,12 @@ func namesScript(arg string) bool {
 // unknown outcomes, the history stays checkable, and the run stops with a
 // harness error that names the client and ends with its stderr.
 func (r *runner) extOptions() extclient.Options {
-	return extclient.Options{Argv: r.cfg.Client, TTL: r.cfg.TTL, OpTimeout: r.cfg.OpTimeout,
+	o := extclient.Options{Argv: r.cfg.Client, TTL: r.cfg.TTL, OpTimeout: r.cfg.OpTimeout,
 		StderrDir: filepath.Join(r.dir, ClientsDir), Fatal: r.clientFailed}
+	if r.clocks != nil {
+		o.Clock = r.clocks.env
+	}
+	return o
 }
 
 // externalLockerFactory gives each client process a process of the

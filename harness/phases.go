@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -34,6 +35,12 @@ func (r *runner) runPhases(ctx context.Context, rec *history.Recorder, sys *syst
 	ph := r.phaseContexts(ctx, rec)
 	defer ph.cancel()
 	fp.sched.Interrupt = ph.stop
+	// A standing fault (a clock offset) is in place before the first
+	// grant; the schedule heals it at the end of the fault phase.
+	if err := fp.sched.StartStanding(ph.faults); err != nil {
+		clients.Close()
+		return nil, errors.Join(err, fp.sched.HealAll())
+	}
 
 	var parts sync.WaitGroup
 	parts.Go(func() { healErr = r.faultsThenRecovery(ph, rec, fp) })

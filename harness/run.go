@@ -371,6 +371,9 @@ type runner struct {
 	// faultsEnded is when the fault phase's time ran out or it was
 	// stopped, for schedule.json.
 	faultsEnded *time.Time
+	// clocks are the protocol clients' offset files, when a fault of the
+	// run moves their clocks; set before the clients start.
+	clocks *clientClocks
 }
 
 func (r *runner) say(format string, a ...any) {

@@ -123,6 +123,13 @@ func (r *runner) newFaults(rec *history.Recorder, sys *system, cp *clientPhase) 
 	nenv.Pauser, _ = sys.cl.(cluster.Pauser)
 	nenv.Killer, _ = sys.cl.(cluster.Killer)
 	nenv.Clock, _ = sys.cl.(cluster.ClockSetter)
+	clocks, err := r.newClientClocks()
+	if err != nil {
+		return nil, err
+	}
+	if clocks != nil {
+		r.clocks, nenv.ClientClock = clocks, clocks
+	}
 	fp := &faultPhase{}
 	if sys.primaries != nil {
 		fp.monitor = newPrimaryMonitor(sys.primaries, rec, names[0])

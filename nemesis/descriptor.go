@@ -55,6 +55,14 @@ type Descriptor struct {
 	// own processes (Env.ClientProcesses); the checkers count its events
 	// as clients killed with a request in flight.
 	InOp bool
+	// ByJump: the fault moves a clock by --clock-jump (Action.Offset),
+	// which must not be zero.
+	ByJump bool
+	// Standing: the fault is set once, before the first grant, on every
+	// node (on one client, for a client fault), and kept until the end of
+	// the run; a random schedule does not draw it again
+	// (Schedule.StartStanding).
+	Standing bool
 	// Exercises names the dangerous moments (the checker's moment names,
 	// results.json "exercised") that show the fault hit what it aims at:
 	// a safe verdict with none of them is vacuous.
@@ -79,6 +87,9 @@ const (
 	KindLink   Kind = "link"   // network links, between clients and nodes or among nodes
 	KindClient Kind = "client" // one client process, from inside its critical section
 	KindClock  Kind = "clock"  // node wall clocks
+	// KindClientClock faults move one protocol client's wall clock
+	// (Action.Clients); a Go lock refuses them (ClientClocks).
+	KindClientClock Kind = "client-clock"
 )
 
 // The moment names a fault's Exercises use; the checker counts them.
@@ -91,6 +102,13 @@ const (
 	momentCrashes     = "holder_crashes"
 	momentRepliesLost = "replies_lost"
 	momentKilledInOp  = "clients_killed_in_op"
+	// momentMovedClientAcquires: a client whose clock a client clock
+	// fault moved asked for a key while another client's lease on it was
+	// live.
+	momentMovedClientAcquires = "moved_client_acquires"
+	// momentOffsetGrants: a node granted a lease while a fault had its
+	// clock moved.
+	momentOffsetGrants = "grants_on_moved_clock"
 )
 
 // OpTimeoutsPerFault is the least a random action of an OutlastsOps
@@ -125,9 +143,9 @@ const (
 )
 
 // All returns every fault's descriptor, by kind: client, network,
-// process, clock, then sentinel faults.
+// process, clock, client clock, then sentinel faults.
 func All() []Descriptor {
-	return slices.Concat(clientDescriptors, netDescriptors, processDescriptors, clockDescriptors, failoverDescriptors)
+	return slices.Concat(clientDescriptors, netDescriptors, processDescriptors, clockDescriptors, clientClockDescriptors, failoverDescriptors)
 }
 
 // Lookup returns the named fault's descriptor.
@@ -223,6 +241,30 @@ func KeyLossFaults() []string {
 	return namesWhere(func(d Descriptor) bool { return d.LosesKeys })
 }
 
+// MovedByJump names those of the faults that move a clock by
+// --clock-jump (Descriptor.ByJump).
+func MovedByJump(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if anyOf([]string{n}, func(d Descriptor) bool { return d.ByJump }) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// ClientClockFaults names the faults that move a protocol client's
+// wall clock.
+func ClientClockFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return d.Kind == KindClientClock })
+}
+
+// MovesClientClocks reports whether any of the faults moves a protocol
+// client's wall clock: the clients must then start under libfaketime.
+func MovesClientClocks(names []string) bool {
+	return anyOf(names, func(d Descriptor) bool { return d.Kind == KindClientClock })
+}
+
 // CutOffFaults names the faults that keep a node's writes from reaching
 // the rest of its cluster (Descriptor.CutsOff).
 func CutOffFaults() []string {
@@ -264,7 +306,14 @@ func NeedsLinks(names []string, backgroundClients bool) bool {
 // than nodes; an unknown name does not.
 func AimsAtClient(name string) bool {
 	d, err := Lookup(name)
-	return err == nil && d.Kind == KindClient
+	return err == nil && (d.Kind == KindClient || d.Kind == KindClientClock)
+}
+
+// IsStanding reports whether the named fault is set once for the whole
+// run (Descriptor.Standing); an unknown name is not.
+func IsStanding(name string) bool {
+	d, err := Lookup(name)
+	return err == nil && d.Standing
 }
 
 // anyOf reports whether a known fault of names has the property; unknown

@@ -8,6 +8,7 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
@@ -35,6 +36,13 @@ const (
 	ClockJump   = "clock-jump"
 	ClockStrobe = "clock-strobe"
 	ClockDrift  = "clock-drift"
+	// ClockOffset keeps a node's clock off the clients' for the whole run.
+	ClockOffset = "clock-offset"
+	// Client clock faults move a protocol client's wall clock.
+	ClientClockJump   = "client-clock-jump"
+	ClientClockStrobe = "client-clock-strobe"
+	ClientClockDrift  = "client-clock-drift"
+	ClientClockOffset = "client-clock-offset"
 	// Isolate cuts a node off from the rest of its cluster (its inbound
 	// internal links) while clients still reach it.
 	Isolate = "isolate"
@@ -51,6 +59,8 @@ type Env struct {
 	Pauser cluster.Pauser
 	Killer cluster.Killer
 	Clock  cluster.ClockSetter
+	// ClientClock moves protocol clients' wall clocks; nil for a Go lock.
+	ClientClock ClientClocks
 	// Mesh holds every proxied link; nil without proxies.
 	Mesh *proxy.Mesh
 	// Internal cuts the cluster's own links into a node where the mesh has
@@ -89,8 +99,11 @@ type Action struct {
 	Nodes []string
 	// Clients narrows a network fault to these clients' links to Nodes;
 	// empty means every link to Nodes (clients and other nodes). For
-	// client faults, the client to hit.
+	// client faults, the client (its worker) to hit.
 	Clients []int
+	// ClientProcs are the processes of Clients when a client clock fault
+	// started, which its start and stop events name.
+	ClientProcs []int
 	// For is how long the fault lasts before it is stopped (for kill, how
 	// long the node stays down).
 	For time.Duration
@@ -148,6 +161,12 @@ const PhaseStarting = "starting"
 
 func record(env *Env, f, phase string, a *Action, detail string, err error) {
 	v := &history.Value{Phase: phase, Targets: append([]string(nil), a.Nodes...), Detail: detail}
+	if len(a.Nodes) == 0 && len(a.ClientProcs) > 0 {
+		v.Clients = append([]int(nil), a.ClientProcs...)
+		for _, p := range a.ClientProcs {
+			v.Targets = append(v.Targets, fmt.Sprintf("client %d", p))
+		}
+	}
 	op := history.Op{Process: history.NemesisProcess, Type: history.Info, F: f, Value: v}
 	if err != nil {
 		op.Error = err.Error()

@@ -147,15 +147,16 @@ func TestNeedsFakeClockAndLinks(t *testing.T) {
 	}
 }
 
-// Every fault says what it acts on, and exactly the client faults aim at
-// a client.
+// Every fault says what it acts on, and exactly the client faults and
+// the client clock faults aim at a client.
 func TestEveryFaultHasAKind(t *testing.T) {
-	kinds := []Kind{KindServer, KindLink, KindClient, KindClock}
+	kinds := []Kind{KindServer, KindLink, KindClient, KindClock, KindClientClock}
+	clientClocks := []string{ClientClockJump, ClientClockStrobe, ClientClockDrift, ClientClockOffset}
 	for _, d := range All() {
 		if !slices.Contains(kinds, d.Kind) {
 			t.Errorf("%s: kind %q, want one of %v", d.Name, d.Kind, kinds)
 		}
-		if want := d.Name == ClientPause || d.Name == ClientCrash || d.Name == ClientKillInOp; AimsAtClient(d.Name) != want {
+		if want := d.Name == ClientPause || d.Name == ClientCrash || d.Name == ClientKillInOp || slices.Contains(clientClocks, d.Name); AimsAtClient(d.Name) != want {
 			t.Errorf("AimsAtClient(%s) = %v, want %v", d.Name, !want, want)
 		}
 	}

@@ -178,15 +178,22 @@ func (s *Schedule) Run(ctx context.Context) error {
 }
 
 func (s *Schedule) runRandom(ctx context.Context) {
+	names := slices.DeleteFunc(slices.Clone(s.Names), IsStanding)
+	if len(names) == 0 {
+		return
+	}
 	for {
 		ctxsleep.Sleep(ctx, jitter(s.Rng, s.Opts.Interval))
 		if ctx.Err() != nil {
 			return
 		}
-		name := s.Names[s.Rng.Intn(len(s.Names))]
+		name := names[s.Rng.Intn(len(names))]
 		a := s.template(name)
 		if AimsAtClient(name) {
 			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
+			if _, armed := s.Faults[name].(selfRecording); !armed {
+				a.For = jitter(s.Rng, s.Opts.Duration)
+			}
 		} else {
 			a.Nodes = s.targets()
 			a.For = jitter(s.Rng, s.Opts.Duration)
@@ -199,6 +206,49 @@ func (s *Schedule) runRandom(ctx context.Context) {
 		}
 		s.play(ctx, &a, nil)
 	}
+}
+
+// StandingFor is a standing fault's duration: longer than any fault
+// phase, so that it lasts until the phase ends.
+const StandingFor = 24 * time.Hour
+
+// StartStanding sets the run's standing faults (Descriptor.Standing),
+// before the clients run: a node fault on every node (the servers'
+// clocks against the clients'), a client fault on one client drawn from
+// the seed (one client's clock against the others'). They stay until the
+// schedule heals at the end of the fault phase. A fault that fails to
+// start is recorded, as any other's; the error is returned too, since a
+// run without its standing fault tests nothing of it.
+func (s *Schedule) StartStanding(ctx context.Context) error {
+	if len(s.Script) > 0 {
+		return nil // a script places every fault itself
+	}
+	var errs []error
+	for _, name := range s.Names {
+		if !IsStanding(name) {
+			continue
+		}
+		a := s.template(name)
+		// Recorded so: a replay plays it as a step at the phase's start
+		// that lasts until the phase ends (play stops it then).
+		a.For = StandingFor
+		if AimsAtClient(name) {
+			a.Clients = []int{s.Rng.Intn(s.Env.Clients)}
+		} else {
+			a.Nodes = slices.Clone(s.Env.Nodes)
+		}
+		err := s.Faults[name].Start(ctx, s.Env, &a)
+		if s.OnPlayed != nil {
+			s.OnPlayed(Played{Action: a, Hit: append([]string(nil), a.Nodes...), Err: err})
+		}
+		phase := "start"
+		if err != nil {
+			phase = "error"
+			errs = append(errs, fmt.Errorf("standing fault %s: %w", name, err))
+		}
+		record(s.Env, name, phase, &a, describe(&a), err)
+	}
+	return errors.Join(errs...)
 }
 
 // runScript starts each step at its time; steps may overlap.
@@ -410,12 +460,14 @@ func describe(a *Action) string {
 		return d
 	case Pause:
 		return fmt.Sprintf("SIGSTOP for %s", a.For.Round(time.Millisecond))
-	case ClockJump:
-		return fmt.Sprintf("wall clock %+.3fs for %s", a.Offset.Seconds(), a.For.Round(time.Millisecond))
-	case ClockStrobe:
-		return fmt.Sprintf("wall clock flips between 0 and %+.3fs every %s for %s", a.Offset.Seconds(), strobePeriod, a.For.Round(time.Millisecond))
-	case ClockDrift:
-		return fmt.Sprintf("wall clock runs at x%g for %s", a.Rate, a.For.Round(time.Millisecond))
+	case ClockJump, ClientClockJump:
+		return shapeJump.describe(a)
+	case ClockStrobe, ClientClockStrobe:
+		return shapeStrobe.describe(a)
+	case ClockDrift, ClientClockDrift:
+		return shapeDrift.describe(a)
+	case ClockOffset, ClientClockOffset:
+		return shapeOffset.describe(a)
 	}
 	return ""
 }

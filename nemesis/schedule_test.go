@@ -172,6 +172,9 @@ func TestUnavailableFaultsAreRefusedBeforeTheRun(t *testing.T) {
 		{[]string{Kill}, func(e *Env, o *Options) { o.LoseUnsynced = true }},
 		{[]string{Pause}, func(e *Env, o *Options) { e.Nodes = e.Nodes[:1]; o.Targets = TargetMinority }},
 		{[]string{Pause}, func(e *Env, o *Options) { o.Targets = "most" }},
+		// A Go lock: no client clocks to move.
+		{[]string{ClientClockJump}, func(e *Env, o *Options) { e.ClientClock = nil }},
+		{[]string{ClockOffset}, func(e *Env, o *Options) { o.ClockJump = 0 }},
 	}
 	for i, tc := range cases {
 		env := newEnv(t, ctl)
@@ -180,6 +183,57 @@ func TestUnavailableFaultsAreRefusedBeforeTheRun(t *testing.T) {
 		if _, err := NewSchedule(env, tc.names, opts, rand.New(rand.NewSource(1)), nil, nil); err == nil {
 			t.Errorf("case %d (%v): accepted", i, tc.names)
 		}
+	}
+}
+
+// A standing fault is set once, on every node, before the schedule runs;
+// the random draws never take it again; it lasts until the heal; its
+// events pair up as the others' do.
+func TestStandingFaultIsSetOnceAndHealed(t *testing.T) {
+	ctl := newFakeControl()
+	env := newEnv(t, ctl)
+	s, err := NewSchedule(env, []string{ClockOffset, Pause}, Options{Interval: 10 * time.Millisecond, Duration: 10 * time.Millisecond,
+		Targets: TargetOne, ClockJump: 150 * time.Millisecond}, rand.New(rand.NewSource(1)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartStanding(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	ctl.mu.Lock()
+	for _, off := range ctl.clock {
+		if off == 150*time.Millisecond {
+			moved++
+		}
+	}
+	ctl.mu.Unlock()
+	if moved != len(env.Nodes) {
+		t.Fatalf("clocks after StartStanding %v, want every node at +150ms", ctl.clock)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n, off := range ctl.clock {
+		if off != 0 {
+			t.Errorf("clock of %s left at %s after the heal", n, off)
+		}
+	}
+	env.Rec.Close()
+	res, err := history.ReadFile(env.Rec.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, op := range res.Ops {
+		if op.F == ClockOffset && op.Value.Phase == "start" {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Fatalf("clock-offset started %d times, want once", starts)
 	}
 }
 

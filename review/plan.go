@@ -19,6 +19,7 @@ import (
 	"github.com/lockjepsen/lockjepsen/harness"
 	"github.com/lockjepsen/lockjepsen/locks"
 	"github.com/lockjepsen/lockjepsen/locks/extclient"
+	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/scenario"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
@@ -133,7 +134,7 @@ func NewPlan(o Options) (*Plan, error) {
 	}
 	p.dropNotApplicable()
 	p.dropRenewals()
-	p.dropClientKills()
+	p.dropClientProcessThreats()
 	if len(p.Threats) == 0 {
 		return nil, fmt.Errorf("no threat left to run: %s", strings.Join(slices.Sorted(maps.Values(p.NotTried)), "; "))
 	}
@@ -236,18 +237,30 @@ func (p *Plan) dropRenewals() {
 	})
 }
 
-// dropClientKills keeps the threats that kill client processes out of the
-// plan for a Go lock: it runs inside the harness's process, which cannot
-// be killed alone, and the client-crash threat stands in for it.
-func (p *Plan) dropClientKills() {
+// dropClientProcessThreats keeps out of the plan for a Go lock, which
+// runs in the harness's own process, the threats that need a client in a
+// process of its own, saying what stands in for each: those that kill a
+// client inside a lock call (it cannot be killed alone; client crash
+// stands in), and those whose faults move a protocol client's clock (the
+// faults' descriptors say which; Go reads its clock through the vDSO, and
+// clock-offset stands in). No control run (a Go lock) is made for them
+// either: their moments are not a server fault's (Cell.unclear).
+func (p *Plan) dropClientProcessThreats() {
 	if len(p.Options.Client) > 0 {
 		return
 	}
 	p.Threats = slices.DeleteFunc(p.Threats, func(t Threat) bool {
 		if t.KillsClients {
 			p.NotTried[short(t.Name)] = "a Go lock runs inside the harness's process, which cannot be killed alone in a lock call; it needs a lock client in its own process (--client), and client crash stands in for it"
+			return true
 		}
-		return t.KillsClients
+		c := p.base(1)
+		t.Inject(&c)
+		drop := nemesis.MovesClientClocks(c.Nemesis)
+		if drop {
+			p.NotTried[short(t.Name)] = "a Go lock runs in the harness's own process, whose clock no fault can move (Go reads it through the vDSO); the clock-offset threat, the servers' clocks off the clients', stands in for it"
+		}
+		return drop
 	})
 }
 

@@ -28,19 +28,26 @@ func TestPlanThreatsPerSystem(t *testing.T) {
 	cases := []struct {
 		system, lock string
 		has, lacks   []string
+		client       []string
 	}{
-		{cluster.Single, locks.Token, []string{"client-pause", "server-restart", "clock-jump"}, []string{"failover", "split-brain"}},
-		{cluster.Sentinel, locks.Token, []string{"client-pause", "failover", "split-brain"}, nil},
-		{cluster.Redlock, locks.RedlockName, []string{"server-restart", "clock-jump"}, []string{"failover"}},
-		{cluster.RedisCluster, locks.Token, []string{"client-pause", "server-restart", "failover", "split-brain"}, []string{"clock-jump"}},
+		{cluster.Single, locks.Token, []string{"client-pause", "server-restart", "clock-jump", "clock-offset"}, []string{"failover", "split-brain", "client-clock"}, nil},
+		{cluster.Sentinel, locks.Token, []string{"client-pause", "failover", "split-brain", "clock-offset"}, []string{"client-clock"}, nil},
+		{cluster.Redlock, locks.RedlockName, []string{"server-restart", "clock-jump", "clock-offset"}, []string{"failover"}, nil},
+		{cluster.RedisCluster, locks.Token, []string{"client-pause", "server-restart", "failover", "split-brain", "clock-offset"}, []string{"clock-jump"}, nil},
+		// A protocol client's clock can be moved: the client-clock threat
+		// runs beside clock-offset.
+		{cluster.Single, "", []string{"client-clock", "clock-offset"}, nil, []string{"/usr/bin/python3", "../examples/review/token_lock.py"}},
 	}
 	for _, c := range cases {
 		t.Run(c.system, func(t *testing.T) {
-			p, err := NewPlan(Options{System: c.system, Lock: c.lock, Budget: time.Hour})
+			p, err := NewPlan(Options{System: c.system, Lock: c.lock, Client: c.client, Budget: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
 			names := threatNamesOf(p)
+			if slices.Contains(c.lacks, "client-clock") && !strings.Contains(p.NotTried["client clock"], "clock-offset") {
+				t.Errorf("client-clock not tried for a Go lock says %q, want what stands in for it", p.NotTried["client clock"])
+			}
 			for _, n := range c.has {
 				if !slices.Contains(names, n) {
 					t.Errorf("%v lacks %s", names, n)
@@ -301,6 +308,27 @@ func TestPlanKillsOnlyClientProcesses(t *testing.T) {
 		c.Client = []string{"/usr/bin/python3", "client.py"}
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s for a client: %v", threat, err)
+		}
+	}
+}
+
+// An overlap with no server cause under a clock threat is the lock's:
+// no control run (the harness's Go lock) is made for it, since neither
+// threat's fault takes a key by itself, and a Go lock cannot take a
+// client clock fault at all. Under a server crash the same cell is
+// unclear, and the control decides.
+func TestClockThreatsNeedNoControl(t *testing.T) {
+	cell := Cell{LockState: StateUnsafe, Mechanisms: []checker.Mechanism{{Kind: checker.MechOverlap, Cause: checker.CauseNoServerCause, Count: 1}}}
+	for _, c := range []struct {
+		threat  string
+		unclear bool
+	}{{"client-clock", false}, {"clock-offset", false}, {"server-crash", true}} {
+		th, ok := LookupThreat(c.threat)
+		if !ok {
+			t.Fatalf("no threat %s", c.threat)
+		}
+		if got := cell.unclear(th); got != c.unclear {
+			t.Errorf("%s: unclear = %v, want %v", c.threat, got, c.unclear)
 		}
 	}
 }

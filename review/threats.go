@@ -195,6 +195,14 @@ var Threats = []Threat{
 			c.ClockRate = 1.01
 		},
 		Moments: []string{checker.MomentNodeFaults}},
+	{Name: "client-clock", Title: "a client's wall clock 1.5 TTL ahead of the others' for the whole run (protocol clients)",
+		Catches: "an expiry kept from the client's wall clock: in the value, taken over with GETSET (the old pattern of Redis's SETNX page; ShedLock #639), or an absolute SET NX PXAT",
+		Inject:  func(c *harness.Config) { clockThreat(c, nemesis.ClientClockOffset) },
+		Moments: []string{checker.MomentMovedClientAcquires}},
+	{Name: "clock-offset", Title: "the servers' clocks 1.5 TTL off the clients' for the whole run", Systems: faultSystems(nemesis.ClockOffset),
+		Catches: "an absolute expiry set from the client's clock (SET NX PXAT, PEXPIREAT: rueidislock, valkeylock) that the server's clock ends at once or too late; a relative PX is untouched, so an overlap is the lock's",
+		Inject:  func(c *harness.Config) { clockThreat(c, nemesis.ClockOffset) },
+		Moments: []string{checker.MomentMovedClockGrants}},
 	{Name: "failover", Title: "failover: the primary killed right after a grant, before replication, with a lease that outlives the failover (TTL of 5 s or more; 10 s on Redis Cluster)", Systems: failoverSystems,
 		Catches: "a lock lost on a replica that never saw it (Jepsen's Redis analysis; Redisson #5256 with WAIT)",
 		Inject: func(c *harness.Config) {
@@ -304,6 +312,19 @@ func ownOrAnalog(c *harness.Config, variant func(scenario.SystemPreset) func(*ha
 func serverFault(c *harness.Config, fault string) {
 	scenario.ServerFault(c, fault)
 	c.Targets = harness.FaultTarget(c.System)
+}
+
+// clockThreat sets a standing clock fault of --clock-jump (1.5 TTL by
+// default) for a short run of four clients: the fault is in place before the first
+// grant, so a lock it breaks breaks at once (the run stops at its first
+// overlap), and a lock it does not has been exercised by every grant.
+func clockThreat(c *harness.Config, fault string) {
+	c.Nemesis = []string{fault}
+	// Four clients contend enough for a first finding, and start faster
+	// than ten interpreters.
+	c.Clients = min(c.Clients, 4)
+	c.TimeLimit = min(c.TimeLimit, 1500*time.Millisecond)
+	c.Recovery = min(c.Recovery, 500*time.Millisecond)
 }
 
 // analog is a Sentinel threat's equivalent on a system without Sentinel

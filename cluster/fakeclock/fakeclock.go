@@ -37,16 +37,22 @@ var ErrNoLibfaketime = errors.New("clock faults need libfaketime: apt-get instal
 // ErrNoCompiler means there is no C compiler to build the shim with.
 var ErrNoCompiler = errors.New("clock faults need a C compiler: apt-get install gcc")
 
-// libfaketimeCandidates are where distributions put the multithreaded
-// variant; redis runs background threads, and the plain variant does no
-// locking around its shared state.
-var libfaketimeCandidates = []string{
-	"/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
-	"/usr/lib/*-linux-gnu*/faketime/libfaketimeMT.so.1",
-	"/usr/lib/faketime/libfaketimeMT.so.1",
-	"/usr/lib64/faketime/libfaketimeMT.so.1",
-	"/usr/local/lib/faketime/libfaketimeMT.so.1",
+// libfaketimeDirs are where distributions put libfaketime.
+var libfaketimeDirs = []string{
+	"/usr/lib/x86_64-linux-gnu/faketime",
+	"/usr/lib/*-linux-gnu*/faketime",
+	"/usr/lib/faketime",
+	"/usr/lib64/faketime",
+	"/usr/local/lib/faketime",
 }
+
+// The two variants: nodes take the multithreaded one, since redis runs
+// background threads and the plain variant does no locking around its
+// shared state; protocol clients take the plain one (ClientEnv).
+const (
+	libfaketimeMT    = "libfaketimeMT.so.1"
+	libfaketimePlain = "libfaketime.so.1"
+)
 
 // shimFlags are part of the cache key, so changing them rebuilds the shim.
 // -fno-builtin stops the compiler from turning the wrappers back into calls
@@ -63,7 +69,7 @@ type Kit struct {
 // Prepare finds libfaketime and builds the shim into cacheDir, reusing a
 // previous build of the same source with the same compiler.
 func Prepare(ctx context.Context, cacheDir string) (*Kit, error) {
-	lib, err := findLibfaketime()
+	lib, err := findLibfaketime(libfaketimeMT)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +92,16 @@ func (k *Kit) Env(offsetFile string) []string {
 	if abs, err := filepath.Abs(offsetFile); err == nil {
 		offsetFile = abs
 	}
+	// The shim must come first: it has to win symbol resolution for
+	// malloc over both libfaketime's callers and jemalloc.
+	return preloadEnv(k.Shim+":"+k.Libfaketime, offsetFile)
+}
+
+// preloadEnv preloads libs and points libfaketime at offsetFile, faking
+// the wall clock only.
+func preloadEnv(libs, offsetFile string) []string {
 	return []string{
-		// The shim must come first: it has to win symbol resolution for
-		// malloc over both libfaketime's callers and jemalloc.
-		"LD_PRELOAD=" + k.Shim + ":" + k.Libfaketime,
+		"LD_PRELOAD=" + libs,
 		"FAKETIME_TIMESTAMP_FILE=" + offsetFile,
 		// Without it libfaketime caches the file for 10 s, and a fault
 		// would land whenever the cache happened to expire.
@@ -98,22 +110,37 @@ func (k *Kit) Env(offsetFile string) []string {
 	}
 }
 
-func findLibfaketime() (string, error) {
+// ClientLib finds the libfaketime that protocol clients (Python, PHP,
+// Node processes) are started under for client clock faults: the plain
+// variant, which needs no allocator shim in them (their start-up does
+// not read the clock from inside malloc, as jemalloc's does in
+// redis-server; measured with Debian's python3, php and node).
+func ClientLib() (string, error) { return findLibfaketime(libfaketimePlain) }
+
+// ClientEnv returns the variables to append to a protocol client's
+// environment so that its wall clock reads real time plus the offset in
+// offsetFile (an absolute path), while CLOCK_MONOTONIC, on which the
+// client reports its beliefs, stays real.
+func ClientEnv(lib, offsetFile string) []string { return preloadEnv(lib, offsetFile) }
+
+// findLibfaketime finds the named variant: LOCKJEPSEN_LIBFAKETIME (a
+// path to either variant) first, else the distributions' directories.
+func findLibfaketime(variant string) (string, error) {
 	if p := os.Getenv("LOCKJEPSEN_LIBFAKETIME"); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("%w (LOCKJEPSEN_LIBFAKETIME=%s: %v)", ErrNoLibfaketime, p, err)
 		}
 		return p, nil
 	}
-	for _, pattern := range libfaketimeCandidates {
-		matches, _ := filepath.Glob(pattern)
+	for _, dir := range libfaketimeDirs {
+		matches, _ := filepath.Glob(filepath.Join(dir, variant))
 		for _, m := range matches {
 			if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() {
 				return m, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("%w (libfaketimeMT.so.1 not found in %s)", ErrNoLibfaketime, strings.Join(libfaketimeCandidates, ", "))
+	return "", fmt.Errorf("%w (%s not found in %s)", ErrNoLibfaketime, variant, strings.Join(libfaketimeDirs, ", "))
 }
 
 // compiler returns $CC split into program and arguments (CC may be "gcc

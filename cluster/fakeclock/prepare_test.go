@@ -74,7 +74,7 @@ func assertOnlyShim(t *testing.T, dir string) {
 }
 
 func TestPrepareWithoutCompilerIsAClearError(t *testing.T) {
-	if _, err := findLibfaketime(); err != nil {
+	if _, err := findLibfaketime(libfaketimeMT); err != nil {
 		unavailable(t, "%v", err)
 	}
 	t.Setenv("CC", "/nonexistent")
@@ -97,7 +97,7 @@ func TestPrepareWithoutLibfaketimeIsAClearError(t *testing.T) {
 }
 
 func TestBrokenCompilerReportsItsOutput(t *testing.T) {
-	if _, err := findLibfaketime(); err != nil {
+	if _, err := findLibfaketime(libfaketimeMT); err != nil {
 		unavailable(t, "%v", err)
 	}
 	// A "compiler" that answers --version but cannot compile.

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lockjepsen/lockjepsen/cluster/fakeclock"
 	"github.com/lockjepsen/lockjepsen/locks"
 )
 
@@ -34,6 +35,11 @@ type Options struct {
 	// StderrDir, when set, receives each client's stderr as
 	// p<process>.stderr.
 	StderrDir string
+	// Clock, when set, is the environment that moves a client process's
+	// wall clock (fakeclock.ClientEnv: libfaketime and the offset file
+	// its process reads), for client clock faults. The files libfaketime
+	// leaves in /dev/shm are removed once the process has exited.
+	Clock func(process int) []string
 	// Fatal is told once per client when it can no longer be trusted (it
 	// exited, broke the protocol, or stopped answering); the run must
 	// stop. Its operations were recorded as unknown outcomes.
@@ -233,6 +239,10 @@ func (c *Client) spawn() error {
 	// Wait copies stderr until every holder of the pipe closes it: a
 	// helper that keeps it open must not hold the run.
 	cmd.WaitDelay = stragglerWait
+	if c.o.Clock != nil {
+		cmd.Env = append(os.Environ(), c.o.Clock(c.process)...)
+	}
+	launched := time.Now()
 	if err := cmd.Start(); err != nil {
 		inR.Close()
 		inW.Close()
@@ -246,7 +256,7 @@ func (c *Client) spawn() error {
 	inR.Close()
 	outW.Close()
 	c.cmd = cmd
-	go c.reap(out, stderrFile)
+	go c.reap(out, stderrFile, launched)
 	return nil
 }
 
@@ -259,7 +269,7 @@ const stragglerWait = time.Second
 // before the client is reaped (its pid, and so the group's id, stays
 // reserved until then), and a reader still held by a helper that left the
 // group is cut after stragglerWait.
-func (c *Client) reap(out *os.File, stderrFile *cappedFile) {
+func (c *Client) reap(out *os.File, stderrFile *cappedFile, launched time.Time) {
 	read := make(chan struct{})
 	go func() {
 		c.read(out)
@@ -285,6 +295,9 @@ func (c *Client) reap(out *os.File, stderrFile *cappedFile) {
 	if stderrFile != nil {
 		stderrFile.Close()
 	}
+	if c.o.Clock != nil {
+		c.cleanupShm(launched)
+	}
 	c.exited(err)
 }
 
@@ -298,6 +311,16 @@ func (c *Client) signal(sig syscall.Signal) error {
 		return c.cmd.Process.Signal(sig)
 	}
 	return syscall.Kill(-c.cmd.Process.Pid, sig)
+}
+
+// cleanupShm removes the files libfaketime left in /dev/shm for the
+// exited (reaped) process: a killed one leaves them, and php leaves them
+// even when it exits cleanly. A failure goes to the client's stderr tail.
+func (c *Client) cleanupShm(launched time.Time) {
+	err := errors.Join(fakeclock.CleanupShm(c.cmd.Process.Pid), fakeclock.RemoveHalfMadeSems(launched))
+	if err != nil {
+		fmt.Fprintf(c.stderr, "\nlockjepsen: %v\n", err)
+	}
 }
 
 // read delivers each line of the client's stdout to the request it
