@@ -146,6 +146,7 @@ func placePictures(stage, out string) error {
 func checkOptions(cfg Config, out string) checker.Options {
 	opts := checker.Options{TTL: cfg.TTL, OutDir: out, ClockFaults: nemesis.ClockFaults(),
 		KeyLossFaults:      nemesis.KeyLossFaults(),
+		DisruptFaults:      nemesis.DisruptFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 	if cfg.system().asyncReplicas {
 		opts.CutOffFaults = nemesis.CutOffFaults()

@@ -197,6 +197,16 @@ func CutOffFaults() []string {
 	return namesWhere(func(d Descriptor) bool { return d.CutsOff })
 }
 
+// DisruptFaults names the faults that act on nodes or their links (Kind
+// server or link): while one is active a node may answer late, not at
+// all, or with an error, so a request in flight may be applied as late as
+// the fault's stop, and a refusal meanwhile may be the fault's doing, not
+// a key's (checker.Options.DisruptFaults). By kind rather than by flag, so
+// that a server or link fault added later is counted without asking.
+func DisruptFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return d.Kind == KindServer || d.Kind == KindLink })
+}
+
 // namesWhere names the faults whose descriptors keep says yes to.
 func namesWhere(keep func(Descriptor) bool) []string {
 	var names []string

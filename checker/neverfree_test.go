@@ -1,0 +1,124 @@
+package checker
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/history"
+)
+
+// nfTTL is the lease of the never-frees tests: its margin is 1 s, so a
+// key set at t by a grant lives until t + 500 ms at the latest, and a
+// refusal counts from t + 1.5 s.
+const nfTTL = 500
+
+// grantTTL adds an ok acquire by p of key k asking for ttl ms, with no
+// deadline when vuMs < 0, and nodes when given.
+func (b *hb) grantTTL(p int, inv, comp, ttl, vuMs int64, nodes ...string) *hb {
+	b.ev(inv, p, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(ttl)})
+	v := &history.Value{Token: "t" + history.ProcessName(p), Nodes: nodes}
+	if vuMs >= 0 {
+		v.ValidUntil = vu(vuMs)
+	}
+	return b.ev(comp, p, history.OK, history.Acquire, "k", v)
+}
+
+// tryTTL adds an acquire by p of key k asking for nfTTL, completed at
+// comp with typ.
+func (b *hb) tryTTL(p int, inv, comp int64, typ history.Type) *hb {
+	b.ev(inv, p, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)})
+	return b.ev(comp, p, typ, history.Acquire, "k", nil)
+}
+
+// refusals adds refused acquires of 1 ms by processes procs in turn, one
+// every step ms from from to to, one at a time.
+func (b *hb) refusals(from, to, step int64, procs ...int) *hb {
+	for i, t := 0, from; t <= to; i, t = i+1, t+step {
+		b.tryTTL(procs[i%len(procs)], t, t+1, fail)
+	}
+	return b
+}
+
+// crashedHolder is process 1 granted k at 0-4 with no deadline, crashed at
+// 100: its key may live until 504 ms, refusals count from 1504 ms.
+func crashedHolder() *hb { return new(hb).grantTTL(1, 0, 4, nfTTL, -1).crash(100, 1) }
+
+func TestNeverFrees(t *testing.T) {
+	disrupt := Options{TTL: nfTTL * time.Millisecond, DisruptFaults: []string{"pause", "partition"}, ClockFaults: []string{"clock-skew"}}
+	cases := []struct {
+		name    string
+		b       *hb
+		flagged bool
+		story   []string // what the first witness's story must say
+	}{
+		{"a crashed no-TTL holder, then refusals to the end", crashedHolder().refusals(200, 5000, 100, 2, 3), true,
+			[]string{"k was refused", "to 2 clients", "process 1's grant at 0.004s, TTL 500ms", "until 0.504s", "process 1 crashed at 0.100s", "outlived every client"}},
+		{"refusals that end within TTL + margin", crashedHolder().refusals(200, 1500, 100, 2, 3), false, nil},
+		{"refusals just past TTL + margin", crashedHolder().refusals(200, 1600, 100, 2, 3), true, nil},
+		{"a live holder with no deadline", new(hb).grantTTL(1, 0, 4, nfTTL, -1).refusals(200, 5000, 100, 2, 3), false, nil},
+		{"a key set with PX 20×TTL by a lock whose belief is TTL, freed at 10 s",
+			new(hb).grantTTL(1, 0, 4, nfTTL, 450).refusals(500, 9950, 50, 2, 3, 4).grantTTL(2, 10000, 10004, nfTTL, 10450), true,
+			[]string{"process 1's lease ran out at 0.450s"}},
+		{"Laravel's whole second for a 500 ms TTL, freed at 1 s",
+			new(hb).grantTTL(1, 0, 4, nfTTL, 450).refusals(500, 1000, 50, 2, 3, 4).grantTTL(2, 1010, 1014, nfTTL, 1460), false, nil},
+		{"an unknown acquire during a server pause, refusals until TTL + margin after the pause",
+			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).refusals(1400, 2900, 100, 2, 3).
+				fault(3000, "pause", "stop", "n1").refusals(3100, 4400, 100, 2, 3), false, nil},
+		{"an unknown acquire during a server pause, refusals past TTL + margin after the pause",
+			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).
+				fault(3000, "pause", "stop", "n1").refusals(3100, 5000, 100, 2, 3), true,
+			[]string{"process 1's acquire whose outcome is unknown at 3.000s"}},
+		{"refusals during a partition", crashedHolder().fault(150, "partition", "start", "n1").refusals(200, 5900, 100, 2, 3).
+			fault(6000, "partition", "stop", "n1"), false, nil},
+		{"the same refusals without the partition", crashedHolder().refusals(200, 5900, 100, 2, 3), true, nil},
+		{"a clock slowed on the node since before the grant", new(hb).fault(0, "clock-skew", "start", "n1").
+			grantTTL(1, 50, 54, nfTTL, -1).crash(100, 1).refusals(200, 5000, 100, 2, 3).fault(5100, "clock-skew", "stop", "n1"), false, nil},
+		{"a clock fault that ended before the grant", new(hb).fault(0, "clock-skew", "start", "n1").fault(20, "clock-skew", "stop", "n1").
+			grantTTL(1, 50, 54, nfTTL, -1).crash(100, 1).refusals(200, 5000, 100, 2, 3), true, nil},
+		{"a renewal after the crash keeps the key", crashedHolder().renewal(1, 995, 1000, history.OK).refusals(200, 2400, 100, 2, 3), false, nil},
+		{"refusals past the renewal's TTL + margin", crashedHolder().renewal(1, 995, 1000, history.OK).refusals(200, 3000, 100, 2, 3), true,
+			[]string{"process 1's background renewal at 1.000s"}},
+		{"a refusal awaiting a grant in flight is judged after it",
+			crashedHolder().refusals(1600, 1700, 100, 4).grantTTL(2, 1800, 1810, nfTTL, 2300).tryTTL(3, 1801, 1802, fail), false, nil},
+		{"the same with the attempt in flight refused",
+			crashedHolder().refusals(1600, 1700, 100, 4).tryTTL(2, 1800, 1810, fail).tryTTL(3, 1801, 1802, fail), true, nil},
+		{"multi-node: refusals overlapped by other attempts", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
+			overlapping(200, 5000, 100), false, nil},
+		{"multi-node: refusals one at a time", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
+			refusals(200, 5000, 100, 2, 3), true, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(c.b.build(t), disrupt)
+			nf := r.NeverFrees
+			if (nf.Episodes > 0) != c.flagged || nf.Valid == c.flagged {
+				t.Fatalf("never frees: %+v, want flagged %v", nf, c.flagged)
+			}
+			mech := slices.ContainsFunc(r.Answers.Mechanisms, func(m Mechanism) bool { return m.Kind == MechNeverFrees })
+			if mech != c.flagged || (c.flagged && (r.Answers.Lock != AnswerUnsafe || r.Verdict != VerdictStuck)) {
+				t.Fatalf("verdict %s, answers %+v, want never-frees %v", r.Verdict, r.Answers, c.flagged)
+			}
+			if c.flagged {
+				t.Log(nf.Witnesses[0].Story)
+				checkStory(t, nf.Witnesses[0].Story, c.story, nil)
+			}
+		})
+	}
+}
+
+// renewal adds a background renewal of k by p, sent at from, completed at
+// at with outcome.
+func (b *hb) renewal(p int, from, at int64, outcome history.Type) *hb {
+	return b.ev(at, p, history.Background, history.Extend, "k",
+		&history.Value{TTL: ms(nfTTL), Token: "t" + history.ProcessName(p), From: history.I64(ms(from)), Outcome: outcome})
+}
+
+// overlapping adds refusals in pairs that overlap (processes 2 and 3
+// together), one pair every step ms.
+func (b *hb) overlapping(from, to, step int64) *hb {
+	for t := from; t <= to; t += step {
+		b.tryTTL(2, t, t+2, fail).tryTTL(3, t+1, t+3, fail)
+	}
+	return b
+}
