@@ -103,6 +103,15 @@ func TestNeverFrees(t *testing.T) {
 				t.Log(nf.Witnesses[0].Story)
 				checkStory(t, nf.Witnesses[0].Story, c.story, nil)
 			}
+			// The watcher a run stops with flags the same refusal.
+			w := NewNeverFreesWatcher(disrupt)
+			var first *NeverFree
+			for _, op := range c.b.build(t) {
+				first = w.Observe(op)
+			}
+			if (first != nil) != c.flagged || (first != nil && first.Flagged != nf.Witnesses[0].Flagged) {
+				t.Fatalf("the watcher flagged %+v, the check %+v", first, nf.Witnesses)
+			}
 		})
 	}
 }

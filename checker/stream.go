@@ -107,11 +107,12 @@ func (s *Stream) Add(op history.Op) {
 		s.now = op.Time
 	}
 	s.stats.last = op.Time
+	s.nf.now = op.Time
 	s.events++
 	if op.Type == history.Background {
 		// A lock's own renewal: the holder's belief is its operations',
 		// but the key it lengthens is the never-frees check's.
-		s.nf.background(&op, s)
+		s.nf.background(&op)
 		return
 	}
 	s.moments.add(&op)
@@ -144,7 +145,7 @@ func entry[K comparable, V any](m map[K]*V, k K, mk func(K) *V) *V {
 
 // invoked takes a call at its invoke, once the tracker applied it.
 func (s *Stream) invoked(c *scall) {
-	s.nf.invoked(c, s)
+	s.nf.invoked(c)
 	switch op := &c.Inv; op.F {
 	case history.Acquire:
 		ks := s.key(op.Key)
@@ -158,7 +159,7 @@ func (s *Stream) invoked(c *scall) {
 func (s *Stream) grant(h *hrec) {
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)
-	s.nf.grant(h)
+	s.nf.grant(&h.Hold, h.TTL)
 }
 
 func (s *Stream) onResolved(h *hrec) {
@@ -253,7 +254,7 @@ func (s *Stream) called(c *scall) {
 	s.stats.called(c)
 	s.lease.called(c, s)
 	s.res.called(c)
-	s.nf.called(c, s)
+	s.nf.called(c)
 	switch c.Inv.F {
 	case history.Acquire:
 		ks := s.key(c.Inv.Key)

@@ -124,10 +124,17 @@ type NeverFreeLease struct {
 	Ended string `json:"ended,omitempty"`
 }
 
-// nfState is the never-frees check over a stream.
+// nfState is the never-frees check over a stream of events: the Stream's,
+// or a NeverFreesWatcher's while a run goes. It keeps what it needs of
+// the faults itself, so that both can feed it.
 type nfState struct {
 	opts Options
+	now  int64 // the time of the latest event
 	keys map[string]*nfKey
+	// clock are the clock faults, open ones with End Never; clockOpen
+	// the open ones by what a stop names.
+	clock     []*Fault
+	clockOpen map[string]*Fault
 	// disruptOpen counts the disrupting faults started and not stopped,
 	// by what a stop names; disrupting is their sum, lastDisrupt the
 	// latest stop (or instant fault) of one.
@@ -156,7 +163,7 @@ type nfKey struct {
 	set           bool
 	expiry, bound int64
 	lease         NeverFreeLease
-	hold          *hrec
+	hold          *Hold
 	// waiting counts unknown outcomes whose effect waits on a fault;
 	// unbounded: an operation asked for no TTL and the run has none.
 	waiting   int
@@ -166,7 +173,7 @@ type nfKey struct {
 	// may lengthen the life of the key there.
 	grantInvoke int64
 	lastFail    int64 // the latest completion of a failed attempt
-	beliefs     []*hrec
+	beliefs     []*Hold
 	inflight    []*scall
 	pending     []nfRefusal
 	ep          nfEpisode
@@ -188,7 +195,8 @@ type nfEpisode struct {
 }
 
 func newNFState(opts Options) *nfState {
-	return &nfState{opts: opts, keys: map[string]*nfKey{}, disruptOpen: map[string]int{}, lastDisrupt: -1, calls: map[int]*scall{}}
+	return &nfState{opts: opts, keys: map[string]*nfKey{}, clockOpen: map[string]*Fault{}, disruptOpen: map[string]int{}, lastDisrupt: -1,
+		calls: map[int]*scall{}}
 }
 
 func (n *nfState) key(k string) *nfKey {
@@ -206,13 +214,13 @@ func (n *nfState) ttlOf(v *history.Value) int64 {
 // invoked notes an acquire or extend in flight; an earlier call of the
 // same process that never completed (its client crashed) may still have
 // taken effect, up to now.
-func (n *nfState) invoked(c *scall, s *Stream) {
+func (n *nfState) invoked(c *scall) {
 	p := c.Inv.Process
 	if old := n.calls[p]; old != nil && !old.Done {
 		ks := n.key(old.Inv.Key)
 		n.done(ks, old)
 		n.unknown(ks, n.leaseOf(&old.Inv, history.Info, c.Inv.Time))
-		n.drain(ks, s)
+		n.drain(ks)
 	}
 	delete(n.calls, p)
 	if c.Inv.F == history.Acquire || c.Inv.F == history.Extend {
@@ -232,13 +240,13 @@ func (n *nfState) done(ks *nfKey, c *scall) {
 	}
 }
 
-// grant takes the hold an ok acquire confers: a lease, and a belief.
-func (n *nfState) grant(h *hrec) {
+// grant takes the hold an ok acquire that asked for ttl confers: a
+// lease, and a belief.
+func (n *nfState) grant(h *Hold, ttl int64) {
 	ks := n.key(h.Key)
 	ks.beliefs = append(ks.beliefs, h)
 	ks.grantInvoke = h.Invoke
 	ks.multiNode = ks.multiNode || len(h.Nodes) > 1
-	ttl := h.TTL
 	if ttl <= 0 {
 		ttl = int64(n.opts.TTL)
 	}
@@ -246,7 +254,7 @@ func (n *nfState) grant(h *hrec) {
 }
 
 // called takes a completed acquire or extend.
-func (n *nfState) called(c *scall, s *Stream) {
+func (n *nfState) called(c *scall) {
 	if c.Inv.F != history.Acquire && c.Inv.F != history.Extend {
 		return
 	}
@@ -259,13 +267,13 @@ func (n *nfState) called(c *scall, s *Stream) {
 	case comp.Type == history.Info:
 		n.unknown(ks, n.leaseOf(inv, history.Info, comp.Time))
 	case comp.Type == history.Fail && inv.F == history.Acquire:
-		n.refused(ks, inv.Process, inv.Time, comp.Time, s)
+		n.refused(ks, inv.Process, inv.Time, comp.Time)
 	}
-	n.drain(ks, s)
+	n.drain(ks)
 }
 
 // background takes a lock's own renewal, recorded whole at its completion.
-func (n *nfState) background(op *history.Op, s *Stream) {
+func (n *nfState) background(op *history.Op) {
 	if op.F != history.Extend || op.Value == nil {
 		return
 	}
@@ -277,7 +285,7 @@ func (n *nfState) background(op *history.Op, s *Stream) {
 	case history.Info:
 		n.unknown(ks, l)
 	}
-	n.drain(ks, s)
+	n.drain(ks)
 }
 
 // unknown takes an operation whose outcome is unknown: it may take effect
@@ -292,7 +300,7 @@ func (n *nfState) unknown(ks *nfKey, l NeverFreeLease) {
 }
 
 // lease takes an operation that may have set or lengthened the key.
-func (n *nfState) lease(ks *nfKey, l NeverFreeLease, h *hrec) {
+func (n *nfState) lease(ks *nfKey, l NeverFreeLease, h *Hold) {
 	ks.set = true
 	if l.TTL <= 0 {
 		ks.unbounded = true
@@ -308,7 +316,7 @@ func (n *nfState) lease(ks *nfKey, l NeverFreeLease, h *hrec) {
 
 // refused takes a definite refusal: judged once the calls in flight
 // before it complete, unless a disrupting fault was active meanwhile.
-func (n *nfState) refused(ks *nfKey, process int, inv, comp int64, s *Stream) {
+func (n *nfState) refused(ks *nfKey, process int, inv, comp int64) {
 	if n.disrupting > 0 || n.lastDisrupt >= inv {
 		n.res.Judged++
 		return
@@ -325,34 +333,34 @@ func (n *nfState) refused(ks *nfKey, process int, inv, comp int64, s *Stream) {
 
 // summary takes failed acquires recorded as a count: one refusal,
 // invoked at the first one's invoke, the earliest any of them saw the key.
-func (n *nfState) summary(op *history.Op, s *Stream) {
+func (n *nfState) summary(op *history.Op) {
 	ks := n.key(op.Key)
-	n.refused(ks, op.Process, *op.Value.From, *op.Value.To, s)
-	n.drain(ks, s)
+	n.refused(ks, op.Process, *op.Value.From, *op.Value.To)
+	n.drain(ks)
 }
 
 // drain judges the key's pending refusals that no call in flight can
 // explain any more: every call invoked before their completion is done.
-func (n *nfState) drain(ks *nfKey, s *Stream) {
-	horizon := s.now
+func (n *nfState) drain(ks *nfKey) {
+	horizon := n.now
 	for _, c := range ks.inflight {
 		horizon = min(horizon, c.Inv.Time)
 	}
 	i := 0
 	for ; i < len(ks.pending) && ks.pending[i].comp <= horizon; i++ {
-		n.judge(ks, ks.pending[i], s)
+		n.judge(ks, ks.pending[i])
 	}
 	ks.pending = slices.Delete(ks.pending, 0, i)
 	if len(ks.pending) > 0 {
 		horizon = min(horizon, ks.pending[0].inv)
 	}
-	ks.beliefs = slices.DeleteFunc(ks.beliefs, func(h *hrec) bool { return !h.BelievedAfter(horizon) })
+	ks.beliefs = slices.DeleteFunc(ks.beliefs, func(h *Hold) bool { return !believedAfter(h, horizon) })
 }
 
 // judge decides one refusal: excused, or a count in the key's episode.
-func (n *nfState) judge(ks *nfKey, r nfRefusal, s *Stream) {
+func (n *nfState) judge(ks *nfKey, r nfRefusal) {
 	n.res.Judged++
-	if r.inv <= ks.expiry || n.excused(ks, r, s) {
+	if r.inv <= ks.expiry || n.excused(ks, r) {
 		return // the key may still be a lease's, or something else refused
 	}
 	n.res.Late++
@@ -383,23 +391,28 @@ func (n *nfState) judge(ks *nfKey, r nfRefusal, s *Stream) {
 
 // excused reports whether something other than a key outliving every
 // client may explain refusal r.
-func (n *nfState) excused(ks *nfKey, r nfRefusal, s *Stream) bool {
+func (n *nfState) excused(ks *nfKey, r nfRefusal) bool {
 	if !ks.set || ks.unbounded || ks.waiting > 0 || r.transient {
 		return true
 	}
-	if slices.ContainsFunc(ks.beliefs, func(h *hrec) bool { return h.Start <= r.inv && h.BelievedAfter(r.inv) }) {
+	if slices.ContainsFunc(ks.beliefs, func(h *Hold) bool { return h.Start <= r.inv && believedAfter(h, r.inv) }) {
 		return true
 	}
 	since := ks.grantInvoke
 	if ks.multiNode {
 		since = 0 // keys on the nodes a grant missed may be older
 	}
-	return slices.ContainsFunc(s.faults.clock, func(f *Fault) bool { return f.Start <= r.inv && f.End >= since })
+	return slices.ContainsFunc(n.clock, func(f *Fault) bool { return f.Start <= r.inv && f.End >= since })
+}
+
+// believedAfter is Belief.BelievedAfter of a hold.
+func believedAfter(h *Hold, t int64) bool {
+	return (h.ValidUntil == nil || *h.ValidUntil > t) && (h.EndReason == "" || h.End > t)
 }
 
 // beliefEnded says how a grant's belief ended, "" while it has not.
-func beliefEnded(h *hrec) string {
-	if !h.Resolved() || h.End == Never {
+func beliefEnded(h *Hold) string {
+	if h.EndReason == "" || h.End == Never {
 		return ""
 	}
 	at := fmtT(h.End)
@@ -418,13 +431,20 @@ func beliefEnded(h *hrec) string {
 	return fmt.Sprintf("process %d's belief ended at %s", h.Process, at)
 }
 
-// nemesis follows the disrupting faults; when none is active any more,
-// the unknown outcomes waiting on them take effect now at the latest.
-func (n *nfState) nemesis(op *history.Op, s *Stream) {
-	if !slices.Contains(n.opts.DisruptFaults, op.F) || op.Value == nil {
+// nemesis follows the clock faults and the disrupting ones; when no
+// disrupting fault is active any more, the unknown outcomes waiting on
+// them take effect now at the latest.
+func (n *nfState) nemesis(op *history.Op) {
+	if op.Value == nil {
 		return
 	}
 	id := fmt.Sprintf("%s|%v|%v", op.F, op.Value.Targets, op.Value.Clients)
+	if n.opts.isClockFault(op.F) {
+		n.clockFault(op, id)
+	}
+	if !slices.Contains(n.opts.DisruptFaults, op.F) {
+		return
+	}
 	switch op.Value.Phase {
 	case "start":
 		n.disruptOpen[id]++
@@ -445,9 +465,27 @@ func (n *nfState) nemesis(op *history.Op, s *Stream) {
 		w.ks.waiting--
 		w.lease.At = op.Time
 		n.lease(w.ks, w.lease, nil)
-		n.drain(w.ks, s)
+		n.drain(w.ks)
 	}
 	n.waiting = n.waiting[:0]
+}
+
+// clockFault follows a clock fault's start and stop.
+func (n *nfState) clockFault(op *history.Op, id string) {
+	switch op.Value.Phase {
+	case "start", "":
+		f := &Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: op.Value.Targets}
+		if op.Value.Phase == "start" {
+			f.End = Never
+			n.clockOpen[id] = f
+		}
+		n.clock = append(n.clock, f)
+	case "stop":
+		if f := n.clockOpen[id]; f != nil {
+			f.End = op.Time
+			delete(n.clockOpen, id)
+		}
+	}
 }
 
 // result finishes the check: the calls that never completed may take
