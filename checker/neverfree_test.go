@@ -83,6 +83,13 @@ func TestNeverFrees(t *testing.T) {
 			crashedHolder().refusals(1600, 1700, 100, 4).grantTTL(2, 1800, 1810, nfTTL, 2300).tryTTL(3, 1801, 1802, fail), false, nil},
 		{"the same with the attempt in flight refused",
 			crashedHolder().refusals(1600, 1700, 100, 4).tryTTL(2, 1800, 1810, fail).tryTTL(3, 1801, 1802, fail), true, nil},
+		{"a client crashed mid-acquire, refusals within TTL + margin of the crash",
+			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 1500, 100, 2, 3), false, nil},
+		{"a client crashed mid-acquire, refusals past TTL + margin of the crash",
+			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 2000, 100, 2, 3), true,
+			[]string{"process 1's acquire whose outcome is unknown at 0.100s"}},
+		{"refusals recorded as per-second counts", crashedHolder().summaries(1000, 3000, 2), true, []string{"3 times to 1 client from 1.000s to 3.000s"}},
+		{"per-second counts within TTL + margin", crashedHolder().summaries(1000, 1000, 2), false, nil},
 		{"multi-node: refusals overlapped by other attempts", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
 			overlapping(200, 5000, 100), false, nil},
 		{"multi-node: refusals one at a time", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
@@ -121,6 +128,15 @@ func TestNeverFrees(t *testing.T) {
 func (b *hb) renewal(p int, from, at int64, outcome history.Type) *hb {
 	return b.ev(at, p, history.Background, history.Extend, "k",
 		&history.Value{TTL: ms(nfTTL), Token: "t" + history.ProcessName(p), From: history.I64(ms(from)), Outcome: outcome})
+}
+
+// summaries adds one per-second count of 5 refused acquires by p, from
+// each whole second from to to, over 900 ms.
+func (b *hb) summaries(from, to int64, p int) *hb {
+	for t := from; t <= to; t += 1000 {
+		b.ev(t+900, p, history.Summary, history.Acquire, "k", &history.Value{Count: 5, From: history.I64(ms(t)), To: history.I64(ms(t + 900))})
+	}
+	return b
 }
 
 // overlapping adds refusals in pairs that overlap (processes 2 and 3

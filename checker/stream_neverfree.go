@@ -211,22 +211,32 @@ func (n *nfState) ttlOf(v *history.Value) int64 {
 	return int64(n.opts.TTL)
 }
 
-// invoked notes an acquire or extend in flight; an earlier call of the
-// same process that never completed (its client crashed) may still have
-// taken effect, up to now.
+// invoked notes an acquire or extend in flight.
 func (n *nfState) invoked(c *scall) {
-	p := c.Inv.Process
-	if old := n.calls[p]; old != nil && !old.Done {
-		ks := n.key(old.Inv.Key)
-		n.done(ks, old)
-		n.unknown(ks, n.leaseOf(&old.Inv, history.Info, c.Inv.Time))
-		n.drain(ks)
-	}
-	delete(n.calls, p)
+	delete(n.calls, c.Inv.Process)
 	if c.Inv.F == history.Acquire || c.Inv.F == history.Extend {
 		ks := n.key(c.Inv.Key)
 		ks.inflight = append(ks.inflight, c)
-		n.calls[p] = c
+		n.calls[c.Inv.Process] = c
+	}
+}
+
+// crashed ends the calls in flight of the clients a crash killed: they
+// will never complete, and a dead client's request was sent before it
+// died, so it takes effect by then, or when the disrupting faults that
+// may hold it end. Without this, one call killed in flight would keep
+// every later refusal of its key from being judged.
+func (n *nfState) crashed(op *history.Op) {
+	for _, p := range crashedClients(op) {
+		c := n.calls[p]
+		if c == nil || c.Done {
+			continue
+		}
+		delete(n.calls, p)
+		ks := n.key(c.Inv.Key)
+		n.done(ks, c)
+		n.unknown(ks, n.leaseOf(&c.Inv, history.Info, op.Time))
+		n.drain(ks)
 	}
 }
 
@@ -438,6 +448,7 @@ func (n *nfState) nemesis(op *history.Op) {
 	if op.Value == nil {
 		return
 	}
+	n.crashed(op)
 	id := fmt.Sprintf("%s|%v|%v", op.F, op.Value.Targets, op.Value.Clients)
 	if n.opts.isClockFault(op.F) {
 		n.clockFault(op, id)
