@@ -95,6 +95,13 @@ func TestNeverFrees(t *testing.T) {
 		{"multi-node: refusals one at a time", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
 			refusals(200, 5000, 100, 2, 3), true, nil},
 	}
+	// Where the servers keep keys past their TTL by themselves (etcd),
+	// nothing is held against the lock.
+	renews := disrupt
+	renews.ServerRenewsLeases = "the leader renews leases"
+	if nf := Check(crashedHolder().refusals(200, 5000, 100, 2, 3).build(t), renews).NeverFrees; nf.Episodes != 0 || nf.Suspended == "" {
+		t.Errorf("servers that renew leases: %+v", nf)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := Check(c.b.build(t), disrupt)

@@ -88,6 +88,11 @@ type NeverFreesResult struct {
 	// them.
 	Judged int `json:"judged"`
 	Late   int `json:"late"`
+	// Suspended says why no refusal was held against the lock: the
+	// servers may keep a key past its TTL by themselves
+	// (Options.ServerRenewsLeases: etcd's leader renews every lease when
+	// leadership changes, and raises a TTL below its minimum).
+	Suspended string `json:"suspended,omitempty"`
 }
 
 // NeverFree is one episode: a key refused to its clients after every
@@ -402,7 +407,7 @@ func (n *nfState) judge(ks *nfKey, r nfRefusal) {
 // excused reports whether something other than a key outliving every
 // client may explain refusal r.
 func (n *nfState) excused(ks *nfKey, r nfRefusal) bool {
-	if !ks.set || ks.unbounded || ks.waiting > 0 || r.transient {
+	if !ks.set || ks.unbounded || ks.waiting > 0 || r.transient || n.opts.ServerRenewsLeases != "" {
 		return true
 	}
 	if slices.ContainsFunc(ks.beliefs, func(h *Hold) bool { return h.Start <= r.inv && believedAfter(h, r.inv) }) {
@@ -511,6 +516,7 @@ func (n *nfState) result() *NeverFreesResult {
 		r.Witnesses[i].Story = r.Witnesses[i].story()
 	}
 	r.Valid = r.Episodes == 0
+	r.Suspended = n.opts.ServerRenewsLeases
 	return &r
 }
 
