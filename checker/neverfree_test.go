@@ -8,9 +8,10 @@ import (
 	"github.com/lockjepsen/lockjepsen/history"
 )
 
-// nfTTL is the lease of the never-frees tests: its margin is 1 s, so a
-// key set at t by a grant lives until t + 500 ms at the latest, and a
-// refusal counts from t + 1.5 s.
+// nfTTL is the lease of the never-frees tests: its margin is 2.005 s
+// (2 s and the lease model's 5 ms tolerance), so a key set at t by a grant
+// lives until t + 500 ms at the latest, and a refusal counts from
+// t + 2.505 s.
 const nfTTL = 500
 
 // grantTTL adds an ok acquire by p of key k asking for ttl ms, with no
@@ -41,7 +42,7 @@ func (b *hb) refusals(from, to, step int64, procs ...int) *hb {
 }
 
 // crashedHolder is process 1 granted k at 0-4 with no deadline, crashed at
-// 100: its key may live until 504 ms, refusals count from 1504 ms.
+// 100: its key may live until 504 ms, refusals count from 2509 ms.
 func crashedHolder() *hb { return new(hb).grantTTL(1, 0, 4, nfTTL, -1).crash(100, 1) }
 
 func TestNeverFrees(t *testing.T) {
@@ -54,20 +55,22 @@ func TestNeverFrees(t *testing.T) {
 	}{
 		{"a crashed no-TTL holder, then refusals to the end", crashedHolder().refusals(200, 5000, 100, 2, 3), true,
 			[]string{"k was refused", "to 2 clients", "process 1's grant at 0.004s, TTL 500ms", "until 0.504s", "process 1 crashed at 0.100s", "outlived every client"}},
-		{"refusals that end within TTL + margin", crashedHolder().refusals(200, 1500, 100, 2, 3), false, nil},
-		{"refusals just past TTL + margin", crashedHolder().refusals(200, 1600, 100, 2, 3), true, nil},
+		{"refusals that end within TTL + margin", crashedHolder().refusals(200, 2500, 100, 2, 3), false, nil},
+		{"refusals just past TTL + margin", crashedHolder().refusals(200, 2600, 100, 2, 3), true, nil},
 		{"a live holder with no deadline", new(hb).grantTTL(1, 0, 4, nfTTL, -1).refusals(200, 5000, 100, 2, 3), false, nil},
 		{"a key set with PX 20×TTL by a lock whose belief is TTL, freed at 10 s",
 			new(hb).grantTTL(1, 0, 4, nfTTL, 450).refusals(500, 9950, 50, 2, 3, 4).grantTTL(2, 10000, 10004, nfTTL, 10450), true,
 			[]string{"process 1's lease ran out at 0.450s"}},
 		{"Laravel's whole second for a 500 ms TTL, freed at 1 s",
 			new(hb).grantTTL(1, 0, 4, nfTTL, 450).refusals(500, 1000, 50, 2, 3, 4).grantTTL(2, 1010, 1014, nfTTL, 1460), false, nil},
+		{"malkusch/lock's whole second + 1 s for a 500 ms TTL, freed at 2 s",
+			new(hb).grantTTL(1, 0, 4, nfTTL, -1).crash(100, 1).refusals(500, 2000, 50, 2, 3, 4).grantTTL(2, 2010, 2014, nfTTL, -1), false, nil},
 		{"an unknown acquire during a server pause, refusals until TTL + margin after the pause",
 			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).refusals(1400, 2900, 100, 2, 3).
-				fault(3000, "pause", "stop", "n1").refusals(3100, 4400, 100, 2, 3), false, nil},
+				fault(3000, "pause", "stop", "n1").refusals(3100, 5400, 100, 2, 3), false, nil},
 		{"an unknown acquire during a server pause, refusals past TTL + margin after the pause",
 			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).
-				fault(3000, "pause", "stop", "n1").refusals(3100, 5000, 100, 2, 3), true,
+				fault(3000, "pause", "stop", "n1").refusals(3100, 6000, 100, 2, 3), true,
 			[]string{"process 1's acquire whose outcome is unknown at 3.000s"}},
 		{"refusals during a partition", crashedHolder().fault(150, "partition", "start", "n1").refusals(200, 5900, 100, 2, 3).
 			fault(6000, "partition", "stop", "n1"), false, nil},
@@ -76,17 +79,17 @@ func TestNeverFrees(t *testing.T) {
 			grantTTL(1, 50, 54, nfTTL, -1).crash(100, 1).refusals(200, 5000, 100, 2, 3).fault(5100, "clock-skew", "stop", "n1"), false, nil},
 		{"a clock fault that ended before the grant", new(hb).fault(0, "clock-skew", "start", "n1").fault(20, "clock-skew", "stop", "n1").
 			grantTTL(1, 50, 54, nfTTL, -1).crash(100, 1).refusals(200, 5000, 100, 2, 3), true, nil},
-		{"a renewal after the crash keeps the key", crashedHolder().renewal(1, 995, 1000, history.OK).refusals(200, 2400, 100, 2, 3), false, nil},
-		{"refusals past the renewal's TTL + margin", crashedHolder().renewal(1, 995, 1000, history.OK).refusals(200, 3000, 100, 2, 3), true,
+		{"a renewal after the crash keeps the key", crashedHolder().renewal(1, 995, 1000, history.OK).refusals(200, 3400, 100, 2, 3), false, nil},
+		{"refusals past the renewal's TTL + margin", crashedHolder().renewal(1, 995, 1000, history.OK).refusals(200, 4000, 100, 2, 3), true,
 			[]string{"process 1's background renewal at 1.000s"}},
 		{"a refusal awaiting a grant in flight is judged after it",
-			crashedHolder().refusals(1600, 1700, 100, 4).grantTTL(2, 1800, 1810, nfTTL, 2300).tryTTL(3, 1801, 1802, fail), false, nil},
+			crashedHolder().refusals(2600, 2700, 100, 4).grantTTL(2, 2800, 2810, nfTTL, 3300).tryTTL(3, 2801, 2802, fail), false, nil},
 		{"the same with the attempt in flight refused",
-			crashedHolder().refusals(1600, 1700, 100, 4).tryTTL(2, 1800, 1810, fail).tryTTL(3, 1801, 1802, fail), true, nil},
+			crashedHolder().refusals(2600, 2700, 100, 4).tryTTL(2, 2800, 2810, fail).tryTTL(3, 2801, 2802, fail), true, nil},
 		{"a client crashed mid-acquire, refusals within TTL + margin of the crash",
-			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 1500, 100, 2, 3), false, nil},
+			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 2600, 100, 2, 3), false, nil},
 		{"a client crashed mid-acquire, refusals past TTL + margin of the crash",
-			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 2000, 100, 2, 3), true,
+			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 3000, 100, 2, 3), true,
 			[]string{"process 1's acquire whose outcome is unknown at 0.100s"}},
 		{"refusals recorded as per-second counts", crashedHolder().summaries(1000, 3000, 2), true, []string{"3 times to 1 client from 1.000s to 3.000s"}},
 		{"per-second counts within TTL + margin", crashedHolder().summaries(1000, 1000, 2), false, nil},

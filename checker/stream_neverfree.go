@@ -65,14 +65,18 @@ const neverFreesMinRefusals = 3
 const neverFreesPending = 4096
 
 // neverFreesMargin is how long past its latest possible expiry a key
-// must still refuse for a lease of ttl: max(2×TTL, 1 s). A lock may
-// honestly set its key somewhat above the lease it reports: Laravel rounds
-// a TTL up to whole seconds (1 s for 500 ms), which adds less than 1 s; a
-// lock that converts or doubles its TTL adds at most one TTL. A key still
-// there after both was set by nothing that ends with its lease. The margin
-// also absorbs a reply delayed past the harness's completion stamp and
-// Redis's millisecond expiry.
-func neverFreesMargin(ttl int64) int64 { return max(2*ttl, int64(time.Second)) }
+// must still refuse for a lease of ttl: max(2×TTL, 2 s), and the lease
+// model's tolerance (LeaseTolerance) for the harness's stamps and Redis's
+// millisecond expiry. Libraries honestly set their keys somewhat above the
+// lease they report: Laravel and etcd round a TTL up to whole seconds (1 s
+// for 500 ms), which adds less than 1 s; malkusch/lock keeps its key for
+// the timeout rounded up to whole seconds + 1 s (2 s for 500 ms), which
+// adds less than 2 s; a lock that doubles or converts its TTL adds at most
+// one TTL. A key still there after all of them was set by nothing that
+// ends with its lease: no TTL, or one far above it (20× the lease).
+func neverFreesMargin(ttl int64) int64 {
+	return max(2*ttl, int64(2*time.Second)) + int64(LeaseTolerance(time.Duration(ttl)))
+}
 
 // NeverFreesResult is the never-frees check's verdict.
 type NeverFreesResult struct {

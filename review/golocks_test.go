@@ -82,8 +82,9 @@ func TestReviewOfGoLocks(t *testing.T) {
 // A lock whose key outlives a crashed holder is broken, by the
 // never-frees mechanism: the client-crash threat crashes a holder inside
 // its critical section, setnx-nottl's key has no expiry, and every client
-// is refused from then on; the run stops at the third refusal 1.5 s after
-// the grant (TTL + max(2×TTL, 1 s)), whatever the load. The same threat
+// is refused from then on; the run stops at the third refusal 2.5 s after
+// the grant (TTL + max(2×TTL, 2 s) and a 5 ms tolerance), whatever the
+// load. The same threat
 // leaves the token lock held (TestScenarios' token case shows its keys
 // expire).
 func TestReviewOfALockThatNeverFrees(t *testing.T) {
