@@ -66,10 +66,10 @@ func TestNeverFrees(t *testing.T) {
 		{"malkusch/lock's whole second + 1 s for a 500 ms TTL, freed at 2 s",
 			new(hb).grantTTL(1, 0, 4, nfTTL, -1).crash(100, 1).refusals(500, 2000, 50, 2, 3, 4).grantTTL(2, 2010, 2014, nfTTL, -1), false, nil},
 		{"an unknown acquire during a server pause, refusals until TTL + margin after the pause",
-			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).refusals(1400, 2900, 100, 2, 3).
+			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).tryTTL(1, 1400, 1401, fail).refusals(1400, 2900, 100, 2, 3).
 				fault(3000, "pause", "stop", "n1").refusals(3100, 5400, 100, 2, 3), false, nil},
 		{"an unknown acquire during a server pause, refusals past TTL + margin after the pause",
-			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).
+			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).tryTTL(1, 1400, 1401, fail).
 				fault(3000, "pause", "stop", "n1").refusals(3100, 6000, 100, 2, 3), true,
 			[]string{"process 1's acquire whose outcome is unknown at 3.000s"}},
 		{"refusals during a partition", crashedHolder().fault(150, "partition", "start", "n1").refusals(200, 5900, 100, 2, 3).
@@ -91,6 +91,15 @@ func TestNeverFrees(t *testing.T) {
 		{"a client crashed mid-acquire, refusals past TTL + margin of the crash",
 			new(hb).ev(0, 1, history.Invoke, history.Acquire, "k", &history.Value{TTL: ms(nfTTL)}).crash(100, 1).refusals(200, 3000, 100, 2, 3), true,
 			[]string{"process 1's acquire whose outcome is unknown at 0.100s"}},
+		// A client in another process may still be working on a request
+		// the harness gave up on; it has done with it by its next answer.
+		{"an unknown acquire whose client never answers again",
+			new(hb).tryTTL(1, 100, 300, info).refusals(400, 5000, 100, 2, 3), false, nil},
+		{"an unknown acquire whose client answers 1.7 s later, refusals within TTL + margin of that",
+			new(hb).tryTTL(1, 100, 300, info).tryTTL(1, 1900, 2000, fail).refusals(400, 4400, 100, 2, 3), false, nil},
+		{"an unknown acquire whose client answers 1.7 s later, refusals past TTL + margin of that",
+			new(hb).tryTTL(1, 100, 300, info).tryTTL(1, 1900, 2000, fail).refusals(400, 5000, 100, 2, 3), true,
+			[]string{"process 1's acquire whose outcome is unknown at 2.000s"}},
 		{"refusals recorded as per-second counts", crashedHolder().summaries(1000, 3000, 2), true, []string{"3 times to 1 client from 1.000s to 3.000s"}},
 		{"per-second counts within TTL + margin", crashedHolder().summaries(1000, 1000, 2), false, nil},
 		{"multi-node: refusals overlapped by other attempts", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).

@@ -21,13 +21,15 @@ import (
 //
 //   - every grant, extend or background renewal that was ok, at its
 //     completion (its latest possible effect) + the TTL it asked for;
-//   - every acquire or extend whose outcome is unknown likewise, and, when
-//     a fault that disrupts nodes or links (Options.DisruptFaults: a
-//     pause, a partition, slow links) was still active at its completion,
-//     from the moment no such fault is active any more: a paused server
-//     applies a request when continued, a cut link delivers it when healed;
-//     a call that never completed, from the process's next invoke (a
-//     crashed client acts again as a new one), or never;
+//   - every acquire or extend whose outcome is unknown likewise, from the
+//     process's next answer (a client in another process may still be
+//     working on it when the harness gives up, and answers in turn), and,
+//     when a fault that disrupts nodes or links (Options.DisruptFaults: a
+//     pause, a partition, slow links) was still active then, from the
+//     moment no such fault is active any more: a paused server applies a
+//     request when continued, a cut link delivers it when healed; a call
+//     a crashed client left in flight, from the crash; one never answered,
+//     never;
 //   - no holder's belief is live at t (a lock with no deadline believes
 //     until it releases; a crashed holder no longer holds);
 //   - no clock fault was active from the key's last grant's invoke to t: a
@@ -153,9 +155,11 @@ type nfState struct {
 	// waiting are unknown outcomes completed while a disrupting fault was
 	// active: their latest effect is when none is.
 	waiting []nfWaiter
-	// calls are the acquires and extends in flight, by process.
-	calls map[int]*scall
-	res   NeverFreesResult
+	// calls are the acquires and extends in flight, by process; unanswered
+	// the unknown outcomes of each process awaiting its next completion.
+	calls      map[int]*scall
+	unanswered map[int][]nfWaiter
+	res        NeverFreesResult
 }
 
 type nfWaiter struct {
@@ -205,7 +209,7 @@ type nfEpisode struct {
 
 func newNFState(opts Options) *nfState {
 	return &nfState{opts: opts, keys: map[string]*nfKey{}, clockOpen: map[string]*Fault{}, disruptOpen: map[string]int{}, lastDisrupt: -1,
-		calls: map[int]*scall{}}
+		calls: map[int]*scall{}, unanswered: map[int][]nfWaiter{}}
 }
 
 func (n *nfState) key(k string) *nfKey {
@@ -230,6 +234,23 @@ func (n *nfState) invoked(c *scall) {
 	}
 }
 
+// answered settles process p's unknown outcomes at its answer at t: they
+// took effect by then, or when the disrupting faults that may hold them
+// end.
+func (n *nfState) answered(p int, t int64) {
+	ws := n.unanswered[p]
+	if len(ws) == 0 {
+		return
+	}
+	delete(n.unanswered, p)
+	for _, w := range ws {
+		w.ks.waiting--
+		w.lease.At = t
+		n.unknown(w.ks, w.lease)
+		n.drain(w.ks)
+	}
+}
+
 // crashed ends the calls in flight of the clients a crash killed: they
 // will never complete, and a dead client's request was sent before it
 // died, so it takes effect by then, or when the disrupting faults that
@@ -237,6 +258,7 @@ func (n *nfState) invoked(c *scall) {
 // every later refusal of its key from being judged.
 func (n *nfState) crashed(op *history.Op) {
 	for _, p := range crashedClients(op) {
+		n.answered(p, op.Time)
 		c := n.calls[p]
 		if c == nil || c.Done {
 			continue
@@ -272,8 +294,10 @@ func (n *nfState) grant(h *Hold, ttl int64) {
 	n.lease(ks, NeverFreeLease{Process: h.Process, F: history.Acquire, Outcome: history.OK, At: h.Start, TTL: ttl}, h)
 }
 
-// called takes a completed acquire or extend.
+// called takes a completed call: the process's earlier unknown outcomes
+// are settled by it, and an acquire or extend is a lease or a refusal.
 func (n *nfState) called(c *scall) {
+	n.answered(c.Inv.Process, c.Comp.Time)
 	if c.Inv.F != history.Acquire && c.Inv.F != history.Extend {
 		return
 	}
@@ -284,7 +308,11 @@ func (n *nfState) called(c *scall) {
 	case comp.Type == history.OK && inv.F == history.Extend:
 		n.lease(ks, n.leaseOf(inv, history.OK, comp.Time), nil)
 	case comp.Type == history.Info:
-		n.unknown(ks, n.leaseOf(inv, history.Info, comp.Time))
+		// A client in another process may still be working on it when the
+		// harness gives up; one that answers its requests in turn has
+		// done with it by its next answer, which settles it (answered).
+		n.unanswered[inv.Process] = append(n.unanswered[inv.Process], nfWaiter{ks, n.leaseOf(inv, history.Info, comp.Time)})
+		ks.waiting++
 	case comp.Type == history.Fail && inv.F == history.Acquire:
 		n.refused(ks, inv.Process, inv.Time, comp.Time)
 	}
