@@ -2,6 +2,7 @@ package checker
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +166,17 @@ func (b *hb) overlapping(from, to, step int64) *hb {
 		b.tryTTL(2, t, t+2, fail).tryTTL(3, t+1, t+3, fail)
 	}
 	return b
+}
+
+// The summary of a run whose key outlived every client but freed before
+// the end: stuck by the never-frees check alone, the lock's answer first.
+func TestNeverFreesSummary(t *testing.T) {
+	ops := new(hb).grantTTL(1, 0, 4, nfTTL, 450).refusals(500, 9950, 50, 2, 3, 4).grantTTL(2, 10000, 10004, nfTTL, 10450).build(t)
+	r := Check(ops, Options{TTL: nfTTL * time.Millisecond})
+	if r.Liveness.Stuck || r.Verdict != VerdictStuck {
+		t.Fatalf("liveness stuck %v, verdict %s", r.Liveness.Stuck, r.Verdict)
+	}
+	lines := strings.Join(r.Summary(), "\n")
+	checkStory(t, lines, []string{"STUCK: 1 episode of a key refused to every client after every lease that could hold it had ended; the first: k was refused",
+		"answers: THE LOCK BROKE: the lock never frees", "first violation: key refused after every lease that could hold it at 2.550s"}, nil)
 }
