@@ -67,12 +67,12 @@ func TestNeverFrees(t *testing.T) {
 		{"malkusch/lock's whole second + 1 s for a 500 ms TTL, freed at 2 s",
 			new(hb).grantTTL(1, 0, 4, nfTTL, -1).crash(100, 1).refusals(500, 2000, 50, 2, 3, 4).grantTTL(2, 2010, 2014, nfTTL, -1), false, nil},
 		{"an unknown acquire during a server pause, refusals until TTL + margin after the pause",
-			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).tryTTL(1, 1400, 1401, fail).refusals(1400, 2900, 100, 2, 3).
+			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).tryTTL(1, 1400, 1401, fail).tryTTL(1, 3050, 3051, fail).refusals(1400, 2900, 100, 2, 3).
 				fault(3000, "pause", "stop", "n1").refusals(3100, 5400, 100, 2, 3), false, nil},
 		{"an unknown acquire during a server pause, refusals past TTL + margin after the pause",
-			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).tryTTL(1, 1400, 1401, fail).
+			new(hb).fault(1000, "pause", "start", "n1").tryTTL(1, 1100, 1300, info).tryTTL(1, 1400, 1401, fail).tryTTL(1, 3050, 3051, fail).
 				fault(3000, "pause", "stop", "n1").refusals(3100, 6000, 100, 2, 3), true,
-			[]string{"process 1's acquire whose outcome is unknown at 3.000s"}},
+			[]string{"process 1's acquire whose outcome is unknown at 3.051s"}},
 		{"refusals during a partition", crashedHolder().fault(150, "partition", "start", "n1").refusals(200, 5900, 100, 2, 3).
 			fault(6000, "partition", "stop", "n1"), false, nil},
 		{"the same refusals without the partition", crashedHolder().refusals(200, 5900, 100, 2, 3), true, nil},
@@ -105,6 +105,15 @@ func TestNeverFrees(t *testing.T) {
 		{"per-second counts within TTL + margin", crashedHolder().summaries(1000, 1000, 2), false, nil},
 		{"multi-node: refusals overlapped by other attempts", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
 			overlapping(200, 5000, 100), false, nil},
+		// A multi-node attempt refused by a majority while a minority was
+		// cut off: its SET may reach the cut-off nodes when the link
+		// heals, and refuse the next attempts for a TTL.
+		{"an attempt refused during a partition, refusals within TTL + margin after it heals",
+			new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).fault(3000, "partition", "start", "n1").
+				tryTTL(4, 3100, 3200, fail).fault(4000, "partition", "stop", "n1").tryTTL(4, 4050, 4051, fail).refusals(4100, 6500, 100, 2, 3), false, nil},
+		{"an attempt refused during a partition, refusals past TTL + margin after it heals",
+			new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).fault(3000, "partition", "start", "n1").
+				tryTTL(4, 3100, 3200, fail).fault(4000, "partition", "stop", "n1").tryTTL(4, 4050, 4051, fail).refusals(4100, 7000, 100, 2, 3), true, nil},
 		{"multi-node: refusals one at a time", new(hb).grantTTL(1, 0, 4, nfTTL, -1, "n1", "n2", "n3").crash(100, 1).
 			refusals(200, 5000, 100, 2, 3), true, nil},
 	}

@@ -21,7 +21,9 @@ import (
 //
 //   - every grant, extend or background renewal that was ok, at its
 //     completion (its latest possible effect) + the TTL it asked for;
-//   - every acquire or extend whose outcome is unknown likewise, from the
+//   - every acquire or extend whose outcome is unknown likewise, and every
+//     acquire refused while a disrupting fault was active (a multi-node
+//     attempt sends its SET to nodes that never answered), from the
 //     process's next answer (a client in another process may still be
 //     working on it when the harness gives up, and answers in turn), and,
 //     when a fault that disrupts nodes or links (Options.DisruptFaults: a
@@ -307,12 +309,18 @@ func (n *nfState) called(c *scall) {
 	switch {
 	case comp.Type == history.OK && inv.F == history.Extend:
 		n.lease(ks, n.leaseOf(inv, history.OK, comp.Time), nil)
-	case comp.Type == history.Info:
+	case comp.Type == history.Info, comp.Type == history.Fail && inv.F == history.Acquire && n.disruptedSince(inv.Time):
 		// A client in another process may still be working on it when the
 		// harness gives up; one that answers its requests in turn has
 		// done with it by its next answer, which settles it (answered).
+		// A refusal under a disrupting fault may leave a key too: a
+		// multi-node attempt refused by a majority sends its SET to the
+		// nodes that did not answer, and a cut link may deliver it late.
 		n.unanswered[inv.Process] = append(n.unanswered[inv.Process], nfWaiter{ks, n.leaseOf(inv, history.Info, comp.Time)})
 		ks.waiting++
+		if comp.Type == history.Fail {
+			n.refused(ks, inv.Process, inv.Time, comp.Time)
+		}
 	case comp.Type == history.Fail && inv.F == history.Acquire:
 		n.refused(ks, inv.Process, inv.Time, comp.Time)
 	}
@@ -364,7 +372,7 @@ func (n *nfState) lease(ks *nfKey, l NeverFreeLease, h *Hold) {
 // refused takes a definite refusal: judged once the calls in flight
 // before it complete, unless a disrupting fault was active meanwhile.
 func (n *nfState) refused(ks *nfKey, process int, inv, comp int64) {
-	if n.disrupting > 0 || n.lastDisrupt >= inv {
+	if n.disruptedSince(inv) {
 		n.res.Judged++
 		return
 	}
@@ -377,6 +385,10 @@ func (n *nfState) refused(ks *nfKey, process int, inv, comp int64) {
 	}
 	ks.pending = append(ks.pending, nfRefusal{process: process, inv: inv, comp: comp, transient: transient})
 }
+
+// disruptedSince reports whether a disrupting fault has been active at
+// some time since t.
+func (n *nfState) disruptedSince(t int64) bool { return n.disrupting > 0 || n.lastDisrupt >= t }
 
 // summary takes failed acquires recorded as a count: one refusal,
 // invoked at the first one's invoke, the earliest any of them saw the key.
