@@ -34,13 +34,14 @@ const (
 )
 
 // Mechanism kinds. The lock's own: overlap, over-claimed-validity,
-// dishonest-release, dishonest-extend. The deployment's: key-lost. The
-// use's: lost-update.
+// dishonest-release, dishonest-extend, never-frees. The deployment's:
+// key-lost. The use's: lost-update.
 const (
 	MechOverlap          = "overlap"
 	MechOverClaim        = "over-claimed-validity"
 	MechDishonestRelease = "dishonest-release"
 	MechDishonestExtend  = "dishonest-extend"
+	MechNeverFrees       = "never-frees"
 	MechKeyLost          = "key-lost"
 	MechLostUpdate       = "lost-update"
 )
@@ -95,6 +96,13 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 		}
 	}
 	a.Mechanisms = append(a.Mechanisms, leaseMechanisms(r.Lease)...)
+	if nf := r.NeverFrees; nf != nil && nf.Episodes > 0 && len(nf.Witnesses) > 0 {
+		// A key outliving every client that could hold it is the lock's
+		// failure (DESIGN.md, "Judging from first principles"): the
+		// check excuses what a fault or a clock could explain.
+		a.Mechanisms = append(a.Mechanisms, Mechanism{Kind: MechNeverFrees, Count: nf.Episodes, Example: nf.Witnesses[0].Story,
+			Says: "the lock never frees: a key outlived every client that could hold it, and every client was refused"})
+	}
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && (r.Exclusion == nil || r.Exclusion.Count == 0) {
 		a.Damage = append(a.Damage, useDamage(res))
 	}

@@ -66,6 +66,12 @@ type Options struct {
 	// in flight: one that hits a process with a lock call pending counts
 	// as MomentKilledInOp.
 	InOpFaults []string
+	// DisruptFaults name the faults that make a node slow, silent or
+	// erroring for a while (a pause, a partition, a kill, slow links): a
+	// request in flight while one is active may be applied as late as its
+	// stop, and a refusal meanwhile may be the fault's doing. The
+	// never-frees check (stream_neverfree.go) excuses both.
+	DisruptFaults []string
 
 	ctx context.Context // CheckContext's; nil is never done
 }
@@ -172,6 +178,9 @@ type Results struct {
 	// Lease is the lease model: over-claimed validity and dishonest
 	// releases and extends, which need no overlap to show.
 	Lease *LeaseResult `json:"lease"`
+	// NeverFrees is the never-frees check: keys that outlived every
+	// client that could hold them (stream_neverfree.go).
+	NeverFrees *NeverFreesResult `json:"never_frees,omitempty"`
 	// First is when each kind of violation first showed.
 	First Firsts `json:"first"`
 	// Answers split the verdict by whose promise broke: the lock's, the
@@ -192,6 +201,9 @@ type Firsts struct {
 	OverClaim *int64 `json:"over_claim_ns,omitempty"`
 	// Dishonest is the invocation of the first dishonest release or extend.
 	Dishonest *int64 `json:"dishonest_ns,omitempty"`
+	// NeverFrees is the invocation of the refusal that first showed a key
+	// outliving every client that could hold it.
+	NeverFrees *int64 `json:"never_frees_ns,omitempty"`
 }
 
 // Check runs every checker on a validated history.
@@ -238,7 +250,7 @@ func LockVersusResource(ex *ExclusionResult, res *ResourceResult) string {
 // Summary is a few lines for a human, the verdict first.
 func (r *Results) Summary() []string {
 	lines := []string{r.headline()}
-	if r.Answers != nil && r.Verdict != VerdictStuck && r.Verdict != "" {
+	if r.Answers != nil && r.Verdict != "" && (r.Verdict != VerdictStuck || r.Answers.Lock == AnswerUnsafe) {
 		lines = append(lines, r.Answers.Line())
 	}
 	if r.Exercised != nil {
@@ -253,6 +265,9 @@ func (r *Results) Summary() []string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, r.leaseLines()...)
+	if nf := r.NeverFrees; nf != nil && !nf.Valid {
+		lines = append(lines, "never frees: "+nf.headline())
+	}
 	for _, line := range []func() string{r.resourceLine, r.failoverLine, r.livenessLine, r.linearizabilityLine, r.statsLine} {
 		if s := line(); s != "" {
 			lines = append(lines, s)
@@ -294,6 +309,9 @@ func (r *Results) headline() string {
 			return fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal)
 		}
 	case VerdictStuck:
+		if live == nil || !live.Stuck {
+			return "STUCK: " + r.NeverFrees.headline()
+		}
 		return fmt.Sprintf("STUCK: nobody could acquire %s from %s to the end of the run (%s) although clients kept trying",
 			live.StuckKey, fmtT(live.StuckSince), fmtD(live.StuckKeys[0].For))
 	case VerdictUnknown:

@@ -209,7 +209,8 @@ func (r *Results) leaseLines() []string {
 	for _, f := range []struct {
 		what string
 		at   *int64
-	}{{"overlap", r.First.Violation}, {"over-claim", r.First.OverClaim}, {"dishonest release or extend", r.First.Dishonest}} {
+	}{{"overlap", r.First.Violation}, {"over-claim", r.First.OverClaim}, {"dishonest release or extend", r.First.Dishonest},
+		{"key refused after every lease that could hold it", r.First.NeverFrees}} {
 		if f.at != nil {
 			first = append(first, fmt.Sprintf("%s at %s", f.what, fmtT(*f.at)))
 		}

@@ -47,6 +47,7 @@ type Stream struct {
 	stats     *statState
 	fo        *foState
 	moments   *momentState
+	nf        *nfState
 	lin       *linEngine
 	finished  *Results
 }
@@ -78,7 +79,7 @@ func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
 		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts)}
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), nf: newNFState(opts), lin: newLinEngine(opts)}
 	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
 	return s
 }
@@ -106,9 +107,13 @@ func (s *Stream) Add(op history.Op) {
 		s.now = op.Time
 	}
 	s.stats.last = op.Time
+	s.nf.now = op.Time
 	s.events++
 	if op.Type == history.Background {
-		return // a lock's own renewal: the holder's belief is its operations'
+		// A lock's own renewal: the holder's belief is its operations',
+		// but the key it lengthens is the never-frees check's.
+		s.nf.background(&op)
+		return
 	}
 	s.moments.add(&op)
 	switch {
@@ -140,6 +145,7 @@ func entry[K comparable, V any](m map[K]*V, k K, mk func(K) *V) *V {
 
 // invoked takes a call at its invoke, once the tracker applied it.
 func (s *Stream) invoked(c *scall) {
+	s.nf.invoked(c)
 	switch op := &c.Inv; op.F {
 	case history.Acquire:
 		ks := s.key(op.Key)
@@ -153,6 +159,7 @@ func (s *Stream) invoked(c *scall) {
 func (s *Stream) grant(h *hrec) {
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)
+	s.nf.grant(&h.Hold, h.TTL)
 }
 
 func (s *Stream) onResolved(h *hrec) {
@@ -247,6 +254,7 @@ func (s *Stream) called(c *scall) {
 	s.stats.called(c)
 	s.lease.called(c, s)
 	s.res.called(c)
+	s.nf.called(c)
 	switch c.Inv.F {
 	case history.Acquire:
 		ks := s.key(c.Inv.Key)

@@ -24,6 +24,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Resource, r.Liveness, r.Stats, r.Failover = s.res.result(), s.liveness(), s.stats.result(), s.fo.result(s.stats.last)
 	r.Lease = s.lease.result()
 	r.Exercised = s.moments.result()
+	r.NeverFrees = s.nf.result()
 	s.finished = r
 	verdict(r)
 	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)
@@ -34,6 +35,9 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 // results.
 func verdict(r *Results) {
 	r.First = firsts(r.Exclusion, r.Lease)
+	if nf := r.NeverFrees; nf != nil && len(nf.Witnesses) > 0 {
+		r.First.NeverFrees = history.I64(nf.Witnesses[0].Flagged)
+	}
 	r.Violations = r.Exclusion.Count
 	r.Incidents = r.Exclusion.Incidents
 	r.Ops = r.Stats.Ops
@@ -41,7 +45,9 @@ func verdict(r *Results) {
 	switch {
 	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid:
 		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
-	case r.Liveness.Stuck:
+	case r.Liveness.Stuck || (r.NeverFrees != nil && !r.NeverFrees.Valid):
+		// A key that outlived every client that could hold it is the
+		// lock's liveness failure even when it freed before the end.
 		r.Verdict, r.Valid = VerdictStuck, ValidFalse
 	case r.Exclusion.untested():
 		// A run where no lock was granted (a dead server, a broken lock)

@@ -278,6 +278,7 @@ func (s *Stream) gapStart(ks *skey) (int64, bool) {
 // it, from its start or the summary's first invoke, whichever is later,
 // when the summary's last failure came after the gap began.
 func (s *Stream) summary(op *history.Op) {
+	s.nf.summary(op)
 	ks, n := s.key(op.Key), int(op.Value.Count)
 	ks.kl.AcquireAttempts += n
 	ks.kl.AcquireFail += n
@@ -489,6 +490,7 @@ func (s *Stream) nemesis(op *history.Op) {
 		}
 	}
 	s.tr.Crash(op)
+	s.nf.nemesis(op)
 }
 
 // prune drops the faults that ended before any witness still to be found

@@ -28,6 +28,11 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Linearizability = a.linearizability(opts)
 	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
 	r.Lease = a.leaseModel(opts)
+	// The never-frees check has one implementation, the stream's, and its
+	// own table tests (neverfree_test.go); it is taken from there so that
+	// the rest of the results, which it changes (the verdict, the lock's
+	// answer), are still compared.
+	r.NeverFrees = Check(ops, opts).NeverFrees
 	verdict(r)
 	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
 	r.Exercised = exercisedInMemory(ops, opts)

@@ -232,6 +232,14 @@ func TestBackgroundRenewalsChangeNothing(t *testing.T) {
 		}
 		for _, opts := range []Options{{}, {TTL: time.Duration(ms(20))}} {
 			want, got := Check(plain, opts), Check(with.build(t), opts)
+			// Except the never-frees check's counts: a renewal lengthens
+			// its key's life on the server, whatever the holder believes
+			// (neverfree_test.go). These histories last milliseconds, far
+			// less than its margin, so it finds nothing either way.
+			if want.NeverFrees.Episodes+got.NeverFrees.Episodes > 0 {
+				t.Fatalf("history %d: never frees, %d and %d episodes", i, want.NeverFrees.Episodes, got.NeverFrees.Episodes)
+			}
+			want.NeverFrees, got.NeverFrees = nil, nil
 			if d := diffResults(withoutIndices(t, want), withoutIndices(t, got)); d != "" {
 				t.Fatalf("history %d: renewals changed the results: %s", i, d)
 			}

@@ -153,6 +153,7 @@ func checkOptions(cfg Config, out string) checker.Options {
 		KeyLossFaults:   nemesis.KeyLossFaults(),
 		ReplyLossFaults: nemesis.ReplyLossFaults(), InOpFaults: nemesis.InOpFaults(),
 		ClientClockFaults:  nemesis.ClientClockFaults(),
+		DisruptFaults:      nemesis.DisruptFaults(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 	if cfg.system().asyncReplicas {
 		opts.CutOffFaults = nemesis.CutOffFaults()

@@ -121,6 +121,38 @@ func TestScenarios(t *testing.T) {
 			Check:   requireDELWitness,
 		},
 		{
+			// StopOnFirstViolation, deterministic by construction: the
+			// crash hits a holder inside its critical section (a live
+			// lease), and its key, set without expiry, outlives it; every
+			// client is refused from then on, and the run stops at the
+			// third refusal invoked 2.5 s (TTL + max(2×TTL, 2 s) and a
+			// 5 ms tolerance) after the grant, whatever the machine's
+			// load: a refusal is judged
+			// only by the history's times. A client is armed every 0.1 s
+			// on average, so the first crash comes in the first few
+			// hundred milliseconds; the limit only bounds a broken harness.
+			Name: "setnx-nottl with a crashed holder never frees",
+			Edit: func(c *harness.Config) {
+				c.Lock = locks.SetnxNoTTL
+				c.Nemesis = []string{"client-crash"}
+				c.NemesisInterval = 100 * time.Millisecond
+				harnesstest.UntilViolation(c)
+			},
+			Verdict: checker.VerdictStuck,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
+				if r.Violations != 0 || r.Answers.Lock != checker.AnswerUnsafe || len(r.Answers.Mechanisms) != 1 ||
+					r.Answers.Mechanisms[0].Kind != checker.MechNeverFrees {
+					t.Fatalf("%d violations, answers %+v: want the lock's never-frees alone", r.Violations, r.Answers)
+				}
+				if r.StoppedBy != harness.StopNeverFrees || r.Exercised.Count(checker.MomentHolderCrashes) == 0 {
+					t.Errorf("stopped by %q, %d holder crashes: want a stop at the never-frees, after a crash",
+						r.StoppedBy, r.Exercised.Count(checker.MomentHolderCrashes))
+				}
+				t.Log(r.Answers.Mechanisms[0].Example)
+			},
+		},
+		{
 			// Deterministic by construction: the first holder to crash
 			// leaves a key without expiry, and nobody acquires it again,
 			// whatever the timing. A client is armed every 0.1 s on
@@ -145,9 +177,21 @@ func TestScenarios(t *testing.T) {
 			},
 		},
 		{
+			// The crashes hit holders inside their critical sections
+			// (live leases); their keys expire with the TTL, and the
+			// never-frees check, which stops the case above, finds
+			// nothing.
 			Name:    "token with a crashed holder recovers after the TTL",
 			Edit:    func(c *harness.Config) { c.Nemesis = []string{"client-crash"} },
 			Verdict: checker.VerdictSafe,
+			Check: func(t *testing.T, out *harness.Outcome) {
+				r := out.Results
+				if r.Answers.Lock != checker.AnswerNotFound || r.NeverFrees == nil || r.NeverFrees.Episodes != 0 ||
+					r.NeverFrees.Judged == 0 || r.Exercised.Count(checker.MomentHolderCrashes) == 0 {
+					t.Errorf("answers %+v, never frees %+v, %d holder crashes: want a held lock that freed after crashes",
+						r.Answers, r.NeverFrees, r.Exercised.Count(checker.MomentHolderCrashes))
+				}
+			},
 		},
 		{
 			// A fault aimed at a live lease: client-pause stalls a holder

@@ -9,9 +9,13 @@ import (
 )
 
 // What stopped a run early (runfile.Info.StoppedBy): an overlap of two
-// believed holds, or damage to the protected resource
-// (checker.DamageLostUpdate, checker.DamageRefusedStale).
-const StopOverlap = "overlap"
+// believed holds, a key that outlived every client that could hold it,
+// or damage to the protected resource (checker.DamageLostUpdate,
+// checker.DamageRefusedStale).
+const (
+	StopOverlap    = "overlap"
+	StopNeverFrees = checker.MechNeverFrees
+)
 
 // firstStop decides, event by event, where a run told to stop at its
 // first violation stops: at the first overlap of two believed holds, or
@@ -24,6 +28,7 @@ type firstStop struct {
 	grace   bool // after an overlap, wait for the earlier hold's end
 	holds   *checker.Watcher
 	data    *checker.ResourceWatcher
+	keys    *checker.NeverFreesWatcher
 	overlap *checker.WatchViolation
 	done    bool
 }
@@ -37,8 +42,10 @@ const (
 	startGrace            // the first overlap, with a grace: stop at its end
 )
 
-func newFirstStop(grace bool) *firstStop {
-	return &firstStop{grace: grace, holds: checker.NewWatcher(), data: checker.NewResourceWatcher()}
+// newFirstStop decides for a run checked with opts (checkOptions).
+func newFirstStop(grace bool, opts checker.Options) *firstStop {
+	return &firstStop{grace: grace, holds: checker.NewWatcher(), data: checker.NewResourceWatcher(),
+		keys: checker.NewNeverFreesWatcher(opts)}
 }
 
 // observe takes the next event. At the first trigger it also says what
@@ -54,6 +61,7 @@ func (f *firstStop) observe(op history.Op) (act stopAction, by, why string) {
 		v = f.holds.Done()
 	}
 	d := f.data.Observe(op)
+	nf := f.keys.Observe(op)
 	switch {
 	case f.overlap != nil:
 		// In the grace: the earlier holder's act, a stale write the
@@ -75,6 +83,9 @@ func (f *firstStop) observe(op history.Op) (act stopAction, by, why string) {
 	case d != nil:
 		f.done = true
 		return stopNow, d.Kind, "stopped at the first damage to the resource (--stop-on-first-violation): " + d.String()
+	case nf != nil:
+		f.done = true
+		return stopNow, StopNeverFrees, "stopped at the first key that never freed (--stop-on-first-violation): " + nf.Story
 	}
 	return goOn, "", ""
 }

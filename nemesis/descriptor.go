@@ -40,6 +40,11 @@ type Descriptor struct {
 	// with a grant of that replica as the failover's, whatever any
 	// release did on the cut-off node.
 	CutsOff bool
+	// RepliesOnly: the fault acts on the reply direction alone (latency,
+	// reply loss): requests reach the servers on time and are applied
+	// then, so it does not delay what a request does, only what its
+	// caller learns.
+	RepliesOnly bool
 	// LosesReplies: the fault lets requests reach the server and be
 	// applied but loses their replies, so a call's unknown outcome under
 	// it may well have taken effect. The checkers count such calls as
@@ -281,6 +286,20 @@ func ReplyLossFaults() []string {
 // (Descriptor.InOp).
 func InOpFaults() []string {
 	return namesWhere(func(d Descriptor) bool { return d.InOp })
+}
+
+// DisruptFaults names the faults that act on nodes or their links (Kind
+// server or link): while one is active a node may answer late, not at
+// all, or with an error, so a request in flight may be applied as late as
+// the fault's stop, and a refusal meanwhile may be the fault's doing, not
+// a key's (checker.Options.DisruptFaults). By kind rather than by flag, so
+// that a server or link fault added later is counted without asking;
+// but not those that touch only the replies (RepliesOnly: latency,
+// reply loss), whose requests the servers apply on time and whose
+// refusals, when they arrive, are the servers' own: whole-run latency
+// (the in-op threat) excused every refusal of a lock that never frees.
+func DisruptFaults() []string {
+	return namesWhere(func(d Descriptor) bool { return (d.Kind == KindServer || d.Kind == KindLink) && !d.RepliesOnly })
 }
 
 // namesWhere names the faults whose descriptors keep says yes to.

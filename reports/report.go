@@ -124,6 +124,7 @@ type page struct {
 	Live          *checker.LivenessResult
 	Res           *checker.ResourceResult
 	Lease         *checker.LeaseResult
+	NeverFrees    *checker.NeverFreesResult
 	Lin           *checker.LinearizabilityResult
 	Stats         *checker.Stats
 	StatRows      [][]string
@@ -221,6 +222,7 @@ func pageOf(rf *runFiles, m *model) *page {
 		}
 		pg.Why = whyLines(res)
 		pg.Live, pg.Res, pg.Lin, pg.Stats, pg.Lease = res.Liveness, res.Resource, res.Linearizability, res.Stats, res.Lease
+		pg.NeverFrees = res.NeverFrees
 		pg.Exercised = exercisedRows(res.Exercised)
 		if res.Exclusion != nil {
 			pg.Violations = res.Exclusion.Count
@@ -296,6 +298,9 @@ func whyLines(r *runResults) []string {
 		if len(res.Interleaved) > 0 {
 			out = append(out, "For example: "+res.Interleaved[0].Story)
 		}
+	}
+	if nf := r.NeverFrees; nf != nil && len(nf.Witnesses) > 0 {
+		out = append(out, "The lock never frees: "+nf.Witnesses[0].Story+".")
 	}
 	if l := r.Liveness; l != nil && l.Stuck {
 		out = append(out, fmt.Sprintf("Stuck: from %s to the end of the run, clients kept trying to acquire %s and none succeeded.", fmtT(l.StuckSince), l.StuckKey))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +77,32 @@ func TestReviewOfGoLocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A lock whose key outlives a crashed holder is broken, by the
+// never-frees mechanism: the client-crash threat crashes a holder inside
+// its critical section, setnx-nottl's key has no expiry, and every client
+// is refused from then on; the run stops at the third refusal 2.5 s after
+// the grant (TTL + max(2×TTL, 2 s) and a 5 ms tolerance), whatever the
+// load. The same threat
+// leaves the token lock held (TestScenarios' token case shows its keys
+// expire).
+func TestReviewOfALockThatNeverFrees(t *testing.T) {
+	redistest.RequireBinary(t)
+	dir := t.TempDir()
+	r, err := review.Run(context.Background(), review.Options{
+		System: cluster.Single, Lock: locks.SetnxNoTTL, Seeds: 1, Budget: 5 * time.Minute, TimeLimit: 3 * time.Second,
+		Threats: []string{"client-crash"}, Store: filepath.Join(dir, "store"), Out: filepath.Join(dir, "review"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Rows[0].Configured
+	if r.LockVerdict != review.LockBroken || len(r.Mechanisms) != 1 || r.Mechanisms[0].Kind != checker.MechNeverFrees {
+		t.Fatalf("lock verdict %s with %+v, want broken by never-frees; cell %s: %s\n%s", r.LockVerdict, r.Mechanisms, c.State, c.Note, r.Verdict)
+	}
+	if !strings.Contains(r.Verdict, "never frees") || c.LockState != review.StateUnsafe || c.Exercised[checker.MomentHolderCrashes] == 0 {
+		t.Errorf("verdict %q, lock state %s, exercised %v", r.Verdict, c.LockState, c.Exercised)
+	}
+	t.Log(r.Verdict)
 }

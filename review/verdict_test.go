@@ -25,11 +25,12 @@ func cellOf(threat, mit, state string, runs []checker.Answers, moments map[strin
 }
 
 var (
-	clean    = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound}
-	useLoss  = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerNotFound, Use: checker.AnswerUnsafe, Damage: []checker.Mechanism{{Kind: checker.MechLostUpdate, Count: 2, Says: "the resource lost 2 updates"}}}
-	keyLoss  = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerUnsafe, Use: checker.AnswerNotFound, Losses: []checker.Mechanism{{Kind: checker.MechKeyLost, Cause: "kill", Count: 1, Says: "kill took the key from a holder that did nothing wrong"}}}
-	released = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechOverlap, Cause: checker.CauseForeignRelease, Count: 1, Says: "a release deleted another client's key", Example: "process 1's release deleted p2's key"}}}
-	lying    = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechDishonestRelease, Count: 6, Says: "a release reported success on a lock it no longer held"}}}
+	clean      = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound}
+	useLoss    = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerNotFound, Use: checker.AnswerUnsafe, Damage: []checker.Mechanism{{Kind: checker.MechLostUpdate, Count: 2, Says: "the resource lost 2 updates"}}}
+	keyLoss    = checker.Answers{Lock: checker.AnswerNotFound, Deployment: checker.AnswerUnsafe, Use: checker.AnswerNotFound, Losses: []checker.Mechanism{{Kind: checker.MechKeyLost, Cause: "kill", Count: 1, Says: "kill took the key from a holder that did nothing wrong"}}}
+	released   = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechOverlap, Cause: checker.CauseForeignRelease, Count: 1, Says: "a release deleted another client's key", Example: "process 1's release deleted p2's key"}}}
+	neverFrees = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechNeverFrees, Count: 1, Says: "the lock never frees: a key outlived every client that could hold it, and every client was refused"}}}
+	lying      = checker.Answers{Lock: checker.AnswerUnsafe, Deployment: checker.AnswerNotFound, Use: checker.AnswerNotFound, Mechanisms: []checker.Mechanism{{Kind: checker.MechDishonestRelease, Count: 6, Says: "a release reported success on a lock it no longer held"}}}
 )
 
 // The verdict leads with the lock itself: what broke in it, by
@@ -84,6 +85,31 @@ func TestVerdictWording(t *testing.T) {
 				"No evidence from client crash",
 			},
 			absent: []string{"The lock held"},
+		},
+		{
+			// A stuck cell is the lock's only when the lock's answer
+			// says so: a key that outlived every client (never-frees);
+			// a partition that kept every client out to the end is the
+			// deployment's unavailability, and the check excuses its
+			// refusals, so the lock's answer stays clean.
+			name: "a key that never frees, and a partition to the end",
+			rows: []Row{
+				{Threat: "client-crash", Configured: cellOf("client-crash", "", StateStuck, []checker.Answers{neverFrees}, map[string]int{checker.MomentHolderCrashes: 1})},
+				{Threat: "partition", Configured: cellOf("partition", "", StateStuck, []checker.Answers{clean}, map[string]int{checker.MomentNodeFaults: 1})},
+			},
+			verdict: LockBroken,
+			kinds:   []string{checker.MechNeverFrees},
+			want:    []string{"The lock itself broke: the lock never frees: a key outlived every client that could hold it, and every client was refused (once, under client crash)."},
+			absent:  []string{"once, under client crash and partition", "The lock held"},
+		},
+		{
+			name: "a partition to the end alone",
+			rows: []Row{
+				{Threat: "partition", Configured: cellOf("partition", "", StateStuck, []checker.Answers{clean}, map[string]int{checker.MomentNodeFaults: 1})},
+			},
+			verdict: LockHeld,
+			want:    []string{"The lock held under every threat tried: partition", "Stuck (no client could acquire) under partition."},
+			absent:  []string{"The lock itself broke"},
 		},
 		{
 			// Issue 34 item 13: an interrupted review said no mitigation

@@ -113,8 +113,9 @@ type RunInfo struct {
 	// an interrupt: the first violation, with --stop-on-first-violation.
 	StoppedEarly string `json:"stopped_early,omitempty"`
 	// StoppedBy is what StoppedEarly stopped at: "overlap" (two believed
-	// holds), "lost-update" (an accepted write of a value already
-	// written) or "refused-stale" (the resource refused a stale fence).
+	// holds), "never-frees" (a key outlived every client that could hold
+	// it), "lost-update" (an accepted write of a value already written)
+	// or "refused-stale" (the resource refused a stale fence).
 	StoppedBy string `json:"stopped_by,omitempty"`
 	// Described is what the run tested, in words, as the harness that ran
 	// it knew it: reports show this rather than keep lists of their own.
