@@ -37,13 +37,23 @@ type Script struct {
 // InOpKills is the named script of kills inside an operation.
 const InOpKills = "in-op-kills"
 
+// ReplyLossEarly is the named script of reply loss, then quiet.
+const ReplyLossEarly = "reply-loss-early"
+
+// quietTail is when the faults of a script that leaves the rest of the
+// run quiet end: after its first third. A key the faults leave behind
+// is judged only from refusals that come long after every lease that
+// could hold it (checker's never-frees margin, max(2 TTL, 2 s)), and
+// faults until the end would keep moving that point.
+func quietTail(limit time.Duration) time.Duration { return limit / 3 }
+
 // Scripts are the named scripts, by name.
 var Scripts = map[string]Script{
 	InOpKills: {
 		Name: InOpKills,
 		Description: "replies from every node are delayed by a tenth of the TTL (± a fiftieth) for the whole run, and every " +
-			"--nemesis-interval a client, in turn, is killed with its next lock call in flight, so that the kill lands " +
-			"between two commands of an acquire, extend or release that makes several; needs a lock client in its own process",
+			"--nemesis-interval of the run's first third a client, in turn, is killed with its next lock call in flight, so that the kill lands " +
+			"between two commands of an acquire, extend or release that makes several, and a key it leaves behind shows in the quiet rest; needs a lock client in its own process",
 		Check: func(p ScriptParams) error {
 			if p.TTL < 10*time.Millisecond || p.Interval <= 0 {
 				return fmt.Errorf("needs a TTL of 10ms or more and a positive --nemesis-interval, got %s and %s", p.TTL, p.Interval)
@@ -53,8 +63,26 @@ var Scripts = map[string]Script{
 		Build: func(p ScriptParams) []Step {
 			steps := []Step{{At: 0, Action: Action{Fault: Latency, Nodes: p.Nodes, For: p.TimeLimit,
 				Link: proxy.Fault{Latency: p.TTL / 10, Jitter: p.TTL / 50}}}}
-			for i, t := 0, p.Interval; t < p.TimeLimit; i, t = i+1, t+p.Interval {
+			for i, t := 0, p.Interval; t < quietTail(p.TimeLimit); i, t = i+1, t+p.Interval {
 				steps = append(steps, Step{At: t, Action: Action{Fault: ClientKillInOp, Clients: []int{i % max(p.Clients, 1)}}})
+			}
+			return steps
+		},
+	},
+	ReplyLossEarly: {
+		Name: ReplyLossEarly,
+		Description: "the replies of every node are lost in windows of --fault-duration, every --nemesis-interval, in the run's first third; " +
+			"the rest is quiet, so that a key left behind by a request applied but unanswered shows as refusals",
+		Check: func(p ScriptParams) error {
+			if p.Duration <= 0 || p.Interval <= 0 {
+				return fmt.Errorf("needs a positive --fault-duration and --nemesis-interval, got %s and %s", p.Duration, p.Interval)
+			}
+			return nil
+		},
+		Build: func(p ScriptParams) []Step {
+			var steps []Step
+			for t := p.Interval; t+p.Duration < quietTail(p.TimeLimit); t += p.Interval + p.Duration {
+				steps = append(steps, Step{At: t, Action: Action{Fault: ReplyLoss, Nodes: p.Nodes, For: p.Duration}})
 			}
 			return steps
 		},

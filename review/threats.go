@@ -244,19 +244,34 @@ func slowNetwork(c *harness.Config) {
 func inOpKills(c *harness.Config) {
 	c.Nemesis, c.ScriptName = nil, nemesis.InOpKills
 	c.NemesisInterval = 300 * time.Millisecond
+	leaveQuiet(c)
 	c.Workload, c.Clients = workloads.Mutex, 3
 	c.RetryBackoff = max(c.RetryBackoff, spareCores)
 }
 
 // replyLoss loses the replies of the servers' client links in windows of
-// at least four op timeouts (nemesis.OpTimeoutsPerFault), 200 ms apart on
-// average, on the mutex workload: what is judged is what the lock leaves
-// on the server.
+// four op timeouts (nemesis.OpTimeoutsPerFault), 200 ms apart, in the
+// run's first third (the reply-loss-early script), on the mutex workload:
+// what is judged is what the lock leaves on the server, in the quiet
+// rest. Windows to the end of the run kept every refusal within a TTL of
+// an acquire whose outcome was unknown, and a key with no TTL was never
+// told from a fresh one.
 func replyLoss(c *harness.Config) {
-	serverFault(c, nemesis.ReplyLoss)
-	c.NemesisInterval, c.FaultDuration = 200*time.Millisecond, 500*time.Millisecond
+	c.Nemesis, c.ScriptName = nil, nemesis.ReplyLossEarly
+	c.NemesisInterval = 200 * time.Millisecond
+	c.FaultDuration = nemesis.OpTimeoutsPerFault * c.OpTimeout
 	c.Workload = workloads.Mutex
 	c.RetryBackoff = max(c.RetryBackoff, spareCores)
+	leaveQuiet(c)
+}
+
+// leaveQuiet gives a threat whose faults play in the run's first third
+// (nemesis.InOpKills, ReplyLossEarly) a run long enough that a key they
+// leave behind shows: two thirds of it must outlast the never-frees
+// check's margin after the last fault, max(2 TTL, 2 s), plus a TTL and a
+// few refusals. A broken lock stops the run at its finding.
+func leaveQuiet(c *harness.Config) {
+	c.TimeLimit = max(c.TimeLimit, 3*(max(2*c.TTL, 2*time.Second)+2*c.TTL)/2)
 }
 
 // spareCores is the shortest wait after a refused acquire in the mutex
