@@ -14,8 +14,8 @@ subclass that overrides exactly one of them with a real library's bug:
   extend_node      a Lua compare-and-PEXPIRE on one node
   unlock_node      a Lua compare-and-delete on one node
   acquire          lock on every node (in parallel); granted with a quorum
-                   and a validity still ahead; otherwise released on every
-                   node
+                   and a validity still ahead; otherwise, if any node said
+                   yes or did not answer, a compare-and-delete on every node
   extend           extend on every node; ok with a quorum and a validity
                    still ahead
   release          unlock on every node; ok only if a quorum deleted
@@ -101,7 +101,11 @@ class Reference:
         valid_until = self.validity(started, ttl_ms)
         if yes >= self.quorum() and valid_until > time.monotonic_ns():
             return token, valid_until
-        self.each(lambda r: self.unlock_node(r, key, token))
+        if yes or errors:
+            # Not granted: give back what we may hold, by the compare-and-
+            # delete itself (not unlock_node, so that a release mutant
+            # changes the client's releases alone).
+            self.each(lambda r: r.eval(RELEASE, 1, key, token))
         if errors:
             raise Unknown("%d of %d nodes, %d errors: %r" % (yes, len(self.nodes), len(errors), errors[0]))
         raise lockproto.NotAcquired()
