@@ -4,9 +4,9 @@ extend_node says yes without sending anything: a watchdog that has
 stopped renewing while its holder still believes, as Redisson's after a
 failed renewal (#775, #3636).
 
-Reached by: any renewal, a slow one first (renew-slow, renew-pause). Named
-by: over-claimed-validity (the extend's validity outlives the key), or an
-overlap.
+Reached by: any renewal (renew-slow, renew-pause). Named by: a dishonest
+extend, or the overlap that follows when the next client takes the key
+(measured: both, docs/track-record.md).
 """
 import os
 import sys
