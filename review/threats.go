@@ -237,13 +237,19 @@ func slowNetwork(c *harness.Config) {
 }
 
 // inOpKills plays the in-op-kills script: replies delayed by a tenth of
-// the TTL for the whole run, and every 300 ms a client, in turn, killed
-// with its next acquire, extend or release in flight. Three clients on
+// the TTL for the whole run, and every 100 ms of the run's first third a
+// client, in turn, killed with its next acquire, extend or release in
+// flight. Three clients on
 // the mutex workload, so that a kill often finds a call that takes the
 // key (with ten, most calls are refused acquires, one command each).
 func inOpKills(c *harness.Config) {
 	c.Nemesis, c.ScriptName = nil, nemesis.InOpKills
-	c.NemesisInterval = 300 * time.Millisecond
+	// A kill lands between the two commands of a grant only when its call
+	// is an acquire that takes the key (most are refused, one command) and
+	// its delay falls between them: about one kill in seven. Every 300 ms
+	// (four kills before the quiet rest) left a SETNX-then-PEXPIRE key in
+	// 1 run of 5; every 100 ms gives about fourteen.
+	c.NemesisInterval = 100 * time.Millisecond
 	leaveQuiet(c)
 	c.Workload, c.Clients = workloads.Mutex, 3
 	c.RetryBackoff = max(c.RetryBackoff, spareCores)
