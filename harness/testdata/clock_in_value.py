@@ -17,23 +17,15 @@ honestly and the overlap is the lock's.
 Speaks the lockjepsen client protocol (docs/client-protocol.md).
 """
 import itertools
-import json
-import sys
 import time
 
-import redis  # Debian's python3-redis: run under /usr/bin/python3
+import os
+import sys
 
-
-class NotAcquired(Exception):
-    pass
-
-
-class NotHeld(Exception):
-    pass
-
-
-def drift_ns(ttl_ms):
-    return ttl_ms * 10_000 + 2_000_000
+# The protocol loop the review's clients share (examples/review/lockproto.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "review"))
+import lockproto  # noqa: E402
+from lockproto import NotAcquired, NotHeld, connect, drift_ns, redis, serve  # noqa: E402,F401
 
 
 def now_ms():
@@ -48,9 +40,7 @@ def expiry_of(value):
 
 class ClockInValueLock:
     def __init__(self, init):
-        host, port = init["nodes"][0]["addr"].rsplit(":", 1)
-        t = init["op_timeout_ms"] / 1000
-        self.r = redis.Redis(host=host, port=int(port), socket_timeout=t, socket_connect_timeout=t)
+        self.r = connect(init)
         self.prefix = init["token_prefix"]
         self.counter = itertools.count(1)
 
@@ -75,36 +65,5 @@ class ClockInValueLock:
         self.r.delete(key)
 
 
-def serve():
-    lock = None
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        msg = json.loads(line)
-        kind = msg["type"]
-        started = time.monotonic_ns()
-        try:
-            if kind == "init":
-                lock = ClockInValueLock(msg)
-                reply = {"type": "init_ok", "protocol": 1, "name": "clock-in-value GETSET lock (broken)", "capabilities": []}
-            elif kind == "acquire":
-                token, vu = lock.acquire(msg["key"], msg["ttl_ms"], started)
-                reply = {"type": "ok", "token": token, "started_mono_ns": started, "valid_until_mono_ns": vu}
-            elif kind == "release":
-                lock.release(msg["key"], msg["token"])
-                reply = {"type": "ok"}
-            else:
-                reply = {"type": "fail", "error": "unsupported " + kind}
-        except NotAcquired:
-            reply = {"type": "fail", "error": "not-acquired"}
-        except NotHeld:
-            reply = {"type": "fail", "error": "not-held"}
-        except Exception as e:  # a timeout, a lost connection: unknown
-            reply = {"type": "info", "error": "%s: %s" % (type(e).__name__, e)}
-        reply["in_reply_to"] = msg["id"]
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-
-
 if __name__ == "__main__":
-    serve()
+    serve(ClockInValueLock, "clock-in-value GETSET lock (broken)")

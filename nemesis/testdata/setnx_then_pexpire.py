@@ -1,12 +1,17 @@
 """A broken lock client (Laravel #31166, ShedLock #105): its acquire is
 SETNX, then a separate PEXPIRE. A reply lost, or a death, between the two
 leaves a key with no TTL that nobody ever gets again. Its release is a
-correct compare-and-delete. lockproto.py is a copy of
-examples/review/lockproto.py."""
+correct compare-and-delete."""
 import time
 import uuid
 
-from lockproto import NotAcquired, NotHeld, connect, drift_ns, redis, serve
+import os
+import sys
+
+# The protocol loop the review's clients share (examples/review/lockproto.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "review"))
+import lockproto  # noqa: E402
+from lockproto import NotAcquired, NotHeld, connect, drift_ns, redis, serve  # noqa: E402,F401
 
 RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
