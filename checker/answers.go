@@ -95,6 +95,7 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 		}
 	}
 	a.Mechanisms = append(a.Mechanisms, leaseMechanisms(r.Lease)...)
+	a.Mechanisms = append(a.Mechanisms, extendGrantMechanisms(r.ExtendGrants)...)
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && (r.Exclusion == nil || r.Exclusion.Count == 0) {
 		a.Damage = append(a.Damage, useDamage(res))
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// one cut it off, overlapped by a grant of another node, is the
 	// failover's, not the lock's.
 	CutOffFaults []string
+	// MajorityOf is the number of independent nodes whose majority a
+	// grant needs (Redlock's N); 0 for a lock on one node or one
+	// replicated system.
+	MajorityOf int
 
 	ctx context.Context // CheckContext's; nil is never done
 }
@@ -161,6 +165,9 @@ type Results struct {
 	// Lease is the lease model: over-claimed validity and dishonest
 	// releases and extends, which need no overlap to show.
 	Lease *LeaseResult `json:"lease"`
+	// ExtendGrants are the ok extends with another client's grant inside
+	// them (extendgrant.go): dishonest extends, with no overlap needed.
+	ExtendGrants *ExtendGrantResult `json:"extend_grants,omitempty"`
 	// First is when each kind of violation first showed.
 	First Firsts `json:"first"`
 	// Answers split the verdict by whose promise broke: the lock's, the

@@ -48,6 +48,7 @@ type Stream struct {
 	fo        *foState
 	moments   *momentState
 	lin       *linEngine
+	eg        *egState
 	finished  *Results
 }
 
@@ -78,7 +79,7 @@ func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
 		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts)}
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts), eg: newEgState(opts)}
 	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
 	return s
 }
@@ -146,6 +147,7 @@ func (s *Stream) invoked(c *scall) {
 		ks.acquiring = append(ks.acquiring, c)
 	case history.Release, history.Extend:
 		s.key(op.Key).recordCall(c)
+		s.eg.release(c)
 	}
 }
 
@@ -220,6 +222,7 @@ func (s *Stream) tick() {
 		s.lin.cutKey(ks, s)
 	}
 	s.faults.prune(s)
+	s.eg.prune(s.now, s.tr.InFlight())
 }
 
 // Finish runs what only the end of the history can settle and returns the
@@ -247,6 +250,7 @@ func (s *Stream) called(c *scall) {
 	s.stats.called(c)
 	s.lease.called(c, s)
 	s.res.called(c)
+	s.eg.called(c, s.holdOf(c))
 	switch c.Inv.F {
 	case history.Acquire:
 		ks := s.key(c.Inv.Key)
@@ -280,5 +284,16 @@ func (s *Stream) Retained() int {
 			n += len(k.buf) + k.cut.openOps()
 		}
 	}
-	return n + s.res.retained() + s.lease.retained() + s.moments.retained()
+	return n + s.res.retained() + s.lease.retained() + s.moments.retained() + s.eg.retained()
+}
+
+// holdOf is the hold an extend refers to, nil for none or another call.
+func (s *Stream) holdOf(c *scall) *Hold {
+	if c.Inv.F != history.Extend {
+		return nil
+	}
+	if h := s.tr.proc(c.Inv.Process).current(&c.Inv); h != nil {
+		return &h.Hold
+	}
+	return nil
 }

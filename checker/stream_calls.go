@@ -24,6 +24,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Resource, r.Liveness, r.Stats, r.Failover = s.res.result(), s.liveness(), s.stats.result(), s.fo.result(s.stats.last)
 	r.Lease = s.lease.result()
 	r.Exercised = s.moments.result()
+	r.ExtendGrants = s.eg.result()
 	s.finished = r
 	verdict(r)
 	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)
@@ -39,7 +40,7 @@ func verdict(r *Results) {
 	r.Ops = r.Stats.Ops
 	lin := r.Linearizability.Valid
 	switch {
-	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid:
+	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid || r.ExtendGrants.found():
 		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
 	case r.Liveness.Stuck:
 		r.Verdict, r.Valid = VerdictStuck, ValidFalse

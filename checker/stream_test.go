@@ -28,6 +28,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Linearizability = a.linearizability(opts)
 	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
 	r.Lease = a.leaseModel(opts)
+	r.ExtendGrants = egInMemory(ops, opts)
 	verdict(r)
 	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
 	r.Exercised = exercisedInMemory(ops, opts)
