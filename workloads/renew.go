@@ -79,8 +79,12 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 
 // extend renews the lease and reports whether the holder may go on: an
 // ok extend moves its validity; a failed one ends its belief; an unknown
-// one keeps only the validity it had, which the caller checks.
+// one keeps only the validity it had, which the caller checks. An ok that
+// arrives once the validity it was to extend has passed comes too late:
+// the belief lapsed then, as the checkers count it (Tracker.extended), and
+// the holder stops.
 func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool {
+	before := lease.ValidUntil()
 	_, err := c.do(ctx, history.Extend, key, &history.Value{TTL: int64(c.cfg.TTL), Token: lease.Token()}, func(ctx context.Context) (*history.Value, error) {
 		ctx, sent := withSendStamp(ctx)
 		if err := lease.Extend(ctx, c.cfg.TTL); err != nil {
@@ -88,8 +92,16 @@ func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool
 		}
 		return c.leaseValue(lease, sent), nil
 	})
-	return err == nil || !definite(err)
+	if err == nil {
+		return !lapsed(before, time.Now())
+	}
+	return !definite(err)
 }
+
+// lapsed reports whether a belief valid until vu (zero: no deadline) had
+// ended by now. The completion was stamped before now, so a belief the
+// checkers end at an ok extend's completion has lapsed here too.
+func lapsed(vu, now time.Time) bool { return !vu.IsZero() && !now.Before(vu) }
 
 // increment reads the counter and writes it + 1, both with the fence;
 // false when either failed.
