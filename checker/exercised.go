@@ -17,6 +17,7 @@ const (
 	MomentStaleActs     = "stale_acts"
 	MomentStaleGrants   = "stale_grants"
 	MomentAcrossGrants  = "across_grants"
+	MomentAcrossExpiry  = "extends_across_expiry"
 	MomentSlowReplies   = "slow_replies"
 	MomentNodeFaults    = "node_faults_on_live_lease"
 	MomentFailovers     = "failovers_on_live_lease"
@@ -40,6 +41,8 @@ var exercisedMoments = []ExercisedMoment{
 		"another client was granted the key while an earlier holder whose lease had run out still believed it held it"},
 	{MomentAcrossGrants, "a release or extend was in flight across another client's grant",
 		"a release or extend was invoked before, and completed after, another client's grant of the same key"},
+	{MomentAcrossExpiry, "an extend was in flight across its lease's expiry",
+		"a holder's extend was invoked before its lease ran out (the validity the client believed) and completed at or after it: a race of the extend with the key's expiry"},
 	{MomentSlowReplies, "a grant or extend's reply came slower than the drift margin",
 		"a grant or extend took longer than the lock's drift margin (1% of the TTL + 2 ms) to come back"},
 	{MomentNodeFaults, "a server fault hit a node holding a live lease's key",
@@ -58,6 +61,7 @@ type Exercised struct {
 	StaleActs     int `json:"stale_acts"`
 	StaleGrants   int `json:"stale_grants"`
 	AcrossGrants  int `json:"across_grants"`
+	AcrossExpiry  int `json:"extends_across_expiry"`
 	SlowReplies   int `json:"slow_replies"`
 	NodeFaults    int `json:"node_faults_on_live_lease"`
 	Failovers     int `json:"failovers_on_live_lease"`
@@ -73,6 +77,8 @@ func (e *Exercised) counter(name string) *int {
 		return &e.StaleGrants
 	case MomentAcrossGrants:
 		return &e.AcrossGrants
+	case MomentAcrossExpiry:
+		return &e.AcrossExpiry
 	case MomentSlowReplies:
 		return &e.SlowReplies
 	case MomentNodeFaults:
