@@ -25,9 +25,10 @@ import (
 //
 // So when bc − ei < T − tolerance neither order is valid, unless the key
 // was deleted or its state restored, which the check rules out before
-// judging: a release on the key (anyone's, whatever its outcome: A's own
-// release, or another client's, which is its own finding) invoked before
-// bc and not answered before A's acquire was invoked; a fault that loses
+// judging: a release on the key (anyone's, ok or unknown when the pair
+// is judged: A's own release, or another client's, which is its own
+// finding; a failed one deleted nothing) invoked before bc and not
+// answered before A's acquire was invoked; a fault that loses
 // or restores keys, moves a node's clock or cuts a node off (the key-loss,
 // clock and cut-off faults) active between A's acquire and the later of ec
 // and bc, or servers that renew leases themselves; holds granted by

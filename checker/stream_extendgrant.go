@@ -79,7 +79,9 @@ func (st *egState) called(c *Call, h *Hold) {
 func (st *egState) judge(k *egKey, e *egExt, g *egGrant) {
 	w := egWorld{prunedComp: k.prunedComp, faults: st.faults, opts: st.opts}
 	for _, c := range k.rels {
-		w.releases = append(w.releases, egRelease{inv: c.Inv.Time, comp: releaseAnswer(c)})
+		if c.Outcome() != history.Fail || !c.Done {
+			w.releases = append(w.releases, egRelease{inv: c.Inv.Time, comp: releaseAnswer(c)})
+		}
 	}
 	if !st.r.judge(&w, e, g) {
 		return
@@ -116,7 +118,9 @@ func (st *egState) prune(now int64, inFlight []*Call) {
 		k.grants = slices.DeleteFunc(k.grants, func(g *egGrant) bool { return g.bc < horizon })
 		k.rels = slices.DeleteFunc(k.rels, func(c *Call) bool {
 			if c.Done && c.Comp.Time < horizon {
-				k.prunedComp = max(k.prunedComp, c.Comp.Time)
+				if c.Comp.Type != history.Fail {
+					k.prunedComp = max(k.prunedComp, c.Comp.Time)
+				}
 				return true
 			}
 			return false
