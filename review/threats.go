@@ -132,12 +132,9 @@ var Threats = []Threat{
 		},
 		Moments: []string{checker.MomentStaleActs, checker.MomentStaleGrants}, Renews: true},
 	{Name: "renew-slow", Title: "renewal on a slow network: extends whose replies come late",
-		Catches: "an extend that reports success on a key another client holds; a validity moved by a late extend (redsync v4.3.0)",
-		Inject: func(c *harness.Config) {
-			renewal(c)
-			slowLinks(c)
-		},
-		Moments: []string{checker.MomentSlowReplies, checker.MomentAcrossGrants}, Renews: true},
+		Catches: "an extend that reports success on a key another client holds (a GET, then a PEXPIRE); a validity moved by a late extend (redsync v4.3.0)",
+		Inject:  renewSlow,
+		Moments: []string{checker.MomentSlowReplies, checker.MomentAcrossGrants, checker.MomentAcrossExpiry}, Renews: true},
 	{Name: "server-crash", Title: "server crash (SIGKILL, down 300 ms), with the configured persistence",
 		Catches: "keys forgotten by a restart without fsync (Kleppmann, antirez)",
 		Inject: func(c *harness.Config) {
@@ -236,6 +233,21 @@ func longHolds(c *harness.Config) {
 	c.Workload = workloads.Mutex
 	c.RetryBackoff = max(c.RetryBackoff, spareCores)
 	c.LongHoldRate = 0.3
+}
+
+// renewSlow is renewal on slow links (replies late by L, a tenth of the
+// TTL), whose explicit holders extend L/2 before their validity ends
+// rather than every TTL/3: an extend that reads the key and then sets its
+// TTL in a second command reads its own key, which expires before the
+// second command arrives (L later), and the other clients, retrying at
+// once, are granted it meanwhile. Every TTL/3 no extend came near the
+// expiry, and a GET-then-PEXPIRE lock was called held.
+func renewSlow(c *harness.Config) {
+	renewal(c)
+	slowLinks(c)
+	if c.Renew == "" || c.Renew == workloads.RenewExplicit {
+		c.RenewBefore = c.Latency / 2
+	}
 }
 
 // renewal holds the lock for 3 to 5 TTLs, renewing it as the lock does:

@@ -43,8 +43,8 @@ func UsesResource(workload string) bool { return workload == Counter || workload
 
 func renews(workload string) bool { return workload == Renew || workload == RenewCounter }
 
-// renewCycle holds the lock for RenewTTLs TTLs in steps of TTL/3,
-// renewing as RenewMode says; with RenewCounter every step is a fenced
+// renewCycle holds the lock for RenewTTLs TTLs in steps of TTL/3 (or
+// until RenewBefore before the validity ends), renewing as RenewMode says; with RenewCounter every step is a fenced
 // read-modify-write. It reports whether the client crashed.
 func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	lease := c.acquire(ctx, key)
@@ -55,10 +55,14 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	step := max(c.cfg.TTL/3, time.Millisecond)
 	lo, hi := c.cfg.RenewTTLs[0], c.cfg.RenewTTLs[1]
 	end := time.Now().Add(time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.TTL)))
+	// With RenewBefore the first extend waits, as every later one does,
+	// until that long before the validity ends.
+	first := c.cfg.RenewBefore > 0
 	for ctx.Err() == nil {
-		if c.cfg.RenewMode == RenewExplicit && !c.extend(ctx, key, lease) {
+		if c.cfg.RenewMode == RenewExplicit && !first && !c.extend(ctx, key, lease) {
 			break
 		}
+		first = false
 		if vu := lease.ValidUntil(); !vu.IsZero() && time.Now().After(vu) {
 			break // acts only while its belief is valid
 		}
@@ -71,10 +75,21 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 		if !time.Now().Before(end) {
 			break
 		}
-		ctxsleep.Sleep(ctx, step)
+		ctxsleep.Sleep(ctx, c.nextStep(lease, step))
 	}
 	c.release(cleanup, key, lease)
 	return false
+}
+
+// nextStep is how long the holder works before its next extend: a step,
+// or with RenewBefore until that long before its validity ends (at least
+// a millisecond).
+func (c *client) nextStep(lease locks.Lease, step time.Duration) time.Duration {
+	vu := lease.ValidUntil()
+	if c.cfg.RenewBefore <= 0 || c.cfg.RenewMode != RenewExplicit || vu.IsZero() {
+		return step
+	}
+	return max(time.Until(vu.Add(-c.cfg.RenewBefore)), time.Millisecond)
 }
 
 // extend renews the lease and reports whether the holder may go on: an
