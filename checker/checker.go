@@ -286,6 +286,8 @@ func (r *Results) headline() string {
 			return "UNSAFE: the lock looked fine but the protected resource was corrupted: " + res.Explanation
 		case r.Lease != nil && !r.Lease.Valid:
 			return "UNSAFE: " + r.Lease.headline()
+		case r.ExtendGrants.found():
+			return "UNSAFE: " + r.ExtendGrants.headline()
 		default:
 			return fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal)
 		}

@@ -253,3 +253,9 @@ func grantOf(c *Call) *egGrant {
 
 // found reports whether the check flagged an extend.
 func (r *ExtendGrantResult) found() bool { return r != nil && r.Count > 0 }
+
+// headline names the finding in one sentence.
+func (r *ExtendGrantResult) headline() string {
+	return fmt.Sprintf("%d %s answered ok while another client's grant fell inside %s: %s", r.Count,
+		plural(r.Count, "extend", "extends"), plural(r.Count, "it", "them"), r.Examples[0].Story)
+}

@@ -13,31 +13,12 @@ import (
 // the later answer, against the releases and faults seen by then. The
 // stream must give the same result.
 func egInMemory(ops []history.Op, opts Options) *ExtendGrantResult {
-	st := &egState{opts: opts, keys: map[string]*egKey{}}
-	var tr Tracker[struct{}]
-	tr.OnInvoke = st.release
-	tr.OnComplete = func(c *Call) {
-		var h *Hold
-		if c.Inv.F == history.Extend {
-			if b := tr.proc(c.Inv.Process).current(&c.Inv); b != nil {
-				h = &b.Hold
-			}
-		}
-		st.called(c, h)
+	w := NewExtendGrantWatcher(opts)
+	w.keep = true
+	for _, op := range ops {
+		w.Observe(op)
 	}
-	open := openFaults{}
-	for i := range ops {
-		op := &ops[i]
-		if op.Process == history.NemesisProcess {
-			if f := open.apply(op); f != nil {
-				st.fault(f)
-			}
-		}
-		if op.Type != history.Background {
-			tr.Observe(op)
-		}
-	}
-	return st.result()
+	return w.st.result()
 }
 
 // grantOn adds an ok acquire with a 1000 ms TTL, valid for 990 ms from

@@ -169,7 +169,7 @@ func (r *runner) awaitHealthy(ctx, faultCtx, runCtx context.Context, ps *primary
 // whole history as usual. The returned function disarms a grace timer
 // still pending.
 func (r *runner) stopOnFirstViolation(rec *history.Recorder, stop context.CancelFunc) (disarm func()) {
-	fs := newFirstStop(r.cfg.StopGrace > 0)
+	fs := newFirstStop(r.cfg.StopGrace > 0, checkOptions(r.cfg, ""))
 	var grace *time.Timer
 	rec.Observe(func(op history.Op) {
 		act, by, why := fs.observe(op)

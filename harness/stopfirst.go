@@ -13,6 +13,10 @@ import (
 // (checker.DamageLostUpdate, checker.DamageRefusedStale).
 const StopOverlap = "overlap"
 
+// StopExtendGrant: an ok extend with another client's grant inside it
+// (checker.ExtendGrantWatcher).
+const StopExtendGrant = "extend-over-grant"
+
 // firstStop decides, event by event, where a run told to stop at its
 // first violation stops: at the first overlap of two believed holds, or
 // at the first damage to the protected resource, whichever shows first.
@@ -24,6 +28,7 @@ type firstStop struct {
 	grace   bool // after an overlap, wait for the earlier hold's end
 	holds   *checker.Watcher
 	data    *checker.ResourceWatcher
+	extends *checker.ExtendGrantWatcher
 	overlap *checker.WatchViolation
 	done    bool
 }
@@ -37,8 +42,8 @@ const (
 	startGrace            // the first overlap, with a grace: stop at its end
 )
 
-func newFirstStop(grace bool) *firstStop {
-	return &firstStop{grace: grace, holds: checker.NewWatcher(), data: checker.NewResourceWatcher()}
+func newFirstStop(grace bool, opts checker.Options) *firstStop {
+	return &firstStop{grace: grace, holds: checker.NewWatcher(), data: checker.NewResourceWatcher(), extends: checker.NewExtendGrantWatcher(opts)}
 }
 
 // observe takes the next event. At the first trigger it also says what
@@ -54,6 +59,7 @@ func (f *firstStop) observe(op history.Op) (act stopAction, by, why string) {
 		v = f.holds.Done()
 	}
 	d := f.data.Observe(op)
+	x := f.extends.Observe(op)
 	switch {
 	case f.overlap != nil:
 		// In the grace: the earlier holder's act, a stale write the
@@ -75,6 +81,9 @@ func (f *firstStop) observe(op history.Op) (act stopAction, by, why string) {
 	case d != nil:
 		f.done = true
 		return stopNow, d.Kind, "stopped at the first damage to the resource (--stop-on-first-violation): " + d.String()
+	case x != nil:
+		f.done = true
+		return stopNow, StopExtendGrant, "stopped at the first extend with another client's grant inside it (--stop-on-first-violation): " + x.Story
 	}
 	return goOn, "", ""
 }

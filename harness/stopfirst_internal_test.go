@@ -64,7 +64,7 @@ func TestFirstStop(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := newFirstStop(tc.grace)
+			fs := newFirstStop(tc.grace, checker.Options{})
 			at, by, why := int64(-1), "", ""
 			for _, op := range tc.ops {
 				act, b, w := fs.observe(op)
