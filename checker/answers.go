@@ -87,7 +87,9 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 	if r.Exclusion != nil {
 		for i := range r.Exclusion.Violations {
 			v := &r.Exclusion.Violations[i]
-			if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff); lock {
+			if story := minorityHold(v, r.Quorum); story != "" && v.OverClaim == 0 && !v.sharesToken() {
+				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, CauseMinorityGrant, "a hold was granted by fewer than a majority of the nodes", story, 1)
+			} else if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff); lock {
 				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, cause, overlapSays(cause), v.Story, 1)
 			} else {
 				a.Losses = addMechanism(a.Losses, MechKeyLost, cause, lossSays(cause), v.Story, 1)

@@ -168,6 +168,9 @@ type Results struct {
 	// ExtendGrants are the ok extends with another client's grant inside
 	// them (extendgrant.go): dishonest extends, with no overlap needed.
 	ExtendGrants *ExtendGrantResult `json:"extend_grants,omitempty"`
+	// Quorum counts the grants by their nodes, on a system whose lock
+	// needs a majority of independent nodes (Options.MajorityOf).
+	Quorum *QuorumResult `json:"quorum,omitempty"`
 	// First is when each kind of violation first showed.
 	First Firsts `json:"first"`
 	// Answers split the verdict by whose promise broke: the lock's, the
@@ -249,6 +252,9 @@ func (r *Results) Summary() []string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, r.leaseLines()...)
+	if l := r.Quorum.line(); l != "" {
+		lines = append(lines, l)
+	}
 	for _, line := range []func() string{r.resourceLine, r.failoverLine, r.livenessLine, r.linearizabilityLine, r.statsLine} {
 		if s := line(); s != "" {
 			lines = append(lines, s)

@@ -49,6 +49,7 @@ type Stream struct {
 	moments   *momentState
 	lin       *linEngine
 	eg        *egState
+	quorum    *quorumState
 	finished  *Results
 }
 
@@ -79,7 +80,7 @@ func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
 		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts), eg: newEgState(opts)}
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts), eg: newEgState(opts), quorum: newQuorumState(opts)}
 	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
 	return s
 }
@@ -251,6 +252,7 @@ func (s *Stream) called(c *scall) {
 	s.lease.called(c, s)
 	s.res.called(c)
 	s.eg.called(c, s.holdOf(c))
+	s.quorum.called(c)
 	switch c.Inv.F {
 	case history.Acquire:
 		ks := s.key(c.Inv.Key)

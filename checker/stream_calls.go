@@ -25,6 +25,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Lease = s.lease.result()
 	r.Exercised = s.moments.result()
 	r.ExtendGrants = s.eg.result()
+	r.Quorum = s.quorum.r
 	s.finished = r
 	verdict(r)
 	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)

@@ -29,6 +29,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Resource, r.Liveness, r.Stats, r.Failover = a.resource(), a.liveness(opts), a.stats(), a.failover()
 	r.Lease = a.leaseModel(opts)
 	r.ExtendGrants = egInMemory(ops, opts)
+	r.Quorum = quorumInMemory(ops, opts)
 	verdict(r)
 	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
 	r.Exercised = exercisedInMemory(ops, opts)
