@@ -98,6 +98,8 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 	}
 	a.Mechanisms = append(a.Mechanisms, leaseMechanisms(r.Lease)...)
 	a.Mechanisms = append(a.Mechanisms, extendGrantMechanisms(r.ExtendGrants)...)
+	lockF, lossF := fenceMechanisms(r.Fences)
+	a.Mechanisms, a.Losses = append(a.Mechanisms, lockF...), append(a.Losses, lossF...)
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && (r.Exclusion == nil || r.Exclusion.Count == 0) {
 		a.Damage = append(a.Damage, useDamage(res))
 	}

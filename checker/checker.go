@@ -171,6 +171,10 @@ type Results struct {
 	// Quorum counts the grants by their nodes, on a system whose lock
 	// needs a majority of independent nodes (Options.MajorityOf).
 	Quorum *QuorumResult `json:"quorum,omitempty"`
+	// Fences splits the fencing tokens that did not grow
+	// (Failover.FenceRegressions) into the lock's and the deployment's
+	// (fences.go); nil when no grant carried a fence.
+	Fences *FenceAnswer `json:"fences,omitempty"`
 	// First is when each kind of violation first showed.
 	First Firsts `json:"first"`
 	// Answers split the verdict by whose promise broke: the lock's, the

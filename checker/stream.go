@@ -50,6 +50,7 @@ type Stream struct {
 	lin       *linEngine
 	eg        *egState
 	quorum    *quorumState
+	fences    *fenceState
 	finished  *Results
 }
 
@@ -80,7 +81,7 @@ func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
 		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts), eg: newEgState(opts), quorum: newQuorumState(opts)}
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), lin: newLinEngine(opts), eg: newEgState(opts), quorum: newQuorumState(opts), fences: newFenceState(opts)}
 	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
 	return s
 }
@@ -156,6 +157,7 @@ func (s *Stream) invoked(c *scall) {
 func (s *Stream) grant(h *hrec) {
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)
+	s.fences.grant(&h.Hold, s.eg.faults, s.fo.r.Primaries)
 }
 
 func (s *Stream) onResolved(h *hrec) {

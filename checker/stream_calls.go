@@ -26,6 +26,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Exercised = s.moments.result()
 	r.ExtendGrants = s.eg.result()
 	r.Quorum = s.quorum.r
+	r.Fences = s.fences.result()
 	s.finished = r
 	verdict(r)
 	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)

@@ -30,6 +30,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Lease = a.leaseModel(opts)
 	r.ExtendGrants = egInMemory(ops, opts)
 	r.Quorum = quorumInMemory(ops, opts)
+	r.Fences = fencesInMemory(ops, opts)
 	verdict(r)
 	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
 	r.Exercised = exercisedInMemory(ops, opts)
