@@ -58,7 +58,7 @@ func (q *quorumState) called(c *Call) {
 	r.ByNodes[len(nodes)]++
 	if minority(nodes, r.Nodes) {
 		if r.Minority++; r.Example == "" {
-			r.Example = fmt.Sprintf("process %d was granted %s at %s %s", c.Inv.Process, grantedKey(&c.Inv, &c.Comp), fmtT(c.Comp.Time), minorityWords(nodes, r.Nodes))
+			r.Example = fmt.Sprintf("process %d's grant of %s at %s, %s", c.Inv.Process, grantedKey(&c.Inv, &c.Comp), fmtT(c.Comp.Time), minorityWords(nodes, r.Nodes))
 		}
 	}
 }
