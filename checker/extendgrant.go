@@ -172,13 +172,13 @@ func minority(nodes []string, n int) bool {
 // judge takes a pair: it counts it, and flags e when it has no valid
 // order; true when e is newly flagged.
 func (r *ExtendGrantResult) judge(w *egWorld, e *egExt, g *egGrant) bool {
-	if !e.inWindow(g) || !e.violates(g) {
-		if e.inWindow(g) {
-			r.Pairs++
-		}
+	if !e.inWindow(g) {
 		return false
 	}
 	r.Pairs++
+	if !e.violates(g) {
+		return false
+	}
 	if w.excuse(e, g) != "" {
 		r.Excused++
 		return false
