@@ -88,7 +88,9 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 	if r.Exclusion != nil {
 		for i := range r.Exclusion.Violations {
 			v := &r.Exclusion.Violations[i]
-			if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff); lock {
+			if story := minorityHold(v, r.Quorum); story != "" && v.OverClaim == 0 && !v.sharesToken() {
+				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, CauseMinorityGrant, "a hold was granted by fewer than a majority of the nodes", story, 1)
+			} else if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff); lock {
 				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, cause, overlapSays(cause), v.Story, 1)
 			} else {
 				a.Losses = addMechanism(a.Losses, MechKeyLost, cause, lossSays(cause), v.Story, 1)
@@ -103,6 +105,9 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 		a.Mechanisms = append(a.Mechanisms, Mechanism{Kind: MechNeverFrees, Count: nf.Episodes, Example: nf.Witnesses[0].Story,
 			Says: "the lock never frees: a key outlived every client that could hold it, and every client was refused"})
 	}
+	a.Mechanisms = append(a.Mechanisms, extendGrantMechanisms(r.ExtendGrants)...)
+	lockF, lossF := fenceMechanisms(r.Fences)
+	a.Mechanisms, a.Losses = append(a.Mechanisms, lockF...), append(a.Losses, lossF...)
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && (r.Exclusion == nil || r.Exclusion.Count == 0) {
 		a.Damage = append(a.Damage, useDamage(res))
 	}

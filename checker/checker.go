@@ -72,6 +72,10 @@ type Options struct {
 	// stop, and a refusal meanwhile may be the fault's doing. The
 	// never-frees check (stream_neverfree.go) excuses both.
 	DisruptFaults []string
+	// MajorityOf is the number of independent nodes whose majority a
+	// grant needs (Redlock's N); 0 for a lock on one node or one
+	// replicated system.
+	MajorityOf int
 
 	ctx context.Context // CheckContext's; nil is never done
 }
@@ -181,6 +185,16 @@ type Results struct {
 	// NeverFrees is the never-frees check: keys that outlived every
 	// client that could hold them (stream_neverfree.go).
 	NeverFrees *NeverFreesResult `json:"never_frees,omitempty"`
+	// ExtendGrants are the ok extends with another client's grant inside
+	// them (extendgrant.go): dishonest extends, with no overlap needed.
+	ExtendGrants *ExtendGrantResult `json:"extend_grants,omitempty"`
+	// Quorum counts the grants by their nodes, on a system whose lock
+	// needs a majority of independent nodes (Options.MajorityOf).
+	Quorum *QuorumResult `json:"quorum,omitempty"`
+	// Fences splits the fencing tokens that did not grow
+	// (Failover.FenceRegressions) into the lock's and the deployment's
+	// (fences.go); nil when no grant carried a fence.
+	Fences *FenceAnswer `json:"fences,omitempty"`
 	// First is when each kind of violation first showed.
 	First Firsts `json:"first"`
 	// Answers split the verdict by whose promise broke: the lock's, the
@@ -268,6 +282,9 @@ func (r *Results) Summary() []string {
 	if nf := r.NeverFrees; nf != nil && !nf.Valid {
 		lines = append(lines, "never frees: "+nf.headline())
 	}
+	if l := r.Quorum.line(); l != "" {
+		lines = append(lines, l)
+	}
 	for _, line := range []func() string{r.resourceLine, r.failoverLine, r.livenessLine, r.linearizabilityLine, r.statsLine} {
 		if s := line(); s != "" {
 			lines = append(lines, s)
@@ -305,6 +322,8 @@ func (r *Results) headline() string {
 			return "UNSAFE: the lock looked fine but the protected resource was corrupted: " + res.Explanation
 		case r.Lease != nil && !r.Lease.Valid:
 			return "UNSAFE: " + r.Lease.headline()
+		case r.ExtendGrants.found():
+			return "UNSAFE: " + r.ExtendGrants.headline()
 		default:
 			return fmt.Sprintf("UNSAFE: porcupine found %d non-linearizable segments", lin.SegmentsIllegal)
 		}

@@ -17,6 +17,7 @@ const (
 	MomentStaleActs     = "stale_acts"
 	MomentStaleGrants   = "stale_grants"
 	MomentAcrossGrants  = "across_grants"
+	MomentAcrossExpiry  = "extends_across_expiry"
 	MomentSlowReplies   = "slow_replies"
 	MomentNodeFaults    = "node_faults_on_live_lease"
 	MomentFailovers     = "failovers_on_live_lease"
@@ -51,6 +52,8 @@ var exercisedMoments = []ExercisedMoment{
 		"another client was granted the key while an earlier holder whose lease had run out still believed it held it"},
 	{MomentAcrossGrants, "a release or extend was in flight across another client's grant",
 		"a release or extend was invoked before, and completed after, another client's grant of the same key"},
+	{MomentAcrossExpiry, "an extend was in flight across its lease's expiry",
+		"a holder's extend was invoked before its lease ran out (the validity the client believed) and completed at or after it: a race of the extend with the key's expiry"},
 	{MomentSlowReplies, "a grant or extend's reply came slower than the drift margin",
 		"a grant or extend took longer than the lock's drift margin (1% of the TTL + 2 ms) to come back"},
 	{MomentNodeFaults, "a server fault hit a node holding a live lease's key",
@@ -85,6 +88,7 @@ type Exercised struct {
 	KilledInOp          int `json:"clients_killed_in_op"`
 	MovedClientAcquires int `json:"moved_client_acquires"`
 	MovedClockGrants    int `json:"grants_on_moved_clock"`
+	AcrossExpiry        int `json:"extends_across_expiry"`
 }
 
 // counter is the field a moment's name counts in.
@@ -96,6 +100,8 @@ func (e *Exercised) counter(name string) *int {
 		return &e.StaleGrants
 	case MomentAcrossGrants:
 		return &e.AcrossGrants
+	case MomentAcrossExpiry:
+		return &e.AcrossExpiry
 	case MomentSlowReplies:
 		return &e.SlowReplies
 	case MomentNodeFaults:

@@ -54,11 +54,20 @@ var exercisedCases = []struct {
 	{"across: a release in flight over another's grant", held(100).release(1, "k", 90, 170, info, "a").
 		acquire(2, "k", 150, 160, ok, "b", 1000), Exercised{AcrossGrants: 1}},
 	{"across: an extend in flight over another's grant", held(100).extend(1, "k", 50, 170, fail, "a", 0).
-		acquire(2, "k", 150, 160, ok, "b", 1000), Exercised{AcrossGrants: 1, StaleGrants: 1}},
+		acquire(2, "k", 150, 160, ok, "b", 1000), Exercised{AcrossGrants: 1, StaleGrants: 1, AcrossExpiry: 1}},
 	{"not across: the release came back before the grant", held(100).release(1, "k", 90, 95, ok, "a").
 		acquire(2, "k", 150, 160, ok, "b", 1000), Exercised{}},
 	{"not across: the grant was of another key", held(100).release(1, "k", 90, 170, info, "a").
 		acquire(2, "other", 150, 160, ok, "b", 1000), Exercised{}},
+	// extends_across_expiry
+	{"across expiry: an extend sent before the deadline, answered at it", held(100).extend(1, "k", 90, 100, ok, "a", 1090),
+		Exercised{AcrossExpiry: 1}},
+	{"across expiry: whatever its outcome", held(100).extend(1, "k", 90, 101, info, "a", 0),
+		Exercised{AcrossExpiry: 1}},
+	{"not across expiry: answered just before the deadline", held(100).extend(1, "k", 90, 99, ok, "a", 1090), Exercised{}},
+	{"not across expiry: sent at the deadline (a stale act)", held(100).extend(1, "k", 100, 105, ok, "a", 1100),
+		Exercised{StaleActs: 1}},
+	{"not across expiry: another process's extend", held(100).extend(2, "k", 90, 100, ok, "b", 1090), Exercised{}},
 	// slow_replies
 	{"slow: a grant and an extend each 13 ms", new(hb).acquire(1, "k", 0, 13, ok, "a", 1000).
 		extend(1, "k", 20, 33, ok, "a", 1000), Exercised{SlowReplies: 2}},

@@ -49,6 +49,9 @@ type Stream struct {
 	moments   *momentState
 	nf        *nfState
 	lin       *linEngine
+	eg        *egState
+	quorum    *quorumState
+	fences    *fenceState
 	finished  *Results
 }
 
@@ -79,7 +82,7 @@ func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
 		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), nf: newNFState(opts), lin: newLinEngine(opts)}
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), nf: newNFState(opts), lin: newLinEngine(opts), eg: newEgState(opts), quorum: newQuorumState(opts), fences: newFenceState(opts)}
 	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
 	return s
 }
@@ -152,6 +155,7 @@ func (s *Stream) invoked(c *scall) {
 		ks.acquiring = append(ks.acquiring, c)
 	case history.Release, history.Extend:
 		s.key(op.Key).recordCall(c)
+		s.eg.release(c)
 	}
 }
 
@@ -160,6 +164,7 @@ func (s *Stream) grant(h *hrec) {
 	s.undecided = append(s.undecided, h)
 	s.fo.fence(h)
 	s.nf.grant(&h.Hold, h.TTL)
+	s.fences.grant(&h.Hold, s.eg.faults, s.fo.r.Primaries)
 }
 
 func (s *Stream) onResolved(h *hrec) {
@@ -227,6 +232,7 @@ func (s *Stream) tick() {
 		s.lin.cutKey(ks, s)
 	}
 	s.faults.prune(s)
+	s.eg.prune(s.now, s.tr.InFlight())
 }
 
 // Finish runs what only the end of the history can settle and returns the
@@ -255,6 +261,8 @@ func (s *Stream) called(c *scall) {
 	s.lease.called(c, s)
 	s.res.called(c)
 	s.nf.called(c)
+	s.eg.called(c, s.holdOf(c))
+	s.quorum.called(c)
 	switch c.Inv.F {
 	case history.Acquire:
 		ks := s.key(c.Inv.Key)
@@ -288,5 +296,16 @@ func (s *Stream) Retained() int {
 			n += len(k.buf) + k.cut.openOps()
 		}
 	}
-	return n + s.res.retained() + s.lease.retained() + s.moments.retained()
+	return n + s.res.retained() + s.lease.retained() + s.moments.retained() + s.eg.retained()
+}
+
+// holdOf is the hold an extend refers to, nil for none or another call.
+func (s *Stream) holdOf(c *scall) *Hold {
+	if c.Inv.F != history.Extend {
+		return nil
+	}
+	if h := s.tr.proc(c.Inv.Process).current(&c.Inv); h != nil {
+		return &h.Hold
+	}
+	return nil
 }

@@ -25,6 +25,9 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Lease = s.lease.result()
 	r.Exercised = s.moments.result()
 	r.NeverFrees = s.nf.result()
+	r.ExtendGrants = s.eg.result()
+	r.Quorum = s.quorum.r
+	r.Fences = s.fences.result()
 	s.finished = r
 	verdict(r)
 	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)
@@ -43,7 +46,7 @@ func verdict(r *Results) {
 	r.Ops = r.Stats.Ops
 	lin := r.Linearizability.Valid
 	switch {
-	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid:
+	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid || r.ExtendGrants.found():
 		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
 	case r.Liveness.Stuck || (r.NeverFrees != nil && !r.NeverFrees.Valid):
 		// A key that outlived every client that could hold it is the

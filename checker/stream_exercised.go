@@ -165,6 +165,9 @@ func (m *momentState) complete(op *history.Op) {
 			m.granted(ps, inv, op)
 		}
 	case history.Extend:
+		if actsAs(inv, ps) && ps.lease.bounded && inv.Time < ps.lease.deadline && op.Time >= ps.lease.deadline {
+			m.e.AcrossExpiry++
+		}
 		switch {
 		case op.Type == history.OK:
 			m.countSlow(inv, op)

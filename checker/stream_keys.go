@@ -485,6 +485,7 @@ func (s *Stream) nemesis(op *history.Op) {
 	s.fo.primary(op, s.stats.last)
 	if f := s.faults.open.apply(op); f != nil {
 		s.faults.kept = append(s.faults.kept, f)
+		s.eg.fault(f)
 		if s.opts.isClockFault(f.Name) {
 			s.faults.clock = append(s.faults.clock, f)
 		}

@@ -33,6 +33,9 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	// the rest of the results, which it changes (the verdict, the lock's
 	// answer), are still compared.
 	r.NeverFrees = Check(ops, opts).NeverFrees
+	r.ExtendGrants = egInMemory(ops, opts)
+	r.Quorum = quorumInMemory(ops, opts)
+	r.Fences = fencesInMemory(ops, opts)
 	verdict(r)
 	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
 	r.Exercised = exercisedInMemory(ops, opts)
@@ -430,6 +433,9 @@ func exercisedInMemory(ops []history.Op, opts Options) *Exercised {
 		if okCall && slowReply(inv, comp, int64(opts.TTL)) {
 			e.SlowReplies++
 		}
+		if inv.F == history.Extend && memAcrossExpiry(byProc[inv.Process], c, inv, comp) {
+			e.AcrossExpiry++
+		}
 		if inv.F == history.Release || inv.F == history.Extend {
 			gs := grants[inv.Key]
 			if i := sort.SearchInts(gs, c.inv); i < len(gs) && gs[i] < c.comp {
@@ -510,6 +516,24 @@ func memClockMoments(ops []history.Op, leases []*memLease, opts Options, e *Exer
 func isPendingAcquire(ops []history.Op, pending map[int]int, p int) bool {
 	j, ok := pending[p]
 	return ok && ops[j].F == history.Acquire
+}
+
+// memAcrossExpiry reports whether extend c of one of leases was in flight
+// across the deadline in force when it completed.
+func memAcrossExpiry(leases []*memLease, c memCall, inv, comp *history.Op) bool {
+	for _, l := range leases {
+		if !l.believedAt(c.comp) || !refersTo(inv, l.key, l.token) {
+			continue
+		}
+		d := l.deadlines[0]
+		for _, x := range l.deadlines {
+			if x.after < c.comp {
+				d = x
+			}
+		}
+		return d.bounded && inv.Time < d.at && comp.Time >= d.at
+	}
+	return false
 }
 
 // memFaultMoments counts the moments of the fault events: each looks at

@@ -158,6 +158,9 @@ func checkOptions(cfg Config, out string) checker.Options {
 	if cfg.system().asyncReplicas {
 		opts.CutOffFaults = nemesis.CutOffFaults()
 	}
+	if cfg.system().majority {
+		opts.MajorityOf = cfg.NodeCount()
+	}
 	return opts
 }
 

@@ -129,13 +129,16 @@ func (c *Config) validateWorkload() error {
 func (c *Config) validateRenewal() error {
 	renewing := c.Workload == workloads.Renew || c.Workload == workloads.RenewCounter
 	if !renewing {
-		if c.Renew != "" || c.RenewFor != "" {
-			return usage("--renew and --renew-for are for --workload %s or %s", workloads.Renew, workloads.RenewCounter)
+		if c.Renew != "" || c.RenewFor != "" || c.RenewBefore != 0 {
+			return usage("--renew, --renew-for and --renew-before are for --workload %s or %s", workloads.Renew, workloads.RenewCounter)
 		}
 		return nil
 	}
 	if !slices.Contains(workloads.RenewModes, c.renewMode()) {
 		return usage("--renew %q is unknown; want %s", c.Renew, strings.Join(workloads.RenewModes, " or "))
+	}
+	if c.RenewBefore != 0 && (c.renewMode() != workloads.RenewExplicit || c.RenewBefore < 0 || c.RenewBefore >= c.TTL) {
+		return usage("--renew-before %v: want 0 < it < --ttl (%v), with --renew %s", c.RenewBefore, c.TTL, workloads.RenewExplicit)
 	}
 	if _, err := parseTTLRange(c.RenewFor); err != nil {
 		return usage("--renew-for %q: %v", c.RenewFor, err)

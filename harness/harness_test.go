@@ -576,6 +576,10 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis = []string{"meteor"} }, "--nemesis"},
 		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
 		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
+		{func(c *harness.Config) { c.RenewBefore = time.Millisecond }, "--renew-before"},
+		{func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", c.TTL }, "--renew-before"},
+		{func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", -time.Millisecond }, "--renew-before"},
+		{func(c *harness.Config) { c.Workload, c.Renew, c.RenewBefore = "renew", "watchdog", time.Millisecond }, "--renew-before"},
 		// Issue 34 items 10 and 13: what the system or the store cannot
 		// take is refused before anything starts.
 		{func(c *harness.Config) { c.System, c.Lock, c.WaitReplicas = "sentinel", "wait", 9 }, "--wait-replicas 9"},

@@ -17,6 +17,10 @@ const (
 	StopNeverFrees = checker.MechNeverFrees
 )
 
+// StopExtendGrant: an ok extend with another client's grant inside it
+// (checker.ExtendGrantWatcher).
+const StopExtendGrant = "extend-over-grant"
+
 // firstStop decides, event by event, where a run told to stop at its
 // first violation stops: at the first overlap of two believed holds, or
 // at the first damage to the protected resource, whichever shows first.
@@ -29,6 +33,7 @@ type firstStop struct {
 	holds   *checker.Watcher
 	data    *checker.ResourceWatcher
 	keys    *checker.NeverFreesWatcher
+	extends *checker.ExtendGrantWatcher
 	overlap *checker.WatchViolation
 	done    bool
 }
@@ -45,7 +50,7 @@ const (
 // newFirstStop decides for a run checked with opts (checkOptions).
 func newFirstStop(grace bool, opts checker.Options) *firstStop {
 	return &firstStop{grace: grace, holds: checker.NewWatcher(), data: checker.NewResourceWatcher(),
-		keys: checker.NewNeverFreesWatcher(opts)}
+		keys: checker.NewNeverFreesWatcher(opts), extends: checker.NewExtendGrantWatcher(opts)}
 }
 
 // observe takes the next event. At the first trigger it also says what
@@ -62,6 +67,7 @@ func (f *firstStop) observe(op history.Op) (act stopAction, by, why string) {
 	}
 	d := f.data.Observe(op)
 	nf := f.keys.Observe(op)
+	x := f.extends.Observe(op)
 	switch {
 	case f.overlap != nil:
 		// In the grace: the earlier holder's act, a stale write the
@@ -86,6 +92,9 @@ func (f *firstStop) observe(op history.Op) (act stopAction, by, why string) {
 	case nf != nil:
 		f.done = true
 		return stopNow, StopNeverFrees, "stopped at the first key that never freed (--stop-on-first-violation): " + nf.Story
+	case x != nil:
+		f.done = true
+		return stopNow, StopExtendGrant, "stopped at the first extend with another client's grant inside it (--stop-on-first-violation): " + x.Story
 	}
 	return goOn, "", ""
 }

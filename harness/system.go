@@ -59,6 +59,10 @@ type systemDriver struct {
 	// askHolder: for locks that do not say which nodes granted (redsync),
 	// the nemesis's holder target asks the nodes directly.
 	askHolder bool
+	// majority: the nodes are independent and the lock needs a majority
+	// of them to grant (Redlock): the checkers count the grants by fewer
+	// (checker.Options.MajorityOf).
+	majority bool
 	// serverRenewsLeases says why the servers may keep a key past its TTL
 	// by themselves, so that the lease model does not judge releases for
 	// honesty there; "" where a key lives exactly its TTL.
@@ -227,7 +231,7 @@ var singleSystem = systemDriver{
 
 var redlockSystem = systemDriver{
 	name: cluster.Redlock, title: "independent redis-servers, for Redlock", lockNodes: everyNode, referenceLock: locks.RedlockName, askHolder: true, validate: noOptions, version: recordRedisVersion,
-	faultTarget: nemesis.TargetHolder,
+	faultTarget: nemesis.TargetHolder, majority: true,
 }
 
 var sentinelSystem = systemDriver{

@@ -46,7 +46,7 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 			Workload: cfg.Workload, Keys: keys, TTL: cfg.TTL, Hold: hold,
 			LongHoldRate: cfg.LongHoldRate, RetryBackoff: cfg.RetryBackoff,
 			OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
-			RenewMode: cfg.renewMode(), RenewTTLs: cfg.renewTTLs(),
+			RenewMode: cfg.renewMode(), RenewTTLs: cfg.renewTTLs(), RenewBefore: cfg.RenewBefore,
 		},
 		holder:  &holderTracker{},
 		granted: make(chan struct{}, 1),

@@ -29,6 +29,10 @@ type Mitigation struct {
 	// so; for a client under review it is named among what else could
 	// serve instead of being run as a fix of that client.
 	SwapsLock bool
+	// SwapsTo is the system the swapped-in lock runs on, when it needs
+	// one of its own (Redlock's independent nodes): a lock reviewed there
+	// already is one, and is not offered it.
+	SwapsTo string
 	// PreventsFailoverMoment: the mitigation keeps a failover threat's
 	// dangerous moment (a failover while the old primary's lease is live)
 	// from happening: a cut-off primary refuses grants (WAIT,
@@ -47,6 +51,10 @@ type Mitigation struct {
 type NotApplicable struct{ Why string }
 
 func (n *NotApplicable) Error() string { return n.Why }
+
+// alreadyOn reports whether a lock reviewed on system already is what m
+// would swap in.
+func (m Mitigation) alreadyOn(system string) bool { return m.SwapsTo != "" && m.SwapsTo == system }
 
 func notApplicable(format string, a ...any) error {
 	return &NotApplicable{Why: fmt.Sprintf(format, a...)}
@@ -68,7 +76,7 @@ var mitigations = registry.New("mitigation", func(m Mitigation) string { return 
 		{Name: "ttl-below-failover", Title: "a TTL below the measured failover time", PreventsFailoverMoment: true, Apply: ttlBelowFailover},
 		{Name: "wait", Title: "WAIT for a replica to acknowledge each grant", SwapsLock: true, PreventsFailoverMoment: true, Apply: waitForReplica},
 		{Name: "min-replicas", Title: "min-replicas-to-write 1 (max lag 1 s)", PreventsFailoverMoment: true, Apply: minReplicas},
-		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", SwapsLock: true, Apply: redlockInstead},
+		{Name: "redlock", Title: "Redlock over 5 independent nodes instead of one", SwapsLock: true, SwapsTo: cluster.Redlock, Apply: redlockInstead},
 	}...)
 
 // RegisterMitigation adds a mitigation that lives outside this module

@@ -196,6 +196,10 @@ func (p *Plan) dropNotApplicable() {
 	for _, t := range p.Threats {
 		var keep []Mitigation
 		for _, m := range p.Tries[t.Name] {
+			if m.alreadyOn(p.Options.System) {
+				p.NotTried[m.Name+" against "+short(t.Name)] = fmt.Sprintf("the lock under review runs on %s already", m.SwapsTo)
+				continue
+			}
 			if m.SwapsLock && len(p.Options.Client) > 0 {
 				if !slices.Contains(p.ElseCouldServe, m.Title) {
 					p.ElseCouldServe = append(p.ElseCouldServe, m.Title)

@@ -332,3 +332,31 @@ func TestClockThreatsNeedNoControl(t *testing.T) {
 		}
 	}
 }
+
+// A client reviewed on Redlock's independent nodes is a Redlock: the page
+// does not offer Redlock as what else could serve, as it does a client
+// on one Redis.
+func TestRedlockIsNotOfferedToARedlock(t *testing.T) {
+	offer := "Redlock over 5 independent nodes instead of one"
+	for _, c := range []struct {
+		system  string
+		offered bool
+	}{{cluster.Single, true}, {cluster.Redlock, false}} {
+		t.Run(c.system, func(t *testing.T) {
+			p, err := NewPlan(Options{System: c.system, Client: []string{"python3", "client.py"}, Budget: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(p.ElseCouldServe, offer); got != c.offered {
+				t.Fatalf("offered %v, want %v: %v", got, c.offered, p.ElseCouldServe)
+			}
+			for _, ms := range p.Tries {
+				for _, m := range ms {
+					if m.Name == "redlock" && !c.offered {
+						t.Fatalf("redlock tried on %s", c.system)
+					}
+				}
+			}
+		})
+	}
+}

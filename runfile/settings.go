@@ -122,6 +122,9 @@ type Settings struct {
 	// is how long their holds last, in TTLs ("1..5").
 	Renew    string `json:"renew,omitempty"`
 	RenewFor string `json:"renew_for,omitempty"`
+	// RenewBefore, when set, is how long before its validity ends an
+	// explicit renewal's holder extends, instead of every TTL/3.
+	RenewBefore time.Duration `json:"renew_before,omitempty"`
 	// AllowRemote lets clients dial nodes outside 127.0.0.0/8 (a backend
 	// whose nodes live elsewhere). Off, such a node is refused before any
 	// traffic is sent.

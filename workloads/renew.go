@@ -43,8 +43,8 @@ func UsesResource(workload string) bool { return workload == Counter || workload
 
 func renews(workload string) bool { return workload == Renew || workload == RenewCounter }
 
-// renewCycle holds the lock for RenewTTLs TTLs in steps of TTL/3,
-// renewing as RenewMode says; with RenewCounter every step is a fenced
+// renewCycle holds the lock for RenewTTLs TTLs in steps of TTL/3 (or
+// until RenewBefore before the validity ends), renewing as RenewMode says; with RenewCounter every step is a fenced
 // read-modify-write. It reports whether the client crashed.
 func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	lease := c.acquire(ctx, key)
@@ -55,13 +55,17 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 	step := max(c.cfg.TTL/3, time.Millisecond)
 	lo, hi := c.cfg.RenewTTLs[0], c.cfg.RenewTTLs[1]
 	end := time.Now().Add(time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.TTL)))
+	// With RenewBefore the first extend waits, as every later one does,
+	// until that long before the validity ends.
+	first := c.cfg.RenewBefore > 0
 	for ctx.Err() == nil {
-		if c.cfg.RenewMode == RenewExplicit && !c.extend(ctx, key, lease) {
+		if c.cfg.RenewMode == RenewExplicit && !first && !c.extend(ctx, key, lease) {
 			if c.killed {
 				return true // killed in the extend: a dead process releases nothing
 			}
 			break
 		}
+		first = false
 		if vu := lease.ValidUntil(); !vu.IsZero() && time.Now().After(vu) {
 			break // acts only while its belief is valid
 		}
@@ -74,16 +78,31 @@ func (c *client) renewCycle(ctx context.Context, key string) (crashed bool) {
 		if !time.Now().Before(end) {
 			break
 		}
-		ctxsleep.Sleep(ctx, step)
+		ctxsleep.Sleep(ctx, c.nextStep(lease, step))
 	}
 	c.release(cleanup, key, lease)
 	return false
 }
 
+// nextStep is how long the holder works before its next extend: a step,
+// or with RenewBefore until that long before its validity ends (at least
+// a millisecond).
+func (c *client) nextStep(lease locks.Lease, step time.Duration) time.Duration {
+	vu := lease.ValidUntil()
+	if c.cfg.RenewBefore <= 0 || c.cfg.RenewMode != RenewExplicit || vu.IsZero() {
+		return step
+	}
+	return max(time.Until(vu.Add(-c.cfg.RenewBefore)), time.Millisecond)
+}
+
 // extend renews the lease and reports whether the holder may go on: an
 // ok extend moves its validity; a failed one ends its belief; an unknown
-// one keeps only the validity it had, which the caller checks.
+// one keeps only the validity it had, which the caller checks. An ok that
+// arrives once the validity it was to extend has passed comes too late:
+// the belief lapsed then, as the checkers count it (Tracker.extended), and
+// the holder stops.
 func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool {
+	before := lease.ValidUntil()
 	_, err := c.do(ctx, history.Extend, key, &history.Value{TTL: int64(c.cfg.TTL), Token: lease.Token()}, func(ctx context.Context) (*history.Value, error) {
 		return c.lockCall(ctx, history.Extend, key, lease, func(ctx context.Context) (*history.Value, error) {
 			ctx, sent := withSendStamp(ctx)
@@ -93,8 +112,19 @@ func (c *client) extend(ctx context.Context, key string, lease locks.Lease) bool
 			return c.leaseValue(lease, sent), nil
 		})
 	})
-	return !c.killed && (err == nil || !definite(err))
+	if c.killed {
+		return false
+	}
+	if err == nil {
+		return !lapsed(before, time.Now())
+	}
+	return !definite(err)
 }
+
+// lapsed reports whether a belief valid until vu (zero: no deadline) had
+// ended by now. The completion was stamped before now, so a belief the
+// checkers end at an ok extend's completion has lapsed here too.
+func lapsed(vu, now time.Time) bool { return !vu.IsZero() && !now.Before(vu) }
 
 // increment reads the counter and writes it + 1, both with the fence;
 // false when either failed.

@@ -2,7 +2,9 @@ package workloads
 
 import (
 	"context"
+	"math/rand"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -90,5 +92,74 @@ func poll(t *testing.T, what string, done func() bool) {
 			t.Fatalf("no %s within 30 s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lateLocker's leases believe a quarter of the key's TTL, and answer
+// every extend only once that belief has passed, but send it then, while
+// the key lives on: a correct extend answered ok after the validity it was
+// to extend, as a reply delayed past the lease is.
+type lateLocker struct{ locks.Locker }
+
+func (l lateLocker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
+	lease, err := l.Locker.TryAcquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return lateLease{lease, ttl * 3 / 4}, nil
+}
+
+type lateLease struct {
+	locks.Lease
+	short time.Duration
+}
+
+func (l lateLease) ValidUntil() time.Time { return l.Lease.ValidUntil().Add(-l.short) }
+
+func (l lateLease) Extend(ctx context.Context, ttl time.Duration) error {
+	before := l.ValidUntil()
+	for !time.Now().After(before) {
+		time.Sleep(time.Until(before) + time.Millisecond)
+	}
+	return l.Lease.Extend(ctx, ttl)
+}
+
+// An ok extend that arrives after the validity it was to extend ends the
+// holder's belief, as the checkers count it: the holder releases and the
+// cycle ends after that one extend (it went on extending and acting
+// before). Real server; the late extend waits for the belief to pass, so
+// a slow machine only makes it later, and is sent 1.5 s before the key
+// expires.
+func TestLateExtendEndsTheCycle(t *testing.T) {
+	_, rdb := redistest.Start(t)
+	rec, err := history.Create(filepath.Join(t.TempDir(), "history.jsonl"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := locks.NewRedisLock(rdb, locks.Token, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	c := &client{cfg: Config{Workload: Renew, RenewMode: RenewExplicit, TTL: ttl, RenewTTLs: [2]float64{3, 3},
+		OpTimeout: 10 * time.Second, RetryBackoff: time.Millisecond}, env: Env{Rec: rec}, process: 1, locker: lateLocker{lock}, rng: rand.New(rand.NewSource(1))}
+	if crashed := c.renewCycle(context.Background(), "k"); crashed {
+		t.Fatal("crashed")
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := history.ReadFile(rec.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []string
+	for _, op := range res.Ops {
+		if op.Type == history.OK {
+			fs = append(fs, op.F)
+		}
+	}
+	if want := []string{history.Acquire, history.Extend, history.Release}; !slices.Equal(fs, want) {
+		t.Fatalf("ok operations %v, want %v: the holder went on after a late extend", fs, want)
 	}
 }

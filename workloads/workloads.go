@@ -47,6 +47,10 @@ type Config struct {
 	// from..to TTLs) are the renewal workloads'.
 	RenewMode string
 	RenewTTLs [2]float64
+	// RenewBefore, when set, is how long before its validity ends the
+	// explicit holder extends, instead of every TTL/3: an extend sent
+	// as the lease runs out races the key's expiry.
+	RenewBefore time.Duration
 }
 
 // Hooks let a nemesis act inside clients. InCriticalSection is called after

@@ -32,6 +32,7 @@ func TestSettingsFlagsParseBack(t *testing.T) {
 			c.Seed, c.TimeLimit, c.Recovery, c.StopOnFirstViolation, c.StopGrace = 4, 9*time.Second, 2*time.Second, true, time.Second
 			c.CheckpointEvery = 30 * time.Second
 		},
+		"renew-before": func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", 25*time.Millisecond },
 		"client": func(c *harness.Config) { c.Client = []string{"python3", "examples/python/token_lock.py", "--fenced"} },
 	}
 	for name, edit := range cases {

@@ -426,6 +426,7 @@ func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what clients do: mutex (acquire, hold, release), counter (read-modify-write a protected resource under the lock), renew (hold for several TTLs, renewing) or renew-counter (renew, with a fenced write at every step)")
 	f.StringVar(&cfg.Renew, "renew", "", "renew workloads: explicit (the holder extends before each step; default) or watchdog (a background renewer extends every TTL/3, as Redisson's watchdog; the holder has no deadline)")
 	f.StringVar(&cfg.RenewFor, "renew-for", "", "renew workloads: how long a hold lasts, in TTLs: 3 or 1..5 (default 1..5)")
+	f.DurationVar(&cfg.RenewBefore, "renew-before", 0, "renew workloads, explicit: extend this long before the validity ends, instead of every TTL/3 (0 < it < --ttl; 0: every TTL/3)")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; "+harness.TTLHelp()+")")
