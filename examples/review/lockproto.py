@@ -3,7 +3,7 @@ the review's five Python clients share it: one JSON request a line on
 stdin, one JSON reply a line on stdout, logs on stderr.
 
 A lock is a class built from the init message with
-    acquire(key, ttl_ms, started) -> (token, valid_until_mono_ns)
+    acquire(key, ttl_ms, started) -> (token, valid_until_mono_ns[, granted_by])
     extend(key, token, ttl_ms, started) -> valid_until_mono_ns
     release(key, token)
 where started is CLOCK_MONOTONIC read here, before the lock is called. It
@@ -66,8 +66,11 @@ def serve(make_lock, name):
                 lock = make_lock(msg)
                 reply = {"type": "init_ok", "protocol": 1, "name": name, "capabilities": ["extend"]}
             elif kind == "acquire":
-                token, vu = lock.acquire(msg["key"], msg["ttl_ms"], started)
+                granted = lock.acquire(msg["key"], msg["ttl_ms"], started)
+                token, vu = granted[0], granted[1]
                 reply = {"type": "ok", "token": token, "started_mono_ns": started, "valid_until_mono_ns": vu}
+                if len(granted) > 2:  # a lock over several nodes names those that granted
+                    reply["granted_by"] = granted[2]
             elif kind == "extend":
                 vu = lock.extend(msg["key"], msg["token"], msg["ttl_ms"], started)
                 reply = {"type": "ok", "started_mono_ns": started, "valid_until_mono_ns": vu}

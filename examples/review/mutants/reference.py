@@ -49,7 +49,7 @@ class Reference:
 
     def __init__(self, init):
         t = init["op_timeout_ms"] / 1000
-        self.nodes = []
+        self.nodes, self.addrs = [], [n["addr"] for n in init["nodes"]]
         for n in init["nodes"]:
             host, port = n["addr"].rsplit(":", 1)
             self.nodes.append(lockproto.redis.Redis(host=host, port=int(port), socket_timeout=t, socket_connect_timeout=t))
@@ -83,14 +83,19 @@ class Reference:
     # --- the protocol's operations ------------------------------------
 
     def each(self, fn):
-        """fn on every node: (how many said yes, the errors)."""
+        """fn on every node: (how many said yes, the errors); the
+        addresses of the nodes that said yes are kept in self.said_yes."""
         if self.pool is None:
-            return (1 if fn(self.nodes[0]) else 0), []
+            ok = fn(self.nodes[0])
+            self.said_yes = self.addrs[:1] if ok else []
+            return (1 if ok else 0), []
         done = [self.pool.submit(fn, r) for r in self.nodes]
-        yes, errors = 0, []
-        for f in done:
+        yes, errors, self.said_yes = 0, [], []
+        for addr, f in zip(self.addrs, done):
             try:
-                yes += 1 if f.result() else 0
+                if f.result():
+                    yes += 1
+                    self.said_yes.append(addr)
             except Exception as e:  # a node down or slow: it did not say yes
                 errors.append(e)
         return yes, errors
@@ -100,7 +105,7 @@ class Reference:
         yes, errors = self.each(lambda r: self.lock_node(r, key, token, ttl_ms))
         valid_until = self.validity(started, ttl_ms)
         if yes >= self.quorum() and valid_until > time.monotonic_ns():
-            return token, valid_until
+            return token, valid_until, self.said_yes  # granted_by: the nodes that granted
         if yes or errors:
             # Not granted: give back what we may hold, by the compare-and-
             # delete itself (not unlock_node, so that a release mutant
