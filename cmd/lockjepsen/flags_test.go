@@ -33,7 +33,7 @@ func TestSettingsFlagsParseBack(t *testing.T) {
 			c.CheckpointEvery = 30 * time.Second
 		},
 		"renew-before": func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", 25*time.Millisecond },
-		"client": func(c *harness.Config) { c.Client = []string{"python3", "examples/python/token_lock.py", "--fenced"} },
+		"client":       func(c *harness.Config) { c.Client = []string{"python3", "examples/python/token_lock.py", "--fenced"} },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {
