@@ -705,7 +705,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	if r.Token == "" {
-		c.kill(&ProtocolError{Line: fmt.Sprintf("%+v", *r), Reason: "an ok to acquire without a token"})
+		// The reply as JSON, as the client sent it: a Go struct's print
+		// showed its pointers' addresses.
+		line, _ := json.Marshal(r)
+		c.kill(&ProtocolError{Line: string(line), Reason: "an ok to acquire without a token"})
 		return nil, errors.New("external client: an ok to acquire without a token")
 	}
 	if r.Fence == nil && c.Has(CapFence) {

@@ -69,6 +69,7 @@ func TestBadClients(t *testing.T) {
 		{mode: "garbage", fatal: "not a protocol message", stderr: "request 1: acquire", acquires: 1},
 		{mode: "wrong-id", fatal: "an answer to request", stderr: "request 1: acquire", acquires: 1},
 		{mode: "negative-validity", fatal: "valid_until_mono_ns must be a positive CLOCK_MONOTONIC time in ns, got -5", stderr: "request 1: acquire", acquires: 1},
+		{mode: "no-token", fatal: `an ok to acquire without a token: "{\"type\":\"ok\",\"in_reply_to\":1,\"valid_until_mono_ns\":5`, stderr: "request 1: acquire", acquires: 1},
 		{mode: "no-fence", fatal: "an ok to acquire without a fence, from a client that declared the fence capability", stderr: "request 1: acquire", acquires: 1},
 		{mode: "string-id", fatal: `field "in_reply_to" must be a number, not a string`, stderr: "request 1: acquire", acquires: 1},
 		{mode: "hang", fatal: "stopped answering: it owes answers to acquire (request 1), acquire (request 2), acquire (request 3)", stderr: "request 1: acquire", acquires: 3},

@@ -48,6 +48,8 @@ for line in sys.stdin:
         send({"type": "fail", "in_reply_to": msg["id"] + 1000, "error": "not-acquired"})
     elif mode == "negative-validity":
         send({"type": "ok", "in_reply_to": msg["id"], "token": "p3.1", "valid_until_mono_ns": -5})
+    elif mode == "no-token":
+        send({"type": "ok", "in_reply_to": msg["id"], "valid_until_mono_ns": 5})
     elif mode == "no-fence":
         send({"type": "ok", "in_reply_to": msg["id"], "token": "p3.1"})
     elif mode == "string-id":
