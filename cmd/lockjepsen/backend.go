@@ -63,9 +63,6 @@ func (b *backendFlags) backend(ctx context.Context, stdout io.Writer) (cluster.B
 		if err != nil {
 			return nil, &harness.UsageError{Err: err}
 		}
-		if err := h.CheckFiles(b.trust); err != nil && !b.dryRun {
-			return nil, &harness.UsageError{Err: err}
-		}
 		return sshbackend.New(h, sshbackend.NewRunner(h, b.trust, b.dryRun, stdout)), nil
 	}
 	return nil, &harness.UsageError{Err: fmt.Errorf("--backend %q is unknown; want local, docker, compose or ssh", b.name)}

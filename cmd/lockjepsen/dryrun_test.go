@@ -69,6 +69,9 @@ nodes:
 		{[]string{"--system", "redlock", "--lock", "redlock", "--nodes", "3", "--nemesis", "clock-jump"}, "has no faketime_preload"},
 		{[]string{"--system", "etcd", "--lock", "etcd"}, "the ssh backend runs the single, sentinel and redlock systems so far, not etcd"},
 		{[]string{"--system", "cluster", "--nodes", "6"}, "cluster"},
+		// A run the file can hold, whose key file is missing: refused
+		// before any host is dialed (issue 53, item 15).
+		{[]string{"--system", "redlock", "--lock", "redlock", "--nodes", "3", "--workload", "mutex"}, "no-such-key"},
 	} {
 		args := append([]string{"test", "--backend", "ssh", "--hosts", hosts, "--store", store}, c.args...)
 		if code, _, errOut := runCLI(t, args...); code != exitUsage || !strings.Contains(errOut, c.want) {

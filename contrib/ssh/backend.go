@@ -34,9 +34,19 @@ func New(h *Hosts, r *Runner) Backend { return Backend{Hosts: h, Runner: r} }
 
 var _ cluster.Fitter = Backend{}
 
-// Fit says whether the hosts file has the processes a spec needs, before
-// anything starts (Hosts.Fit).
-func (b Backend) Fit(spec cluster.Spec) error { return b.Hosts.Fit(spec) }
+// Fit says whether the hosts file has the processes a spec needs, and
+// then whether its key and known_hosts files are there to dial them
+// (Hosts.CheckFiles; not for a dry run, which dials nothing), before
+// anything starts.
+func (b Backend) Fit(spec cluster.Spec) error {
+	if err := b.Hosts.Fit(spec); err != nil {
+		return err
+	}
+	if b.Runner == nil || b.Runner.Dry() {
+		return nil
+	}
+	return b.Hosts.CheckFiles(b.Runner.trust)
+}
 
 // Name is "ssh".
 func (Backend) Name() string { return "ssh" }
