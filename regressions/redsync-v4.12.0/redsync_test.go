@@ -43,7 +43,8 @@ func pool(addr string, timeout time.Duration) redsyncredis.Pool {
 // touch on it times out: v4.12.0 then deletes the key on the other four
 // before Extend returns true on their quorum. The holder believes on a
 // key that is gone, and the next contender is granted it, on every
-// extend, in any seed; the run stops at the first overlap.
+// extend, in any seed; the run stops at the first overlap, or at the
+// first extend answered ok with the next grant inside its TTL.
 func TestExtendErrorReleasesAll(t *testing.T) {
 	// The two holders show at the first extend during the pause (about
 	// 1 s); a generous limit and a stop at the first overlap make that
@@ -54,9 +55,16 @@ func TestExtendErrorReleasesAll(t *testing.T) {
 	if out == nil {
 		return
 	}
-	ex := out.Results.Exclusion
-	if ex == nil || ex.Count == 0 {
-		t.Fatalf("no two holders:\n%s", strings.Join(out.Results.Summary(), "\n"))
+	// Either the two holders, or what comes first since the extend check
+	// (checker/extendgrant.go): the extend answered ok on a key it had
+	// deleted, and the next grant fell inside the TTL it claimed.
+	if ex := out.Results.Exclusion; ex != nil && ex.Count > 0 {
+		t.Logf("v4.12.0: %s", ex.Violations[0].Story)
+		return
 	}
-	t.Logf("v4.12.0: %s", ex.Violations[0].Story)
+	if eg := out.Results.ExtendGrants; eg != nil && eg.Count > 0 {
+		t.Logf("v4.12.0: %s", eg.Examples[0].Story)
+		return
+	}
+	t.Fatalf("no two holders, and no extend with a grant inside it:\n%s", strings.Join(out.Results.Summary(), "\n"))
 }
