@@ -520,3 +520,57 @@ func TestConfigFileValuesCountAsGiven(t *testing.T) {
 		t.Errorf("client: \"\" in a file: exit %d, stderr %q; want exit 2", code, stderr)
 	}
 }
+
+// Issue 53 item 8: the matrix's grid keys (systems, locks, faults,
+// workload) in a --config file choose a grid, as the same flags typed
+// would, and a bad one is refused with the file's line.
+func TestMatrixGridKeysFromConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, file string
+		wantRuns   int
+		wantErr    string
+	}{
+		{"grid", "systems: single\nlocks: token\nfaults: [none, kill]\n", 2, ""},
+		{"faults alone", "faults: none\nsystems: [single]\n", -1, ""},
+		{"grid and scenarios", "systems: single\nscenarios: baseline\n", 0, "choose the runs"},
+		{"bad system", "systems: mars\n", 0, "mars"},
+		{"bad fault", "systems: single\nfaults: [none, meteor]\n", 0, "meteor"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var mf matrixFlags
+			fs := pflag.NewFlagSet("matrix", pflag.ContinueOnError)
+			mf.flags(fs)
+			path := writeFile(t, dir, strings.ReplaceAll(c.name, " ", "-")+".yaml", c.file)
+			if err := fs.Parse([]string{"--config", path, "--store", dir}); err != nil {
+				t.Fatal(err)
+			}
+			runs, err := mf.runs(fs)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want one naming %q", err, c.wantErr)
+				}
+				// What the CLI prints names the file's line of a refused value.
+				if c.wantErr != "choose the runs" {
+					msg := explainOrigin(&harness.UsageError{Err: err}, fs).Error()
+					if !strings.Contains(msg, filepath.Base(path)+":") {
+						t.Errorf("%q does not name the file's line", msg)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("grid keys in a file refused: %v", err)
+			}
+			if c.wantRuns >= 0 && len(runs) != c.wantRuns {
+				t.Errorf("%d runs, want %d", len(runs), c.wantRuns)
+			}
+			for _, r := range runs {
+				if r.cfg.System != "single" {
+					t.Errorf("run %s on %s, want the file's system single", r.Scenario, r.cfg.System)
+				}
+			}
+		})
+	}
+}

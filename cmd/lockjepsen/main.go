@@ -182,11 +182,11 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			}
 			list, err := nemesis.ParseList(nem)
 			if err != nil {
-				return usageErr(stderr, err)
+				return flagErr(stderr, fmt.Errorf("--nemesis: %w", err), cmd.Flags())
 			}
 			cfg.Nemesis = list
 			if err := cf.apply(&cfg); err != nil {
-				return usageErr(stderr, err)
+				return flagErr(stderr, err, cmd.Flags())
 			}
 			if (cmd.Flags().Changed("renew") || cmd.Flags().Changed("renew-for")) && !cmd.Flags().Changed("workload") {
 				cfg.Workload = workloads.Renew // --renew alone asks for the renewal workload
@@ -451,6 +451,15 @@ const stopOnFirstHelp = "end the run at the first overlap of two believed holds,
 func usageErr(stderr io.Writer, err error) error {
 	fmt.Fprintf(stderr, "lockjepsen: %v\n", err)
 	return exitError{code: exitUsage, msg: err.Error(), cause: err}
+}
+
+// flagErr refuses a flag's value, naming the configuration file's line
+// when the value came from --config (explainOrigin).
+func flagErr(stderr io.Writer, err error, fs *pflag.FlagSet) error {
+	if !harness.IsUsage(err) {
+		err = &harness.UsageError{Err: err}
+	}
+	return usageErr(stderr, explainOrigin(err, fs))
 }
 
 func failure(stderr io.Writer, err error) error {

@@ -145,7 +145,7 @@ Exit codes: 0 every run met its expectation, 1 some did not (or were skipped),
 			}
 			runs, err := mf.runs(cmd.Flags())
 			if err != nil {
-				return usageErr(stderr, err)
+				return flagErr(stderr, err, cmd.Flags())
 			}
 			if mf.outDir == "" {
 				mf.outDir = filepath.Join(mf.store, runfile.MatrixDir, time.Now().UTC().Format("20060102T150405Z"))

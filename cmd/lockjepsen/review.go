@@ -50,7 +50,7 @@ func newReviewCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			plan, err := rf.plan(cmd.Context(), stderr)
 			if err != nil {
-				return usageErr(stderr, err)
+				return flagErr(stderr, err, cmd.Flags())
 			}
 			if !rf.quiet {
 				fmt.Fprintf(stderr, "review: %d threats, %d seeds each, at most about %s (budget %s); files in %s\n",

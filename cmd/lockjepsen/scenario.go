@@ -90,7 +90,7 @@ another fault schedule.`,
 			}
 			cfg := sc.Config()
 			if err := cf.useIn(&cfg); err != nil {
-				return usageErr(stderr, err)
+				return flagErr(stderr, err, cmd.Flags())
 			}
 			ov.apply(cmd.Flags(), &cfg)
 			cfg.Command = append([]string{"lockjepsen"}, args...)
