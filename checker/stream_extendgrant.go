@@ -16,6 +16,11 @@ type egState struct {
 	faults []*Fault // every fault that can lose or restore a key (few)
 	maxTTL int64
 	seqs   []int64 // the invoke order of the kept examples
+	// world is the key's releases as a pair is judged against them,
+	// built once per answered call (they do not change while its pairs
+	// are judged) in a buffer kept between calls: built per pair, it was
+	// most of the check's time on a long history.
+	world egWorld
 }
 
 // egKey is one key's extends that a grant to come may fall inside, its
@@ -62,28 +67,37 @@ func (st *egState) called(c *Call, h *Hold) {
 	if e := extendOf(c, h); e != nil {
 		st.maxTTL = max(st.maxTTL, e.ttl)
 		k := st.key(e.key)
+		st.worldOf(k)
 		for _, g := range k.grants {
-			st.judge(k, e, g)
+			st.judge(e, g)
 		}
 		k.exts = append(k.exts, e)
 	}
 	if g := grantOf(c); g != nil {
 		k := st.key(c.Inv.Key)
+		st.worldOf(k)
 		for _, e := range k.exts {
-			st.judge(k, e, g)
+			st.judge(e, g)
 		}
 		k.grants = append(k.grants, g)
 	}
 }
 
-func (st *egState) judge(k *egKey, e *egExt, g *egGrant) {
-	w := egWorld{prunedComp: k.prunedComp, faults: st.faults, opts: st.opts}
+// worldOf sets st.world to key k's releases, the ones that did not
+// surely fail.
+func (st *egState) worldOf(k *egKey) {
+	w := &st.world
+	*w = egWorld{releases: w.releases[:0], prunedComp: k.prunedComp, faults: st.faults, opts: st.opts}
 	for _, c := range k.rels {
 		if c.Outcome() != history.Fail || !c.Done {
 			w.releases = append(w.releases, egRelease{inv: c.Inv.Time, comp: releaseAnswer(c)})
 		}
 	}
-	if !st.r.judge(&w, e, g) {
+}
+
+// judge judges one pair against st.world, which worldOf set for its key.
+func (st *egState) judge(e *egExt, g *egGrant) {
+	if !st.r.judge(&st.world, e, g) {
 		return
 	}
 	i, keep := keepFirst(&st.seqs, e.seq)
