@@ -138,12 +138,24 @@ var Threats = []Threat{
 		Inject:  longHolds,
 		Moments: []string{checker.MomentStaleActs}},
 	{Name: "renew-pause", Title: "renewal under client pauses: the holder extends its lease, and stalls",
-		Catches: "an extend that does not check the token, or resurrects an expired key (ShedLock before #2584, redsync WithSetNXOnExtend, RedLock.net); a watchdog that stops renewing (Redisson #3636)",
+		Catches: "an extend that does not check the token (ShedLock before #2584, RedLock.net); a watchdog that stops renewing (Redisson #3636)",
 		Inject: func(c *harness.Config) {
 			renewal(c)
 			c.Nemesis = []string{nemesis.ClientPause}
 		},
 		Moments: []string{checker.MomentStaleActs, checker.MomentStaleGrants}, Renews: true},
+	// One client, so that the key a paused holder's lease left is still
+	// free when it wakes and extends: under renew-pause another client
+	// holds it by then, and a resurrecting extend's SET NX is refused,
+	// which is an honest answer.
+	{Name: "renew-lapse", Title: "renewal by one client under pauses: its lease runs out while it stalls, and nobody takes the key",
+		Catches: "an extend that resurrects an expired key, reporting a renewal of a lease that had lapsed (SET NX on a missing key: redsync WithSetNXOnExtend, ShedLock before #2584)",
+		Inject: func(c *harness.Config) {
+			renewal(c)
+			c.Clients = 1
+			c.Nemesis = []string{nemesis.ClientPause}
+		},
+		Moments: []string{checker.MomentStaleActs}, Renews: true},
 	{Name: "renew-slow", Title: "renewal on a slow network: extends whose replies come late",
 		Catches: "an extend that reports success on a key another client holds (a GET, then a PEXPIRE); a validity moved by a late extend (redsync v4.3.0)",
 		Inject:  renewSlow,
