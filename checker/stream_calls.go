@@ -146,6 +146,12 @@ func (l *leaseState) called(c *scall, s *Stream) {
 	}
 	// A grant or an extend that happened, or may have.
 	switch {
+	case outcome == history.OK && inv.F == history.Acquire && ttl > 0 && c.Comp.Value != nil && c.Comp.Value.Context:
+		// A context lease: no deadline of its own, but its key lives by
+		// the grant and the lock's renewals (background), by which its
+		// belief is judged when it ends (believed).
+		g := &contextGrant{op: leaseOp(inv, &c.Comp, lk.key, lk.token), seq: c.Seq}
+		l.latest[lk] = expiry{at: c.Comp.Time + ttl, ttl: ttl, since: inv.Time, grant: g}
 	case outcome != history.OK, ttl <= 0, !claimsValidity(&c.Comp):
 		// Unknown, no TTL recorded, or a lock that claims no deadline
 		// (no TTL, or one renewed in the background): no promise that
@@ -160,6 +166,53 @@ func (l *leaseState) called(c *scall, s *Stream) {
 			l.latest[lk] = expiry{at: end, ttl: ttl, since: e.since}
 		}
 		l.judgeClaim(c, ttl)
+	}
+}
+
+// background takes a lock's own renewal of a context lease: one that
+// succeeded, or may have, lets the key live until its completion + TTL at
+// the latest. Renewals of other leases are not the lease model's.
+func (l *leaseState) background(op *history.Op) {
+	v := op.Value
+	if v == nil || v.Outcome == history.Fail || v.TTL <= 0 {
+		return
+	}
+	lk := leaseKey{key: op.Key, token: v.Token}
+	if lk.token == "" {
+		if prev, ok := l.tokens[op.Process]; ok && prev.key == lk.key {
+			lk.token = prev.token
+		}
+	}
+	if e, ok := l.latest[lk]; ok && e.grant != nil && op.Time+v.TTL > e.at {
+		e.at, e.ttl = op.Time+v.TTL, v.TTL
+		l.latest[lk] = e
+	}
+}
+
+// believed judges a context lease's belief when it ends: it must not
+// outlast the key its grant and renewals could keep, unless a clock fault
+// may have kept the key longer.
+func (l *leaseState) believed(h *Hold, s *Stream) {
+	e, ok := l.latest[leaseKey{key: h.Key, token: h.Token}]
+	if !ok || e.grant == nil || h.Empty() {
+		return
+	}
+	end := h.End
+	if end == Never {
+		end = s.stats.last // still believed when the history ends
+	}
+	l.r.Claims++
+	if end <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
+		return
+	}
+	if why := serverMayKeep(s.faults.clock, e.since, end, l.opts); why != "" {
+		l.r.Suspended++
+		l.r.SuspendedWhy = why
+		return
+	}
+	l.r.OverClaims++
+	if i, keep := keepFirst(&l.overSeq, e.grant.seq); keep {
+		l.r.OverClaimed = slices.Insert(l.r.OverClaimed, i, beliefPastKey(e.grant, e, end))[:len(l.overSeq)]
 	}
 }
 
