@@ -61,7 +61,7 @@ func TestBeliefEndedByTheLock(t *testing.T) {
 				revoked(2, "k", 1200, "b", n),
 			overClaims: 1, overlaps: 1, storyHas: "still live at 1.100s", endReason: EndRevoked, endedBy: n},
 		{name: "cancelled before the next grant: no overlap",
-			b: new(hb).ctxAcquire(1, "k", 0, 5, "a").revoked(1, "k", 1000, "a", n).ctxAcquire(2, "k", 1010, 1020, "b"),
+			b:         new(hb).ctxAcquire(1, "k", 0, 5, "a").revoked(1, "k", 1000, "a", n).ctxAcquire(2, "k", 1010, 1020, "b"),
 			endReason: EndRevoked, endedBy: n},
 		{name: "a renewal of unknown outcome may have kept the key",
 			b:         new(hb).ctxAcquire(1, "k", 0, 5, "a").ctxRenewal(1, "k", 500, 900, info, "a").revoked(1, "k", 1800, "a", d),
