@@ -69,6 +69,11 @@ func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) wo
 		if err != nil {
 			return nil, nil, err
 		}
+		var closer io.Closer = rdb
+		if c, ok := l.(io.Closer); ok {
+			// A lock with clients of its own (rueidislock's) closes them.
+			closer = closeAll{c, rdb}
+		}
 		// The node that granted is the primary of the key's slot as this
 		// client knew it: the witness then names two primaries when two
 		// granted the same key.
@@ -81,6 +86,6 @@ func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) wo
 				return []string{n.Name}
 			}
 			return nil
-		}}, rdb, nil
+		}}, closer, nil
 	}
 }

@@ -141,6 +141,11 @@ func (s servedBy) TryAcquire(ctx context.Context, key string, ttl time.Duration)
 	if _, ok := l.(locks.NodeReporter); ok {
 		return l, nil
 	}
+	if _, ok := l.(locks.Revocable); ok {
+		// Its keys are its own (rueidislock's <prefix>:<i>:<key>), in
+		// other slots than key's; and the wrapper would hide its acts.
+		return l, nil
+	}
 	return servedLease{l, s.node(ctx, key)}, nil
 }
 
