@@ -443,9 +443,11 @@ func (o *ctxObserver) sending(args []string) func(n int64, err error, refused bo
 		case n != 1:
 			a.Err = fmt.Errorf("%w: renewal of %s found another value", locks.ErrNotHeld, key)
 		}
-		if a.Err != nil {
+		if a.Err != nil && !errors.Is(a.Err, context.Canceled) {
+			// A renewal the cancellation itself interrupted says nothing
+			// of why the context ended.
 			le.lastErr.Store(errBox{a.Err})
-		} else {
+		} else if a.Err == nil {
 			// The lock's own renewal invalidates its key too (tracking
 			// without NOLOOP), before its reply: only an invalidation
 			// after the last renewal that succeeded is news.

@@ -27,6 +27,7 @@ var (
 		Description: "the redis/rueidis rueidislock library at its defaults: 2 of 3 keys rueidislock:<i>:<name>, SET NX PXAT from the client's clock, " +
 			"renewed every TTL/2 in the background; the holder's belief is a context the library cancels on a CLIENT TRACKING notification or a failed renewal",
 		Nodes: locks.SingleNode, Systems: []string{cluster.Single, cluster.RedisCluster}, BackgroundRenewal: true,
+		ServerKey: func(key string) string { return "rueidislock:0:" + key },
 		New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
 			return locks.NilOnErr(newCtxLock(rueidisLibrary(2), nodes, opts.TokenPrefix))
 		},
@@ -35,6 +36,7 @@ var (
 		Name:        Rueidislock1Name,
 		Description: "rueidislock with KeyMajority 1: one key rueidislock:0:<name>, otherwise as rueidislock",
 		Nodes:       locks.SingleNode, Systems: []string{cluster.Single, cluster.RedisCluster}, BackgroundRenewal: true,
+		ServerKey: func(key string) string { return "rueidislock:0:" + key },
 		New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
 			return locks.NilOnErr(newCtxLock(rueidisLibrary(1), nodes, opts.TokenPrefix))
 		},

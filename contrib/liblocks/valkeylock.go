@@ -27,6 +27,7 @@ var (
 		Description: "the valkey-io/valkey-go valkeylock library at its defaults (rueidislock's design): 2 of 3 keys valkeylock:<i>:<name>, SET NX PXAT from the client's clock, " +
 			"renewed every TTL/2 in the background; the holder's belief is a context the library cancels on a CLIENT TRACKING notification or a failed renewal",
 		Nodes: locks.SingleNode, Systems: []string{cluster.Single, cluster.RedisCluster}, BackgroundRenewal: true,
+		ServerKey: func(key string) string { return "valkeylock:0:" + key },
 		New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
 			return locks.NilOnErr(newCtxLock(valkeyLibrary(2), nodes, opts.TokenPrefix))
 		},
@@ -35,6 +36,7 @@ var (
 		Name:        Valkeylock1Name,
 		Description: "valkeylock with KeyMajority 1: one key valkeylock:0:<name>, otherwise as valkeylock",
 		Nodes:       locks.SingleNode, Systems: []string{cluster.Single, cluster.RedisCluster}, BackgroundRenewal: true,
+		ServerKey: func(key string) string { return "valkeylock:0:" + key },
 		New: func(nodes []locks.Conn, opts locks.Options) (locks.Locker, error) {
 			return locks.NilOnErr(newCtxLock(valkeyLibrary(1), nodes, opts.TokenPrefix))
 		},
