@@ -115,7 +115,10 @@ type Act struct {
 	// From and At are a renewal's send and completion; a revocation has
 	// both at the moment the lock ended the belief.
 	From, At time.Time
-	// TTL is how long a renewal asked the key to live, from From.
+	// TTL is how long a renewal asked the key to live counted from its
+	// completion (At): the lease model takes At + TTL as the latest the
+	// key could live. A lock that sets an absolute expiry gives what
+	// remains of it at At (zero or less once it has passed).
 	TTL time.Duration
 	// Err is a renewal's failure: nil when it succeeded; Definite tells a
 	// refusal from an unknown outcome.

@@ -432,7 +432,10 @@ func (o *ctxObserver) sending(args []string) func(n int64, err error, refused bo
 	}
 	from := time.Now()
 	return func(n int64, err error, refused bool) {
-		a := locks.Act{From: from, At: time.Now(), TTL: time.UnixMilli(at).Sub(from)}
+		// The expiry is absolute (PEXPIREAT): what it lets the key live
+		// is what remains of it at the completion, none once it passed.
+		now := time.Now()
+		a := locks.Act{From: from, At: now, TTL: time.UnixMilli(at).Sub(now)}
 		switch {
 		case err != nil && refused && strings.HasPrefix(err.Error(), "NOSCRIPT"):
 			return // not run: the library sends the script itself (EVAL) next
