@@ -548,12 +548,8 @@ func (a *analysis) leaseModel(opts Options) *LeaseResult {
 			ttl = inv.Value.TTL
 		}
 		outcome := a.outcome(c)
-		if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
-			e := latest[lk]
-			if e.grant != nil {
-				e.at = max(e.at, a.renewedUntil(inv.Process, lk, inv.Index))
-			}
-			a.judgeHonesty(r, c, lk, e, opts)
+		if e := latest[lk]; outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) && e.grant == nil {
+			a.judgeHonesty(r, c, lk, e, opts) // a context lease's belief is judged instead
 		}
 		if inv.F == history.Release || outcome == history.Fail {
 			continue
@@ -629,7 +625,9 @@ func (a *analysis) judgeBelief(r *LeaseResult, c call, e expiry, opts Options) {
 			return // an extend of its own made its key's life unknown
 		}
 	}
-	e.at = max(e.at, a.renewedUntil(h.Process, leaseKey{key: h.Key, token: h.Token}, endIdx))
+	// Every renewal of it counts, even one recorded after the end: it was
+	// in flight then, and may have kept the key.
+	e.at = max(e.at, a.renewedUntil(h.Process, leaseKey{key: h.Key, token: h.Token}, int64(len(a.ops))))
 	r.Claims++
 	if end <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
 		return

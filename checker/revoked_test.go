@@ -69,9 +69,13 @@ func TestBeliefEndedByTheLock(t *testing.T) {
 		{name: "a failed renewal keeps nothing alive",
 			b:          new(hb).ctxAcquire(1, "k", 0, 5, "a").ctxRenewal(1, "k", 500, 505, fail, "a").revoked(1, "k", 1200, "a", d),
 			overClaims: 1, endReason: EndRevoked, endedBy: d},
-		{name: "released while live past its key: the belief and the release are both judged",
+		{name: "released while live past its key: a belief past its key (the release is not judged twice)",
 			b:          new(hb).ctxAcquire(1, "k", 0, 5, "a").release(1, "k", 1600, 1602, ok, "a"),
-			overClaims: 1, dishonest: 1, endReason: EndRelease},
+			overClaims: 1, endReason: EndRelease},
+		{name: "a renewal in flight when the belief ended, recorded after, may have kept the key",
+			b: new(hb).ctxAcquire(1, "k", 0, 5, "a").release(1, "k", 1200, 1202, ok, "a").
+				ctxRenewal(1, "k", 500, 1203, info, "a"),
+			endReason: EndRelease},
 		{name: "a clock fault may have kept the key: not judged",
 			b: new(hb).ctxAcquire(1, "k", 0, 5, "a").fault(100, "clock-offset", "start", "n1").revoked(1, "k", 1600, "a", n).
 				fault(1700, "clock-offset", "stop", "n1"),

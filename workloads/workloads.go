@@ -366,6 +366,9 @@ func (c *client) holdFor(lease locks.Lease) time.Duration {
 // acquire tries the lock once; nil when it was not granted, after a
 // random wait of up to RetryBackoff, so that the caller can try again.
 func (c *client) acquire(ctx context.Context, key string) locks.Lease {
+	// The previous lease's own acts are all recorded before the next
+	// acquire: a renewal in flight when its belief ended is judged with it.
+	c.acts.Wait()
 	var lease locks.Lease
 	c.do(ctx, history.Acquire, key, &history.Value{TTL: int64(c.cfg.TTL)}, func(ctx context.Context) (*history.Value, error) {
 		return c.lockCall(ctx, history.Acquire, key, nil, func(ctx context.Context) (*history.Value, error) { return c.grant(ctx, key, &lease) })
@@ -374,6 +377,12 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		// The grant reached a dead process: nobody holds it.
 		if b, ok := lease.(locks.Background); ok {
 			b.StopRenewal()
+		}
+		if r, ok := lease.(locks.Revocable); ok {
+			go func() {
+				for range r.Acts() { // a dead process records nothing; its lock ends them at close
+				}
+			}()
 		}
 		lease = nil
 	}

@@ -63,7 +63,6 @@ type ctxLibrary struct {
 	prefix    string // the library's default key prefix
 	majority  int32
 	notLocked error
-	closed    error
 	// build makes the library's Locker with KeyValidity validity on
 	// conn, its client wrapped so that obs sees its commands and
 	// invalidations.
@@ -264,12 +263,11 @@ func (le *ctxLease) why() string {
 	return history.EndedError
 }
 
-func (le *ctxLease) Token() string            { return le.token }
-func (le *ctxLease) Fence() (int64, bool)     { return 0, false }
-func (le *ctxLease) String() string           { return le.key + "=" + le.token }
-func (le *ctxLease) StartedAt() time.Time     { return le.started }
-func (le *ctxLease) Acts() <-chan locks.Act   { return le.acts.out }
-func (le *ctxLease) Context() context.Context { return le.ctx }
+func (le *ctxLease) Token() string          { return le.token }
+func (le *ctxLease) Fence() (int64, bool)   { return 0, false }
+func (le *ctxLease) String() string         { return le.key + "=" + le.token }
+func (le *ctxLease) StartedAt() time.Time   { return le.started }
+func (le *ctxLease) Acts() <-chan locks.Act { return le.acts.out }
 
 // ValidUntil is zero while the context lives (the holder has no deadline)
 // and the moment it ended once it has, so that a careful holder stops.

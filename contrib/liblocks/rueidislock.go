@@ -45,7 +45,7 @@ var (
 
 func rueidisLibrary(majority int32) ctxLibrary {
 	return ctxLibrary{name: RueidislockName, prefix: "rueidislock", majority: majority,
-		notLocked: rueidislock.ErrNotLocked, closed: rueidislock.ErrLockerClosed, build: buildRueidislock}
+		notLocked: rueidislock.ErrNotLocked, build: buildRueidislock}
 }
 
 // buildRueidislock makes rueidislock's Locker at its defaults but for

@@ -45,7 +45,7 @@ var (
 
 func valkeyLibrary(majority int32) ctxLibrary {
 	return ctxLibrary{name: ValkeylockName, prefix: "valkeylock", majority: majority,
-		notLocked: valkeylock.ErrNotLocked, closed: valkeylock.ErrLockerClosed, build: buildValkeylock}
+		notLocked: valkeylock.ErrNotLocked, build: buildValkeylock}
 }
 
 // buildValkeylock makes valkeylock's Locker at its defaults but for
