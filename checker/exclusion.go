@@ -181,6 +181,8 @@ func (h *Hold) describeEnd() string {
 		return "until its lease ran out at " + fmtT(h.End)
 	case EndLost:
 		return "until it learned it had lost the lock at " + fmtT(h.End)
+	case EndRevoked:
+		return "until its lock cancelled the context it held (" + h.RevokedBy + ") at " + fmtT(h.End)
 	case EndCrash:
 		return "until it crashed at " + fmtT(h.End)
 	case EndAbandoned:

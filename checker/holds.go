@@ -16,6 +16,9 @@ const (
 	EndCrash      = "crash"       // the nemesis crashed the holder
 	EndAbandoned  = "abandoned"   // the holder invoked a new acquire without releasing
 	EndOpen       = "open"        // nothing ended it: the belief never ends
+	// EndRevoked: the lock ended the belief itself (it cancelled the
+	// context it gave the holder: a background event with value.ended).
+	EndRevoked = "revoked"
 )
 
 // Never is the End of a hold whose belief never ends (no TTL, never
@@ -56,6 +59,9 @@ type Hold struct {
 	// invoke, or the lock's own stamp of its first send): no server can
 	// keep the key past ValidFrom + TTL.
 	ValidFrom int64 `json:"valid_from"`
+	// RevokedBy is why the lock ended the belief itself (EndRevoked):
+	// history.EndedNotification, EndedDeadline or EndedError.
+	RevokedBy string `json:"revoked_by,omitempty"`
 }
 
 // Empty reports whether the hold confers no belief at all. Empty holds take

@@ -15,6 +15,13 @@ import (
 //     that set it was sent, and the harness stamps the invocation before
 //     the lock sends anything. A grant or extend whose valid_until lies
 //     beyond invoke + TTL + tolerance promised what no server could keep.
+//   - A belief past its key. A lock that gives its holder a context it
+//     cancels itself (history.Value.Context: rueidislock's) claims no
+//     deadline; its holder believes until the context ends. The key its
+//     grant and its own renewals set expires at the latest at the last
+//     one's completion + TTL. A belief that lasts past that (plus the
+//     tolerance) is an over-claim, however the lock meant to learn of the
+//     loss (a notification, a renewal's deadline).
 //   - Dishonesty. A correct compare-and-delete or compare-and-extend
 //     cannot succeed once its key has expired. The key set by a grant or
 //     extend expires at the latest at that operation's completion + TTL. A
@@ -107,6 +114,27 @@ type expiry struct {
 	ttl     int64 // the TTL of the grant or extend that set at
 	since   int64 // the first grant's invoke: the key may have lived from then
 	unknown bool  // an unknown grant or extend may have set it at any time
+	// grant is the ok acquire of a lease whose lock ends its holder's
+	// belief itself (a context), nil for every other lease.
+	grant *contextGrant
+}
+
+// contextGrant is what the lease model keeps of the ok acquire of a
+// context lease, to judge its belief when it ends.
+type contextGrant struct {
+	op  LeaseOp
+	seq int64 // the acquire's call order
+}
+
+// beliefPastKey is the witness of a context lease's belief that lasted
+// past end, beyond the latest its key could live (e).
+func beliefPastKey(g *contextGrant, e expiry, end int64) OverClaim {
+	o := OverClaim{LeaseOp: g.op, At: end, TTL: e.ttl, ValidUntil: end, Limit: e.at, Margin: end - e.at}
+	o.Story = fmt.Sprintf("process %d held %s by a context its lock cancels itself; its grant and its lock's renewals "+
+		"could keep the key until %s at the latest, but the context was still live at %s, %s later "+
+		"(a belief past its key: the lock had not learnt, or not told its holder, that the key was gone)",
+		o.Process, o.Key, fmtT(e.at), fmtT(end), fmtD(o.Margin))
+	return o
 }
 
 func claimsValidity(comp *history.Op) bool {

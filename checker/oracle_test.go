@@ -72,7 +72,14 @@ func scan(ops []history.Op) *analysis {
 		case op.Type == history.Summary:
 			a.summaries = append(a.summaries, i)
 		case op.Type == history.Background:
-			// a lock's own renewal: no operation of the holder's
+			// a lock's own renewal: no operation of the holder's; one that
+			// ended the holder's belief ends it
+			if h := a.refers(op, get(op.Process)); h != nil && h.EndReason == "" && op.Value != nil && op.Value.Ended != "" {
+				stop(h, op.Time, EndRevoked, op.Index)
+				if h.EndReason == EndRevoked {
+					h.RevokedBy = op.Value.Ended
+				}
+			}
 		case op.Type == history.Invoke:
 			ps := get(op.Process)
 			ps.pending, ps.call = i, len(a.calls)
@@ -541,14 +548,18 @@ func (a *analysis) leaseModel(opts Options) *LeaseResult {
 			ttl = inv.Value.TTL
 		}
 		outcome := a.outcome(c)
-		if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
-			a.judgeHonesty(r, c, lk, latest[lk], opts)
+		if e := latest[lk]; outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) && e.grant == nil {
+			a.judgeHonesty(r, c, lk, e, opts) // a context lease's belief is judged instead
 		}
 		if inv.F == history.Release || outcome == history.Fail {
 			continue
 		}
 		// A grant or an extend that happened, or may have.
 		switch {
+		case outcome == history.OK && inv.F == history.Acquire && ttl > 0 && a.ops[c.comp].Value != nil && a.ops[c.comp].Value.Context:
+			g := &contextGrant{op: leaseOp(inv, &a.ops[c.comp], lk.key, lk.token)}
+			latest[lk] = expiry{at: a.ops[c.comp].Time + ttl, ttl: ttl, since: inv.Time, grant: g}
+			a.judgeBelief(r, c, latest[lk], opts)
 		case outcome != history.OK:
 			latest[lk] = expiry{unknown: true}
 		case ttl <= 0:
@@ -570,6 +581,66 @@ func (a *analysis) leaseModel(opts Options) *LeaseResult {
 	}
 	r.Valid = r.OverClaims == 0 && r.DishonestOps == 0
 	return r
+}
+
+// renewedUntil is the latest a context lease's key could live by the
+// lock's renewals of it recorded before event index before: each one that
+// may have happened, completion + TTL.
+func (a *analysis) renewedUntil(p int, lk leaseKey, before int64) int64 {
+	var at int64
+	for i := range a.ops[:before] {
+		op := &a.ops[i]
+		if op.Type != history.Background || op.Process != p || op.Key != lk.key || op.Value == nil ||
+			op.Value.Token != lk.token || op.Value.Outcome == history.Fail || op.Value.TTL <= 0 {
+			continue
+		}
+		at = max(at, op.Time+op.Value.TTL)
+	}
+	return at
+}
+
+// judgeBelief judges the belief of the context lease granted by c against
+// its key's life when the belief ended: the grant's and the renewals
+// recorded before the event that ended it.
+func (a *analysis) judgeBelief(r *LeaseResult, c call, e expiry, opts Options) {
+	var h *Hold
+	for i := range a.holds {
+		if a.holds[i].AcquireIndex == int64(c.comp) {
+			h = &a.holds[i]
+		}
+	}
+	if h == nil || h.Empty() {
+		return
+	}
+	end, endIdx := h.End, int64(len(a.ops))
+	if h.EndIndex >= 0 {
+		endIdx = h.EndIndex
+	}
+	if end == Never {
+		end = a.end
+	}
+	for _, o := range a.calls {
+		if inv := &a.ops[o.inv]; inv.F == history.Extend && inv.Process == h.Process && o.comp >= 0 && int64(o.comp) < endIdx &&
+			a.outcome(o) != history.Fail && (inv.Value == nil || inv.Value.Token == "" || inv.Value.Token == h.Token) {
+			return // an extend of its own made its key's life unknown
+		}
+	}
+	// Every renewal of it counts, even one recorded after the end: it was
+	// in flight then, and may have kept the key.
+	e.at = max(e.at, a.renewedUntil(h.Process, leaseKey{key: h.Key, token: h.Token}, int64(len(a.ops))))
+	r.Claims++
+	if end <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
+		return
+	}
+	if why := a.serverMayKeep(e.since, end, opts); why != "" {
+		r.Suspended++
+		r.SuspendedWhy = why
+		return
+	}
+	r.OverClaims++
+	if len(r.OverClaimed) < MaxViolations {
+		r.OverClaimed = append(r.OverClaimed, beliefPastKey(e.grant, e, end))
+	}
 }
 
 // leaseKeyOf is the lease a call refers to: its own token, or for an

@@ -114,8 +114,11 @@ func (s *Stream) Add(op history.Op) {
 	s.events++
 	if op.Type == history.Background {
 		// A lock's own renewal: the holder's belief is its operations',
-		// but the key it lengthens is the never-frees check's.
+		// but the key it lengthens is the never-frees check's and the
+		// lease model's. One that ended the belief (value.ended) ends it.
 		s.nf.background(&op)
+		s.lease.background(&op)
+		s.tr.Background(&op)
 		return
 	}
 	s.moments.add(&op)
@@ -168,6 +171,7 @@ func (s *Stream) grant(h *hrec) {
 }
 
 func (s *Stream) onResolved(h *hrec) {
+	s.lease.believed(&h.Hold, s)
 	if h.X.decided {
 		s.settle(h)
 	}

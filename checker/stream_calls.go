@@ -1,8 +1,10 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -22,7 +24,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 		return nil, ctx.Err()
 	}
 	r.Resource, r.Liveness, r.Stats, r.Failover = s.res.result(), s.liveness(), s.stats.result(), s.fo.result(s.stats.last)
-	r.Lease = s.lease.result()
+	r.Lease = s.lease.result(s)
 	r.Exercised = s.moments.result()
 	r.NeverFrees = s.nf.result()
 	r.ExtendGrants = s.eg.result()
@@ -107,6 +109,9 @@ type leaseState struct {
 	latest map[leaseKey]expiry
 	tokens map[int]leaseKey // a process's latest lease, for release invokes without a token
 	refs   map[leaseKey]int // processes whose latest lease it is
+	// ended are the context leases whose belief has ended, with its end,
+	// awaiting judgeBelief
+	ended map[leaseKey]int64
 	// the invoke order of the kept over-claims and dishonest calls, which
 	// are the first MaxViolations in that order
 	overSeq, disSeq []int64
@@ -114,14 +119,14 @@ type leaseState struct {
 
 func newLeaseState(opts Options) *leaseState {
 	l := &leaseState{opts: opts, r: &LeaseResult{Valid: true}, latest: map[leaseKey]expiry{},
-		tokens: map[int]leaseKey{}, refs: map[leaseKey]int{}}
+		tokens: map[int]leaseKey{}, refs: map[leaseKey]int{}, ended: map[leaseKey]int64{}}
 	if opts.TTL > 0 {
 		l.r.ToleranceNs = int64(LeaseTolerance(opts.TTL))
 	}
 	return l
 }
 
-func (l *leaseState) retained() int { return len(l.latest) + len(l.tokens) }
+func (l *leaseState) retained() int { return len(l.latest) + len(l.tokens) + len(l.ended) }
 
 // called runs the lease model's step for one call.
 func (l *leaseState) called(c *scall, s *Stream) {
@@ -129,7 +134,7 @@ func (l *leaseState) called(c *scall, s *Stream) {
 	if inv.F != history.Acquire && inv.F != history.Extend && inv.F != history.Release {
 		return
 	}
-	lk := l.leaseKeyOf(c)
+	lk := l.leaseKeyOf(c, s)
 	if lk.token == "" {
 		return
 	}
@@ -138,14 +143,22 @@ func (l *leaseState) called(c *scall, s *Stream) {
 		ttl = inv.Value.TTL
 	}
 	outcome := c.Outcome()
-	if outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) {
-		l.judgeHonesty(c, lk, l.latest[lk], s)
+	if e := l.latest[lk]; outcome == history.OK && (inv.F == history.Release || inv.F == history.Extend) && e.grant == nil {
+		// A context lease's release ends its belief, which judgeBelief
+		// judges once the renewals in flight are in.
+		l.judgeHonesty(c, lk, e, s)
 	}
 	if inv.F == history.Release || outcome == history.Fail {
 		return
 	}
 	// A grant or an extend that happened, or may have.
 	switch {
+	case outcome == history.OK && inv.F == history.Acquire && ttl > 0 && c.Comp.Value != nil && c.Comp.Value.Context:
+		// A context lease: no deadline of its own, but its key lives by
+		// the grant and the lock's renewals (background), by which its
+		// belief is judged when it ends (believed).
+		g := &contextGrant{op: leaseOp(inv, &c.Comp, lk.key, lk.token), seq: c.Seq}
+		l.latest[lk] = expiry{at: c.Comp.Time + ttl, ttl: ttl, since: inv.Time, grant: g}
 	case outcome != history.OK, ttl <= 0, !claimsValidity(&c.Comp):
 		// Unknown, no TTL recorded, or a lock that claims no deadline
 		// (no TTL, or one renewed in the background): no promise that
@@ -163,10 +176,73 @@ func (l *leaseState) called(c *scall, s *Stream) {
 	}
 }
 
+// background takes a lock's own renewal of a context lease: one that
+// succeeded, or may have, lets the key live until its completion + TTL at
+// the latest. Renewals of other leases are not the lease model's.
+func (l *leaseState) background(op *history.Op) {
+	v := op.Value
+	if v == nil || v.Outcome == history.Fail || v.TTL <= 0 {
+		return
+	}
+	lk := leaseKey{key: op.Key, token: v.Token}
+	if lk.token == "" {
+		if prev, ok := l.tokens[op.Process]; ok && prev.key == lk.key {
+			lk.token = prev.token
+		}
+	}
+	if e, ok := l.latest[lk]; ok && e.grant != nil && op.Time+v.TTL > e.at {
+		e.at, e.ttl = op.Time+v.TTL, v.TTL
+		l.latest[lk] = e
+	}
+}
+
+// believed notes when a context lease's belief ended, to be judged once
+// its lock's acts are all in (judgeBelief): a renewal in flight when the
+// belief ended is recorded at its completion, later, and may have kept
+// the key.
+func (l *leaseState) believed(h *Hold, s *Stream) {
+	lk := leaseKey{key: h.Key, token: h.Token}
+	e, ok := l.latest[lk]
+	if !ok || e.grant == nil || h.Empty() {
+		return
+	}
+	end := h.End
+	if end == Never {
+		end = s.stats.last // still believed when the history ends
+	}
+	l.ended[lk] = end
+}
+
+// judgeBelief judges a context lease's belief that ended, when the lease
+// is forgotten (its process's next grant) or the history ends: it must
+// not outlast the key its grant and renewals could keep, unless a clock
+// fault may have kept the key longer.
+func (l *leaseState) judgeBelief(lk leaseKey, s *Stream) {
+	end, ok := l.ended[lk]
+	e := l.latest[lk]
+	if !ok || e.grant == nil {
+		return
+	}
+	delete(l.ended, lk)
+	l.r.Claims++
+	if end <= e.at+int64(LeaseTolerance(time.Duration(e.ttl))) {
+		return
+	}
+	if why := serverMayKeep(s.faults.clock, e.since, end, l.opts); why != "" {
+		l.r.Suspended++
+		l.r.SuspendedWhy = why
+		return
+	}
+	l.r.OverClaims++
+	if i, keep := keepFirst(&l.overSeq, e.grant.seq); keep {
+		l.r.OverClaimed = slices.Insert(l.r.OverClaimed, i, beliefPastKey(e.grant, e, end))[:len(l.overSeq)]
+	}
+}
+
 // leaseKeyOf is the lease a call refers to: its own token, or for an
 // acquire the one it was granted. A lease that is no longer any process's
 // latest is forgotten: only its holder names it.
-func (l *leaseState) leaseKeyOf(c *scall) leaseKey {
+func (l *leaseState) leaseKeyOf(c *scall, s *Stream) leaseKey {
 	inv := &c.Inv
 	lk := leaseKey{key: inv.Key}
 	if inv.Value != nil {
@@ -181,6 +257,7 @@ func (l *leaseState) leaseKeyOf(c *scall) leaseKey {
 			if old, ok := l.tokens[inv.Process]; ok && old != lk {
 				if l.refs[old]--; l.refs[old] <= 0 {
 					delete(l.refs, old)
+					l.judgeBelief(old, s)
 					delete(l.latest, old)
 				}
 			}
@@ -253,7 +330,13 @@ func (l *leaseState) judgeHonesty(c *scall, lk leaseKey, e expiry, s *Stream) {
 	r.Dishonesty = slices.Insert(r.Dishonesty, i, dishonest(inv, comp, lk, e))[:len(l.disSeq)]
 }
 
-func (l *leaseState) result() *LeaseResult {
+func (l *leaseState) result(s *Stream) *LeaseResult {
+	// In grant order, so that the results do not depend on a map's.
+	pending := slices.Collect(maps.Keys(l.ended))
+	slices.SortFunc(pending, func(a, b leaseKey) int { return cmp.Compare(l.latest[a].grant.seq, l.latest[b].grant.seq) })
+	for _, lk := range pending {
+		l.judgeBelief(lk, s)
+	}
 	l.r.Valid = l.r.OverClaims == 0 && l.r.DishonestOps == 0
 	return l.r
 }

@@ -503,6 +503,8 @@ func beliefEnded(h *Hold) string {
 		return fmt.Sprintf("process %d asked for the lock again at %s", h.Process, at)
 	case EndLost:
 		return fmt.Sprintf("process %d learnt it had lost the lock at %s", h.Process, at)
+	case EndRevoked:
+		return fmt.Sprintf("process %d's lock cancelled its context (%s) at %s", h.Process, h.RevokedBy, at)
 	}
 	return fmt.Sprintf("process %d's belief ended at %s", h.Process, at)
 }

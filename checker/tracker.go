@@ -122,12 +122,15 @@ func (t *Tracker[X]) each(f func(*trackedProc[X])) {
 
 // Observe takes the next event: a client's invoke or completion, or a
 // nemesis event, whose crashes end their clients' beliefs. Summaries and
-// background renewals change no belief.
+// background renewals change no belief; a background event by which the
+// lock ended its holder's belief does (Background).
 func (t *Tracker[X]) Observe(op *history.Op) {
 	switch {
 	case op.Process == history.NemesisProcess:
 		t.Crash(op)
-	case op.Type == history.Summary || op.Type == history.Background:
+	case op.Type == history.Summary:
+	case op.Type == history.Background:
+		t.Background(op)
 	case op.Type == history.Invoke:
 		t.Invoke(op)
 	default:
@@ -239,6 +242,22 @@ func (t *Tracker[X]) extended(c *Call, ps *trackedProc[X]) {
 		}
 	case history.Fail:
 		t.Finish(h, op.Time, EndLost, op.Index)
+	}
+}
+
+// Background takes a lock's own act (a background event): one with
+// value.ended is the lock cancelling the context it gave its holder, and
+// ends the belief of the hold it refers to there. Renewals change no
+// belief.
+func (t *Tracker[X]) Background(op *history.Op) {
+	if op.Value == nil || op.Value.Ended == "" {
+		return
+	}
+	if h := t.proc(op.Process).current(op); h != nil && !h.Resolved() {
+		if h.ValidUntil == nil || *h.ValidUntil > op.Time {
+			h.RevokedBy = op.Value.Ended
+		}
+		t.Finish(h, op.Time, EndRevoked, op.Index)
 	}
 }
 

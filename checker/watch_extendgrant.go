@@ -40,9 +40,7 @@ func (w *ExtendGrantWatcher) Observe(op history.Op) *ExtendOverGrant {
 			w.st.fault(f)
 		}
 	}
-	if op.Type != history.Background {
-		w.tr.Observe(&op)
-	}
+	w.tr.Observe(&op) // a background event ends a belief only when the lock revoked it
 	if w.events++; w.events%tickEvents == 0 && !w.keep {
 		w.st.prune(op.Time, w.tr.InFlight())
 	}

@@ -41,6 +41,7 @@ func (w *NeverFreesWatcher) Observe(op history.Op) *NeverFree {
 		w.nf.summary(&op)
 	case op.Type == history.Background:
 		w.nf.background(&op)
+		w.tr.Background(&op)
 	default:
 		w.tr.Observe(&op)
 	}

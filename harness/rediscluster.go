@@ -33,6 +33,15 @@ var redisClusterSystem = systemDriver{
 // clusterReload is how often a client reloads the cluster's slots.
 const clusterReload = time.Second
 
+// serverKey is the lock under test's Descriptor.ServerKey, nil for a
+// client of another process or a lock that keeps the key itself.
+func (r *runner) serverKey() func(string) string {
+	if d, err := locks.Lookup(r.cfg.Lock); err == nil && len(r.cfg.Client) == 0 {
+		return d.ServerKey
+	}
+	return nil
+}
+
 // clusterLockerFactory gives each client process a go-redis cluster
 // client, as applications on Redis Cluster have: it learns the slots from
 // the nodes and follows MOVED and ASK redirections. Its dialer sends each
@@ -69,6 +78,11 @@ func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) wo
 		if err != nil {
 			return nil, nil, err
 		}
+		var closer io.Closer = rdb
+		if c, ok := l.(io.Closer); ok {
+			// A lock with clients of its own (rueidislock's) closes them.
+			closer = closeAll{c, rdb}
+		}
 		// The node that granted is the primary of the key's slot as this
 		// client knew it: the witness then names two primaries when two
 		// granted the same key.
@@ -81,6 +95,6 @@ func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) wo
 				return []string{n.Name}
 			}
 			return nil
-		}}, rdb, nil
+		}, r.serverKey()}, closer, nil
 	}
 }

@@ -88,7 +88,7 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 				return []string{n}
 			}
 			return nil
-		}}, rdb, nil
+		}, nil}, rdb, nil
 	}
 }
 
@@ -131,6 +131,9 @@ func linkDialer(mesh *proxy.Mesh, byAddr map[string]cluster.Node, worker int, di
 type servedBy struct {
 	locks.Locker
 	node func(ctx context.Context, key string) []string
+	// serverKey is the lock's own key of a lock key (Descriptor.ServerKey),
+	// nil for the key itself.
+	serverKey func(string) string
 }
 
 func (s servedBy) TryAcquire(ctx context.Context, key string, ttl time.Duration) (locks.Lease, error) {
@@ -141,7 +144,31 @@ func (s servedBy) TryAcquire(ctx context.Context, key string, ttl time.Duration)
 	if _, ok := l.(locks.NodeReporter); ok {
 		return l, nil
 	}
+	if s.serverKey != nil {
+		key = s.serverKey(key) // the lock's own key, in its own slot
+	}
+	if r, ok := l.(locks.Revocable); ok {
+		started, _ := l.(locks.Started)
+		return servedRevocable{servedLease{l, s.node(ctx, key)}, r, started}, nil
+	}
 	return servedLease{l, s.node(ctx, key)}, nil
+}
+
+// servedRevocable is a servedLease that keeps its lock's acts and stamp
+// in sight (locks.Revocable, locks.Started).
+type servedRevocable struct {
+	servedLease
+	r       locks.Revocable
+	started locks.Started
+}
+
+func (l servedRevocable) Acts() <-chan locks.Act { return l.r.Acts() }
+
+func (l servedRevocable) StartedAt() time.Time {
+	if l.started == nil {
+		return time.Time{}
+	}
+	return l.started.StartedAt()
 }
 
 type servedLease struct {

@@ -76,6 +76,9 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 			return nil, fmt.Errorf("the %s backend does not run Redis Cluster", backend.Name())
 		}
 		key := lockKey(0)
+		if d, err := locks.Lookup(cfg.Lock); err == nil && d.ServerKey != nil && len(cfg.Client) == 0 {
+			key = d.ServerKey(key) // the lock's own key, in its own slot
+		}
 		sys.primaries = &primarySource{who: "the cluster's nodes", what: "primary of " + key + "'s slot", key: key,
 			primary: func(ctx context.Context) (string, error) { return sys.slots.PrimaryOf(ctx, key) },
 			healthy: sys.slots.WaitHealthy}

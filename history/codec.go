@@ -103,6 +103,14 @@ func appendValue(b []byte, v *Value) []byte {
 		field("outcome")
 		b = appendString(b, string(v.Outcome))
 	}
+	if v.Context {
+		field("context")
+		b = append(b, "true"...)
+	}
+	if v.Ended != "" {
+		field("ended")
+		b = appendString(b, v.Ended)
+	}
 	if v.Phase != "" {
 		field("phase")
 		b = appendString(b, v.Phase)
@@ -451,6 +459,10 @@ func checkBackground(op *Op, bad func(string, ...any) error) error {
 		return bad("background extend by process %d was sent at %d, not within 0..%d", op.Process, *val.From, op.Time)
 	case val.Outcome != OK && val.Outcome != Fail && val.Outcome != Info:
 		return bad("background extend by process %d has value.outcome %q, want ok, fail or info", op.Process, val.Outcome)
+	case val.Ended != "" && val.Outcome == OK:
+		return bad("background extend by process %d ended the belief (value.ended %q) but has outcome ok", op.Process, val.Ended)
+	case val.Ended != "" && val.Ended != EndedNotification && val.Ended != EndedDeadline && val.Ended != EndedError:
+		return bad("background extend by process %d has value.ended %q, want notification, deadline or error", op.Process, val.Ended)
 	}
 	return nil
 }

@@ -25,6 +25,17 @@
 // interrupt the process's invoke/completion pairs, and it changes nothing
 // the holder believes: the checkers skip it, and the report draws it, so
 // that a renewer that stopped before the key expired shows.
+//
+// A lock can also end its holder's belief by itself, as rueidislock does
+// by cancelling the context it gave the holder. Its ok acquire says so
+// (value.context true, and no valid_until: the holder believes until the
+// lock tells it otherwise), its own renewals are background extends, and
+// the moment the context ended is a background extend that did not
+// succeed with value.ended saying why ("notification": the server told
+// the lock its key changed or its connection closed; "deadline": a
+// renewal ran out of time; "error": a renewal failed). That event ends
+// the belief, and the lease model judges the belief against the key's
+// life as the grant and the renewals set it.
 package history
 
 import (
@@ -54,6 +65,13 @@ const (
 	Extend  = "extend"
 	Read    = "read"
 	Write   = "write"
+)
+
+// Why a lock ended its holder's belief by itself (Value.Ended).
+const (
+	EndedNotification = "notification"
+	EndedDeadline     = "deadline"
+	EndedError        = "error"
 )
 
 // NemesisProcess is the process number of nemesis events; it is written as
@@ -105,6 +123,14 @@ type Value struct {
 	// Outcome is a background event's: ok, fail or info, as a completion's
 	// type says.
 	Outcome Type `json:"outcome,omitempty"`
+	// Context is an ok acquire's: the lock gave its holder a context that
+	// it cancels itself (see the package comment), so the belief ends at
+	// the background event with Ended, at a release's invoke, or a crash.
+	Context bool `json:"context,omitempty"`
+	// Ended is a background event's: the lock ended the holder's belief
+	// there, for this reason (EndedNotification, EndedDeadline or
+	// EndedError).
+	Ended string `json:"ended,omitempty"`
 
 	// Nemesis fields.
 	Phase   string   `json:"phase,omitempty"`   // "start", "stop", "error" or "skipped"

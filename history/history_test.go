@@ -22,6 +22,9 @@ func TestRoundTrip(t *testing.T) {
 		{Index: 4, Time: 50, Process: 3, Type: Info, F: Write, Key: "lock-0", Error: "i/o timeout\n\"x\""},
 		{Index: 5, Time: 60, Process: 3, Type: Background, F: Extend, Key: "lock-0", Value: &Value{TTL: 500, Token: "p3.1", From: I64(55), Outcome: OK, ValidUntil: I64(550)}},
 		{Index: 6, Time: 70, Process: 3, Type: Background, F: Extend, Key: "lock-0", Value: &Value{TTL: 500, Token: "p3.1", From: I64(65), Outcome: Info}, Error: "timeout"},
+		{Index: 7, Time: 80, Process: 4, Type: Invoke, F: Acquire, Key: "lock-1", Value: &Value{TTL: 500}},
+		{Index: 8, Time: 90, Process: 4, Type: OK, F: Acquire, Key: "lock-1", Value: &Value{Token: "p4.1", Started: I64(85), Context: true}},
+		{Index: 9, Time: 99, Process: 4, Type: Background, F: Extend, Key: "lock-1", Value: &Value{Token: "p4.1", From: I64(99), Outcome: Fail, Ended: EndedNotification}},
 	}
 	var buf bytes.Buffer
 	for i := range ops {
@@ -204,6 +207,8 @@ func TestDecodeRejectsOddEvents(t *testing.T) {
 		{"background sent after it completed", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":3,"outcome":"ok"}`), "not within 0..2"},
 		{"background without outcome", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":1}`), "value.outcome"},
 		{"background with an odd outcome", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":1,"outcome":"invoke"}`), "value.outcome"},
+		{"background that ended the belief with ok", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":1,"outcome":"ok","ended":"deadline"}`), "outcome ok"},
+		{"background ended for an unknown reason", line(0, `"process":0,"type":"background","f":"extend","key":"k","value":{"from":1,"outcome":"fail","ended":"bored"}`), `value.ended "bored"`},
 		{"summary of a release", line(0, `"process":0,"type":"summary","f":"release","key":"k","value":{"count":2,"from":0,"to":1}`), "only failed acquires"},
 		{"summary without key", line(0, `"process":0,"type":"summary","f":"acquire","value":{"count":2,"from":0,"to":1}`), `no "key"`},
 		{"summary without count", line(0, `"process":0,"type":"summary","f":"acquire","key":"k","value":{"from":0,"to":1}`), "value.count > 0"},

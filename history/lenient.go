@@ -280,6 +280,17 @@ func list[T any](p *lineParser, dst *[]T, elem func() (T, bool)) bool {
 	return true
 }
 
+// boolean reads true or false.
+func (p *lineParser) boolean() (bool, bool) {
+	for _, w := range []string{"true", "false"} {
+		if p.i+len(w) <= len(p.b) && string(p.b[p.i:p.i+len(w)]) == w {
+			p.i += len(w)
+			return w == "true", true
+		}
+	}
+	return false, false
+}
+
 func (p *lineParser) int() (int64, bool) {
 	start := p.i
 	if p.i < len(p.b) && p.b[p.i] == '-' {
@@ -395,6 +406,10 @@ func (p *lineParser) value(op *Op) bool {
 			var s string
 			s, ok = p.interned()
 			v.Outcome = Type(s)
+		case "ended":
+			v.Ended, ok = p.interned()
+		case "context":
+			v.Context, ok = p.boolean()
 		case "detail":
 			v.Detail, ok = p.text()
 		case "targets":

@@ -96,3 +96,34 @@ type Background interface {
 	ResumeRenewal()
 	StopRenewal()
 }
+
+// Revocable is a lease whose lock renews it by itself and ends its
+// holder's belief by itself, as rueidislock does with the context it hands
+// the holder: the library cancels it when the server tells it the key
+// changed (CLIENT TRACKING) or a renewal fails. The holder has no deadline
+// of its own (ValidUntil is zero while the belief lasts, and the time it
+// ended once it has). The harness records every Act as the process's
+// background event; the last one is the revocation, unless the holder
+// released first. Acts is closed once the lock is done with the lease.
+type Revocable interface {
+	Acts() <-chan Act
+}
+
+// Act is one of a Revocable lease's own acts: a renewal, or the
+// revocation (Ended set).
+type Act struct {
+	// From and At are a renewal's send and completion; a revocation has
+	// both at the moment the lock ended the belief.
+	From, At time.Time
+	// TTL is how long a renewal asked the key to live counted from its
+	// completion (At): the lease model takes At + TTL as the latest the
+	// key could live. A lock that sets an absolute expiry gives what
+	// remains of it at At (zero or less once it has passed).
+	TTL time.Duration
+	// Err is a renewal's failure: nil when it succeeded; Definite tells a
+	// refusal from an unknown outcome.
+	Err error
+	// Ended says why the lock ended the belief: history.EndedNotification,
+	// EndedDeadline or EndedError; "" for a renewal.
+	Ended string
+}

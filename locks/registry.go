@@ -34,6 +34,11 @@ type Descriptor struct {
 	BackgroundRenewal bool
 	// Fences: every grant carries a fencing token.
 	Fences bool
+	// ServerKey is the key the lock keeps on the servers for a lock key,
+	// when it is not the key itself (rueidislock's <prefix>:0:<key>): on
+	// Redis Cluster its slot's primary is the one faults aimed at the
+	// lock's primary hit, and the one a grant names. Nil: the key itself.
+	ServerKey func(key string) string
 	// New builds the lock on nodes; New (the function) has already
 	// checked the node count, the nodes' connections and the options.
 	New func(nodes []Conn, opts Options) (Locker, error)

@@ -132,6 +132,8 @@ func endReason(h checker.Hold) string {
 		return "lease ran out at " + fmtT(h.End)
 	case checker.EndLost:
 		return "learned it had lost the lock at " + fmtT(h.End)
+	case checker.EndRevoked:
+		return "its lock cancelled its context (" + h.RevokedBy + ") at " + fmtT(h.End)
 	case checker.EndCrash:
 		return "crashed at " + fmtT(h.End)
 	case checker.EndAbandoned:

@@ -137,8 +137,8 @@ func (c *client) increment(ctx context.Context, key string, fence *int64) bool {
 // the watchdog mode, started inside the acquire as a library's lock call
 // starts its own.
 func (c *client) withWatchdog(lease locks.Lease, key string) locks.Lease {
-	if !renews(c.cfg.Workload) || c.cfg.RenewMode != RenewWatchdog {
-		return lease
+	if _, itself := lease.(locks.Revocable); itself || !renews(c.cfg.Workload) || c.cfg.RenewMode != RenewWatchdog {
+		return lease // a Revocable lease's lock renews it, and its renewals are recorded (recordActs)
 	}
 	wl := &watchdogLease{Lease: lease, ttl: c.cfg.TTL, stop: make(chan struct{}), resume: make(chan struct{}),
 		rec: c.env.Rec, process: c.process, key: key}
@@ -215,6 +215,33 @@ func (w *watchdogLease) recordRenewal(from time.Time, err error) {
 		}
 	}
 	w.rec.Record(op)
+}
+
+// recordActs records a Revocable lease's own acts, each as the process's
+// background event when it reaches the harness, until the lock is done
+// with the lease; the client waits for it before it closes (acts).
+func (c *client) recordActs(key, token string, r locks.Revocable) {
+	rec, process := c.env.Rec, c.process
+	c.acts.Add(1)
+	go func() {
+		defer c.acts.Done()
+		for a := range r.Acts() {
+			if rec == nil {
+				continue
+			}
+			v := &history.Value{Token: token, From: history.I64(rec.At(a.From)), Outcome: history.OK, TTL: int64(a.TTL)}
+			op := history.Op{Process: process, Type: history.Background, F: history.Extend, Key: key, Value: v}
+			switch {
+			case a.Ended != "":
+				v.TTL, v.Outcome, v.Ended = 0, history.Fail, a.Ended
+			case a.Err != nil && definite(a.Err):
+				v.Outcome, op.Error = history.Fail, a.Err.Error()
+			case a.Err != nil:
+				v.Outcome, op.Error = history.Info, a.Err.Error()
+			}
+			rec.Record(op)
+		}
+	}()
 }
 
 func (w *watchdogLease) end() {

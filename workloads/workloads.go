@@ -216,6 +216,9 @@ type client struct {
 	// killed: a lock call's process was killed (CallHooks); the cycle
 	// ends as a crash, and the client comes back as a new process.
 	killed bool
+	// acts are the goroutines recording Revocable leases' own acts; the
+	// closed locker ends them.
+	acts sync.WaitGroup
 }
 
 // takeKilled reports whether the client was killed in a call, and
@@ -261,7 +264,10 @@ func (c *client) lockCall(ctx context.Context, f, key string, lease locks.Lease,
 }
 
 func (c *client) run(ctx context.Context) error {
-	defer func() { c.closer.Close() }()
+	defer func() {
+		c.closer.Close()
+		c.acts.Wait()
+	}()
 	for ctx.Err() == nil {
 		key := c.cfg.Keys[c.rng.Intn(len(c.cfg.Keys))]
 		crashed := c.safeCycle(ctx, key)
@@ -360,6 +366,9 @@ func (c *client) holdFor(lease locks.Lease) time.Duration {
 // acquire tries the lock once; nil when it was not granted, after a
 // random wait of up to RetryBackoff, so that the caller can try again.
 func (c *client) acquire(ctx context.Context, key string) locks.Lease {
+	// The previous lease's own acts are all recorded before the next
+	// acquire: a renewal in flight when its belief ended is judged with it.
+	c.acts.Wait()
 	var lease locks.Lease
 	c.do(ctx, history.Acquire, key, &history.Value{TTL: int64(c.cfg.TTL)}, func(ctx context.Context) (*history.Value, error) {
 		return c.lockCall(ctx, history.Acquire, key, nil, func(ctx context.Context) (*history.Value, error) { return c.grant(ctx, key, &lease) })
@@ -369,10 +378,19 @@ func (c *client) acquire(ctx context.Context, key string) locks.Lease {
 		if b, ok := lease.(locks.Background); ok {
 			b.StopRenewal()
 		}
+		if r, ok := lease.(locks.Revocable); ok {
+			go func() {
+				for range r.Acts() { // a dead process records nothing; its lock ends them at close
+				}
+			}()
+		}
 		lease = nil
 	}
 	if lease == nil && !c.killed {
 		ctxsleep.Sleep(ctx, time.Duration(c.rng.Int63n(int64(c.cfg.RetryBackoff)+1)))
+	}
+	if r, ok := lease.(locks.Revocable); ok && lease != nil {
+		c.recordActs(key, lease.Token(), r) // after its ok: they refer to its hold
 	}
 	return lease
 }
@@ -392,6 +410,7 @@ func (c *client) grant(ctx context.Context, key string, lease *locks.Lease) (*hi
 	*lease = l
 	v := c.leaseValue(l, sent)
 	v.Token, v.Fence = l.Token(), fenceOf(l)
+	_, v.Context = l.(locks.Revocable)
 	if nr, ok := l.(interface{ GrantedBy() []string }); ok {
 		v.Nodes = nr.GrantedBy()
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // Locks lists this package's locks, in the order help lists them.
-var Locks = []locks.Descriptor{Redislock, Redsync, Etcd, EtcdSession}
+var Locks = []locks.Descriptor{Redislock, Redsync, Rueidislock, Rueidislock1, Valkeylock, Valkeylock1, Etcd, EtcdSession}
 
 var (
 	registerOnce sync.Once

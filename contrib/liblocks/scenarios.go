@@ -21,6 +21,23 @@ var Scenarios = []scenario.Scenario{
 			scenario.ServerFault(c, "kill")
 		})},
 
+	// The context locks of the Redis and Valkey clients (ctxlock.go).
+	{Name: "rueidislock-baseline", Expect: checker.VerdictSafe, Tags: ctxTags(RueidislockName, "single"),
+		Shows: "github.com/redis/rueidis/rueidislock at its defaults (2 of 3 keys) with no faults: safe, the holder's belief a context the library cancels",
+		Edit:  scenario.Seeded(11, ctxOn(scenario.Single, RueidislockName))},
+	{Name: "rueidislock-clock-offset", Expect: checker.VerdictUnsafe, Tags: ctxTags(RueidislockName, "single"),
+		Shows: "rueidislock with the server's clock 1.5 TTL ahead of the clients': SET NX PXAT from the client's clock sets a key that has already expired, the server answers OK, and every caller holds the lock at once",
+		Edit:  scenario.Seeded(12, ctxOn(scenario.Single, RueidislockName, clockOffset))},
+	{Name: "valkeylock-clock-offset", Expect: checker.VerdictUnsafe, Tags: ctxTags(ValkeylockName, "single"),
+		Shows: "valkeylock, the same design in valkey-go, under the same offset: unsafe the same way",
+		Edit:  scenario.Seeded(12, ctxOn(scenario.Single, ValkeylockName, clockOffset))},
+	{Name: "rueidislock-server-pause", Expect: checker.VerdictUnsafe, Tags: ctxTags(RueidislockName, "single"),
+		Shows: "rueidislock-1 with the server paused for 1.25-3.75 TTL right after a grant: the renewal sent at TTL/2 is bounded by the deadline it asks for (now + TTL), not the key's, so the holder's context lives on after its key expired, until the server answers or 1.5 TTL (the lease model's belief past its key)",
+		Edit:  scenario.Seeded(13, ctxOn(scenario.Single, Rueidislock1Name, serverPause))},
+	{Name: "rueidislock-cluster-baseline", Expect: checker.VerdictSafe, Tags: ctxTags(RueidislockName, "cluster"),
+		Shows: "rueidislock on Redis Cluster, its three keys in three slots (all served by one primary for lock-0), with no faults: safe",
+		Edit:  scenario.Seeded(14, ctxOn(scenario.RedisCluster, RueidislockName))},
+
 	{Name: "redsync-baseline", Expect: checker.VerdictSafe, Tags: redsyncTags(),
 		Shows: "github.com/go-redsync/redsync, a Redlock library, with no faults: safe",
 		Edit:  scenario.Seeded(5, scenario.Redlock(RedsyncName))},
@@ -73,6 +90,36 @@ var Scenarios = []scenario.Scenario{
 			c.Workload = workloads.Counter
 			c.Nemesis = []string{nemesis.ClientPause}
 		})},
+}
+
+// ctxTags are the tags of a context lock's scenarios: its library and
+// system; "library" marks the library scenarios.
+func ctxTags(lock, system string) []string { return []string{system, lock, "library"} }
+
+// ctxOn is lock on a system, holds of 100-300 ms, then edits.
+func ctxOn(system func(*harness.Config), lock string, edits ...func(*harness.Config)) func(*harness.Config) {
+	return scenario.Then(append([]func(*harness.Config){system, func(c *harness.Config) {
+		c.Lock, c.Hold = lock, "100ms..300ms"
+	}}, edits...)...)
+}
+
+// clockOffset moves every server's clock 1.5 TTL ahead of the clients'
+// from before the first grant; the run ends at the first overlap.
+func clockOffset(c *harness.Config) {
+	c.Nemesis = []string{nemesis.ClockOffset}
+	c.ClockJump = "1.5ttl"
+	c.Clients = 4
+	c.StopOnFirstViolation, c.TimeLimit = true, 10*time.Second
+}
+
+// serverPause pauses the server right after a grant (a fault aimed at a
+// live lease) for 1.25-3.75 TTL (FaultDuration's jitter), always past the
+// key's expiry at 1 TTL, with holds of 1.5-2 TTL that outlast it.
+func serverPause(c *harness.Config) {
+	c.Nemesis, c.AfterAcquire = []string{nemesis.Pause}, true
+	c.TTL, c.Hold = time.Second, "1500ms..2s"
+	c.FaultDuration, c.NemesisInterval = 2500*time.Millisecond, 3*time.Second
+	c.Clients, c.TimeLimit = 3, 9*time.Second
 }
 
 // redsyncTags are the tags of every redsync scenario.

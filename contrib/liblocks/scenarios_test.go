@@ -16,6 +16,8 @@ func TestLibraryScenarios(t *testing.T) {
 		"redislock-restart": "unsafe", "redsync-baseline": "safe", "redsync-minority": "safe",
 		"redsync-restart": "unsafe", "redsync-delayed-restart": "safe",
 		"etcd-baseline": "safe", "etcd-session-client-pause": "unsafe", "etcd-gc-pause-fenced": "safe",
+		"rueidislock-baseline": "safe", "rueidislock-clock-offset": "unsafe", "valkeylock-clock-offset": "unsafe",
+		"rueidislock-server-pause": "unsafe", "rueidislock-cluster-baseline": "safe",
 	}
 	for n, v := range want {
 		s, ok := scenario.Get(n)
