@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -51,7 +53,9 @@ func benchCLI(b *testing.B, args []string) {
 	s, _ := redistest.Start(b)
 	var bare, cli, whole opsbench.Result
 	barePart := func() opsbench.Result {
-		r, err := opsbench.BareLoop(s.Addr(), cliBenchClients, cliBenchKeys, 2500*time.Millisecond)
+		var r opsbench.Result
+		var err error
+		side("bare", func() { r, err = opsbench.BareLoop(s.Addr(), cliBenchClients, cliBenchKeys, 2500*time.Millisecond) })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -94,7 +98,8 @@ func runCLIBench(b *testing.B, args []string) (window, whole opsbench.Result, er
 		return window, whole, err
 	}
 	cpu0 := opsbench.CPU()
-	code := run(args, &stdout, w)
+	var code int
+	side("cli", func() { code = run(args, &stdout, w) })
 	cpu := opsbench.CPU() - cpu0
 	srv1, err := opsbench.ChildrenCPU()
 	if err != nil {
@@ -121,6 +126,13 @@ func runCLIBench(b *testing.B, args []string) (window, whole opsbench.Result, er
 		return window, whole, err
 	}
 	return window, whole, nil
+}
+
+// side runs f with the profiler's label side=name, which the goroutines
+// it starts inherit: go tool pprof -tagfocus side=cli shows the CLI's part
+// of a -cpuprofile alone.
+func side(name string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("side", name), func(context.Context) { f() })
 }
 
 // readCLIResults reads the results of the run that the CLI's --json
