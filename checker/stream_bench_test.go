@@ -70,3 +70,28 @@ func BenchmarkStreamStored(b *testing.B) {
 	}
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/float64(len(ops)), "cpu-ns/event")
 }
+
+// BenchmarkWatcherStored is the progress line's and
+// --stop-on-first-violation's Watcher on the stored history that
+// LOCKJEPSEN_BENCH_HISTORY names, fed as the recorder's observer feeds it.
+func BenchmarkWatcherStored(b *testing.B) {
+	path := os.Getenv("LOCKJEPSEN_BENCH_HISTORY")
+	if path == "" {
+		b.Skip("LOCKJEPSEN_BENCH_HISTORY names no history")
+	}
+	res, err := history.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		w := NewWatcher()
+		for j := range res.Ops {
+			w.Observe(res.Ops[j])
+			w.Done()
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/float64(len(res.Ops)), "cpu-ns/event")
+}
