@@ -74,6 +74,10 @@ const (
 	smallSegment = 64
 	chunkOps     = 256
 	batchOps     = 4096
+	// replayCost is what a segment decided by sequentialLegal counts
+	// against the budget: about its CPU time (a segment has one or two
+	// operations).
+	replayCost = 200 * time.Nanosecond
 )
 
 // linOp is one operation of the mutex model: a hold's acquire [Invoke,
@@ -292,6 +296,10 @@ func (e *linEngine) closed(k *linKey, s *segment) {
 			k.firstFull = true
 		}
 	}
+	if e.lc.sequentialLegal(s) {
+		e.result(s, segLegal) // no part of a chunk: see operations
+		return
+	}
 	maxSeg := e.lc.opts.MaxSegmentOps
 	big := s.nops > smallSegment || s.nops > maxSeg
 	if big || k.cur.ops+s.nops > chunkOps {
@@ -306,6 +314,47 @@ func (e *linEngine) closed(k *linKey, s *segment) {
 		e.dispatch(k.cur)
 		k.cur = chunk{}
 	}
+}
+
+// sequentialLegal reports whether s is a sequential history that the
+// mutex model accepts, which is porcupine's answer without porcupine:
+// when every operation returns before the next one is called (strictly:
+// porcupine's intervals are closed), their order in time is the only
+// linearization, and replaying it step by step is the whole check. Most
+// segments are one hold's acquire and release, and porcupine's cost is
+// per operation (entries, a linked list, a cache of states), about a
+// microsecond each. A segment that is not sequential, or that the replay
+// refuses, is left to porcupine as before; and so is every segment once
+// the budget is spent or the check is cancelled, as porcupine's would be.
+// A replay counts against the budget as replayCost: reading the clock
+// around it would cost more than the replay.
+func (lc *linChecker) sequentialLegal(s *segment) bool {
+	if len(s.ops) != s.nops || s.nops > smallSegment || s.nops > lc.opts.MaxSegmentOps ||
+		lc.spent >= lc.opts.LinearizabilityBudget || lc.opts.ctx.Err() != nil {
+		return false
+	}
+	lc.spent += replayCost
+	state, prev := -1, int64(math.MinInt64) // free, and nothing before
+	if s.init != nil {
+		// operations' synthetic acquire at s.start-1
+		state, prev = lc.clients[s.init.Process], s.start-1
+	}
+	for _, o := range s.ops {
+		if o.call <= prev {
+			return false // concurrent with the one before
+		}
+		prev = o.ret
+		c := lc.clients[o.hold.Process]
+		switch {
+		case o.release && state == c:
+			state = -1
+		case !o.release && state == -1:
+			state = c
+		default:
+			return false // the model's step refuses it
+		}
+	}
+	return true
 }
 
 // dispatch checks a chunk, or batches it with others.
@@ -508,6 +557,9 @@ func (lc *linChecker) buildModels() {
 	step := func(state, input, output any) (bool, any) {
 		in := input.(*lockInput)
 		s := state.(int)
+		if in.init {
+			return true, in.client
+		}
 		if in.release {
 			if s == in.client {
 				return true, -1
@@ -558,6 +610,13 @@ func (lc *linChecker) buildModels() {
 
 // operations converts segments to porcupine operations; clientIds maps
 // processes to the ClientId shown in a visualization (nil: the global ids).
+// The first segment's state at its start is a synthetic acquire by its
+// holder, and so is that of a segment whose predecessor is not in segs
+// (decided without porcupine, see sequentialLegal): there the model's
+// init sets the state whatever it was, which the end of the segment
+// before it does not decide. Where segments follow one another the state
+// at the cut is certain (one hold open), so a chunk is checked as its
+// segments one by one would be.
 func (lc *linChecker) operations(dst []porcupine.Operation, segs []*segment, seg int32, clientIds map[int]int) []porcupine.Operation {
 	id := func(p int) int {
 		if clientIds == nil {
@@ -575,13 +634,12 @@ func (lc *linChecker) operations(dst []porcupine.Operation, segs []*segment, seg
 	}
 	// One allocation for all inputs instead of one per operation.
 	ins := make([]lockInput, 0, n)
-	if s := segs[0]; s.init != nil {
-		h := s.init
-		t := s.start - 1
-		ins = append(ins, lockInput{init: true, client: lc.clients[h.Process], hold: h, seg: seg})
-		dst = append(dst, porcupine.Operation{ClientId: id(h.Process), Call: t, Return: t, Input: &ins[len(ins)-1]})
-	}
-	for _, s := range segs {
+	for i, s := range segs {
+		if h := s.init; h != nil && (i == 0 || s.n != segs[i-1].n+1) {
+			t := s.start - 1
+			ins = append(ins, lockInput{init: true, client: lc.clients[h.Process], hold: h, seg: seg})
+			dst = append(dst, porcupine.Operation{ClientId: id(h.Process), Call: t, Return: t, Input: &ins[len(ins)-1]})
+		}
 		for _, o := range s.ops {
 			p := o.hold.Process
 			ins = append(ins, lockInput{release: o.release, client: lc.clients[p], hold: o.hold, seg: seg})
@@ -625,10 +683,12 @@ func (lc *linChecker) checkOne(s *segment) int8 {
 	return segTimedOut
 }
 
-// chunk is a run of consecutive segments of one key. Together they are a
-// valid history to check as one porcupine partition, and a cheap one when
-// legal: most segments hold one or two operations, and a partition per
-// segment would cost a goroutine and a search each.
+// chunk is a run of segments of one key in order, less those decided
+// without porcupine. Together they are a valid history to check as one
+// porcupine partition (operations sets the state where one is left
+// out), and a cheap one when legal: most segments hold one or two
+// operations, and a partition per segment would cost a goroutine and a
+// search each.
 type chunk struct {
 	segs []*segment
 	ops  int

@@ -1,8 +1,13 @@
 package checker
 
 import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +208,105 @@ func TestStaleVisualizationsRemoved(t *testing.T) {
 			t.Fatalf("files %v errors %v", r.Linearizability.Files, r.Linearizability.Errors)
 		}
 	})
+}
+
+// TestSequentialSegmentsAgreeWithPorcupine: a segment decided without
+// porcupine (sequentialLegal) is one porcupine calls legal, and a
+// sequential segment it refuses is one porcupine calls illegal; on the
+// cases below and on random small segments, touching and overlapping
+// intervals included.
+func TestSequentialSegmentsAgreeWithPorcupine(t *testing.T) {
+	p0, p1 := &Hold{Process: 10}, &Hold{Process: 11}
+	acq := func(h *Hold, call, ret int64) linOp { return linOp{call: call, ret: ret, hold: h} }
+	rel := func(h *Hold, at int64) linOp { return linOp{call: at, ret: at, hold: h, release: true} }
+	cases := []struct {
+		name string
+		init *Hold
+		ops  []linOp
+		want bool
+	}{
+		{"acquire and release", nil, []linOp{acq(p0, 0, 5), rel(p0, 6)}, true},
+		{"two holds in turn", nil, []linOp{acq(p0, 0, 5), rel(p0, 6), acq(p1, 7, 9), rel(p1, 10)}, true},
+		{"held at the start, released", p0, []linOp{rel(p0, 3), acq(p1, 4, 5)}, true},
+		{"an acquire left open", nil, []linOp{acq(p0, 0, 5)}, true},
+		{"acquired while held", nil, []linOp{acq(p0, 0, 5), acq(p1, 6, 8)}, false},
+		{"acquired while held at the start", p0, []linOp{acq(p1, 6, 8)}, false},
+		{"released by another", nil, []linOp{acq(p0, 0, 5), rel(p1, 6)}, false},
+		{"overlapping: left to porcupine", nil, []linOp{acq(p0, 0, 5), rel(p0, 6), acq(p1, 4, 9)}, false},
+		{"touching: left to porcupine", nil, []linOp{acq(p0, 0, 5), rel(p0, 5)}, false},
+	}
+	e := newLinEngine(Options{}.withDefaults())
+	lc := e.lc
+	lc.clients[10], lc.clients[11], lc.clients[12] = 0, 1, 2
+	check := func(t *testing.T, name string, init *Hold, ops []linOp) bool {
+		s := &segment{key: "k", ops: ops, nops: len(ops), init: init, start: ops[0].call}
+		got := lc.sequentialLegal(s)
+		var res int8
+		lc.session(func() { res = lc.checkOne(s) })
+		switch {
+		case got && res != segLegal:
+			t.Fatalf("%s: decided legal without porcupine, porcupine says %d: %+v (init %v)", name, res, ops, init)
+		case !got && sequential(ops, init, s.start) && res != segIllegal:
+			t.Fatalf("%s: a sequential segment refused, porcupine says %d: %+v (init %v)", name, res, ops, init)
+		}
+		return got
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := check(t, c.name, c.init, c.ops); got != c.want {
+				t.Errorf("decided legal %v, want %v", got, c.want)
+			}
+		})
+	}
+	rng := rand.New(rand.NewSource(57))
+	holds := []*Hold{p0, p1, {Process: 12}}
+	decided := 0
+	for i := range 3000 {
+		var init *Hold
+		if rng.Intn(3) == 0 {
+			init = holds[rng.Intn(len(holds))]
+		}
+		ops := randomLinOps(rng, holds)
+		if check(t, fmt.Sprintf("random %d", i), init, ops) {
+			decided++
+		}
+	}
+	if decided == 0 {
+		t.Fatal("no random segment was decided without porcupine")
+	}
+	t.Logf("%d of 3000 random segments decided without porcupine", decided)
+}
+
+// randomLinOps is 1-6 operations on holds in (call, ret) order, at times
+// close enough to touch and overlap.
+func randomLinOps(rng *rand.Rand, holds []*Hold) []linOp {
+	ops := make([]linOp, 1+rng.Intn(6))
+	t := int64(10)
+	for i := range ops {
+		t += int64(rng.Intn(3))
+		h := holds[rng.Intn(len(holds))]
+		if rng.Intn(2) == 0 {
+			ops[i] = linOp{call: t, ret: t, hold: h, release: true}
+		} else {
+			ops[i] = linOp{call: t, ret: t + int64(rng.Intn(3)), hold: h}
+		}
+	}
+	slices.SortFunc(ops, func(x, y linOp) int { return cmp.Or(cmp.Compare(x.call, y.call), cmp.Compare(x.ret, y.ret)) })
+	return ops
+}
+
+// sequential reports whether every operation returns before the next is
+// called, the synthetic initial acquire at start-1 included.
+func sequential(ops []linOp, init *Hold, start int64) bool {
+	prev := int64(math.MinInt64)
+	if init != nil {
+		prev = start - 1
+	}
+	for _, o := range ops {
+		if o.call <= prev {
+			return false
+		}
+		prev = o.ret
+	}
+	return true
 }

@@ -225,8 +225,8 @@ func (s *Stream) decideHold(h *hrec) {
 }
 
 // tick ends the beliefs whose lease has run out, cuts porcupine's
-// segments as far as no later operation can reach, and drops the faults
-// no witness can need.
+// segments as far as no later operation can reach, checks the batch of
+// them, and drops the faults no witness can need.
 func (s *Stream) tick() {
 	for _, ks := range s.keys {
 		for _, c := range ks.cands {
@@ -235,6 +235,10 @@ func (s *Stream) tick() {
 		ks.pruneCands()
 		s.lin.cutKey(ks, s)
 	}
+	// Most segments are decided as they close (sequentialLegal), so a
+	// batch can take long to fill: check what it holds now, which bounds
+	// its memory by the tick as before.
+	s.lin.flush()
 	s.faults.prune(s)
 	s.eg.prune(s.now, s.tr.InFlight())
 }

@@ -81,6 +81,9 @@ func (h *Belief[X]) BelievedAfter(t int64) bool {
 type trackedProc[X any] struct {
 	call *Call      // the pending invoke, nil if none
 	hold *Belief[X] // the latest hold, ended or not
+	// spare is a completed call the next invoke reuses, kept only when
+	// OnInvoke and OnComplete are nil: then nobody else holds calls.
+	spare *Call
 	crashState
 }
 
@@ -150,7 +153,13 @@ func (ps *trackedProc[X]) current(op *history.Op) *Belief[X] {
 // Invoke takes a client's invoke.
 func (t *Tracker[X]) Invoke(op *history.Op) {
 	ps := t.proc(op.Process)
-	c := &Call{Inv: *op, Seq: t.calls}
+	c := ps.spare
+	if c != nil {
+		ps.spare = nil
+		*c = Call{Inv: *op, Seq: t.calls}
+	} else {
+		c = &Call{Inv: *op, Seq: t.calls}
+	}
 	t.calls++
 	if op.F == history.Release || op.F == history.Extend {
 		if h := ps.current(op); h != nil && h.TTL > 0 {
@@ -196,6 +205,8 @@ func (t *Tracker[X]) Complete(op *history.Op) {
 	// before a failed release could tell the client it had lost the lock.
 	if t.OnComplete != nil {
 		t.OnComplete(c)
+	} else if t.OnInvoke == nil {
+		ps.spare = c
 	}
 }
 

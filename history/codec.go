@@ -340,15 +340,63 @@ type validator struct {
 	name     string
 	next     int64
 	lastTime int64
-	open     map[int]pending // process -> its pending invoke
+	open     pendings // process -> its pending invoke
 }
 
 type pending struct {
 	f, key string
+	set    bool
+}
+
+// pendings is the pending invoke of each process: the usual small
+// process numbers in a slice (a map's hashing was a third of the
+// validator's time on the harness's every event), others in a map.
+type pendings struct {
+	small []pending
+	big   map[int]pending
+}
+
+// smallProcs bounds the process numbers kept in the slice.
+const smallProcs = 1 << 16
+
+func (ps *pendings) get(p int) (pending, bool) {
+	if p < smallProcs {
+		if p < len(ps.small) {
+			return ps.small[p], ps.small[p].set
+		}
+		return pending{}, false
+	}
+	x, ok := ps.big[p]
+	return x, ok
+}
+
+func (ps *pendings) put(p int, x pending) {
+	x.set = true
+	if p < smallProcs {
+		if p >= len(ps.small) {
+			ps.small = append(ps.small, make([]pending, p+1-len(ps.small))...)
+		}
+		ps.small[p] = x
+		return
+	}
+	if ps.big == nil {
+		ps.big = map[int]pending{}
+	}
+	ps.big[p] = x
+}
+
+func (ps *pendings) del(p int) {
+	if p < smallProcs {
+		if p < len(ps.small) {
+			ps.small[p] = pending{}
+		}
+		return
+	}
+	delete(ps.big, p)
 }
 
 func newValidator(name string) *validator {
-	return &validator{name: name, open: map[int]pending{}}
+	return &validator{name: name}
 }
 
 func (v *validator) check(op *Op, line int) error {
@@ -384,18 +432,18 @@ func (v *validator) check(op *Op, line int) error {
 	case Background:
 		return checkBackground(op, bad)
 	}
-	p, isPending := v.open[op.Process]
+	p, isPending := v.open.get(op.Process)
 	switch {
 	case op.Type == Invoke && isPending:
 		return bad("process %d invokes %s while its %s has not completed", op.Process, op.F, p.f)
 	case op.Type == Invoke:
-		v.open[op.Process] = pending{op.F, op.Key}
+		v.open.put(op.Process, pending{f: op.F, key: op.Key})
 	case !isPending:
 		return bad("%s %s for process %d, which has no pending invoke", op.Type, op.F, op.Process)
 	case p.f != op.F:
 		return bad("%s %s for process %d, whose pending invoke is %s", op.Type, op.F, op.Process, p.f)
 	default:
-		delete(v.open, op.Process)
+		v.open.del(op.Process)
 	}
 	if op.Key == "" {
 		return bad(`%s %s by process %d has no "key"`, op.Type, op.F, op.Process)

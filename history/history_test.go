@@ -173,6 +173,28 @@ func BenchmarkRecord(b *testing.B) {
 	})
 }
 
+// BenchmarkValidator is the check the harness's live check makes of every
+// event: 16 processes' invokes and completions.
+func BenchmarkValidator(b *testing.B) {
+	ops := make([]Op, 0, 32)
+	for p := range 16 {
+		ops = append(ops, Op{Process: p, Type: Invoke, F: Acquire, Key: "lock-1", Value: &Value{TTL: 1}})
+	}
+	for p := range 16 {
+		ops = append(ops, Op{Process: p, Type: OK, F: Acquire, Key: "lock-1", Value: &Value{Token: "t"}})
+	}
+	v := NewValidator("h")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		op := ops[i%len(ops)]
+		op.Index = int64(i)
+		if err := v.Check(&op); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Events that are well formed JSON but mean nothing the checkers can judge
 // must be rejected with the line, not checked.
 func TestDecodeRejectsOddEvents(t *testing.T) {
@@ -196,6 +218,10 @@ func TestDecodeRejectsOddEvents(t *testing.T) {
 		{"invoke write without n", line(0, `"process":0,"type":"invoke","f":"write","key":"k","value":{"fence":3}`), "value.n"},
 		{"process above the limit", line(0, `"process":2147483648,"type":"invoke","f":"acquire","key":"k"`), "out of range"},
 		{"huge process", line(0, `"process":99999999999999,"type":"invoke","f":"acquire","key":"k"`), "out of range"},
+		{"a large process invokes twice", line(0, `"process":70000,"type":"invoke","f":"acquire","key":"k"`) + line(1, `"process":70000,"type":"invoke","f":"release","key":"k"`), "while its acquire has not completed"},
+		{"a large process completes another call", line(0, `"process":70000,"type":"invoke","f":"acquire","key":"k"`) + line(1, `"process":70000,"type":"ok","f":"release","key":"k"`), "whose pending invoke is acquire"},
+		{"a large process completes nothing", line(0, `"process":70000,"type":"ok","f":"acquire","key":"k","value":{"token":"t"}`), "no pending invoke"},
+		{"a small process completes nothing", line(0, `"process":3,"type":"ok","f":"acquire","key":"k","value":{"token":"t"}`), "no pending invoke"},
 		{"nemesis invoke", line(0, `"process":"nemesis","type":"invoke","f":"client-pause","value":{"phase":"start"}`), "want info"},
 		{"nemesis ok", line(0, `"process":"nemesis","type":"ok","f":"client-pause","value":{"phase":"start"}`), "want info"},
 		{"nemesis without value", line(0, `"process":"nemesis","type":"info","f":"client-pause"`), "no value.phase"},

@@ -219,6 +219,9 @@ type client struct {
 	// acts are the goroutines recording Revocable leases' own acts; the
 	// closed locker ends them.
 	acts sync.WaitGroup
+	// deadlines gives the operations of run their timeouts; nil outside
+	// run.
+	deadlines *clientDeadlines
 }
 
 // takeKilled reports whether the client was killed in a call, and
@@ -267,6 +270,11 @@ func (c *client) run(ctx context.Context) error {
 	defer func() {
 		c.closer.Close()
 		c.acts.Wait()
+	}()
+	c.deadlines = newClientDeadlines(ctx)
+	defer func() {
+		c.deadlines.close()
+		c.deadlines = nil
 	}()
 	for ctx.Err() == nil {
 		key := c.cfg.Keys[c.rng.Intn(len(c.cfg.Keys))]
@@ -433,8 +441,8 @@ func (c *client) release(ctx context.Context, key string, lease locks.Lease) {
 func (c *client) do(ctx context.Context, f, key string, in *history.Value, fn func(context.Context) (*history.Value, error)) (out *history.Value, err error) {
 	rec := c.env.Rec
 	rec.Record(history.Op{Process: c.process, Type: history.Invoke, F: f, Key: key, Value: in})
-	opCtx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
-	defer cancel()
+	opCtx, end := c.withTimeout(ctx)
+	defer end.end()
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
@@ -455,6 +463,16 @@ func (c *client) do(ctx context.Context, f, key string, in *history.Value, fn fu
 	}
 	rec.Record(done)
 	return out, err
+}
+
+// withTimeout is context.WithTimeout(ctx, OpTimeout) for one operation,
+// through the client's deadlines while it runs (see clientDeadlines).
+func (c *client) withTimeout(ctx context.Context) (context.Context, opEnd) {
+	if c.deadlines == nil {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+		return ctx, opEnd{cancel: cancel}
+	}
+	return c.deadlines.start(ctx, c.cfg.OpTimeout)
 }
 
 func definite(err error) bool {

@@ -87,6 +87,7 @@ func (o output) reportFailure(stdout io.Writer, err error) {
 // runWithProgress runs one test, showing progress on stderr unless quiet:
 // a redrawn line on a terminal, a plain line every few seconds elsewhere.
 func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, o output, prefix string) (*harness.Outcome, error) {
+	defer lessGC()()
 	if o.quiet {
 		cfg.Progress = nil
 		out, err := harness.Run(ctx, cfg)

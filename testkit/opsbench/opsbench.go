@@ -38,11 +38,14 @@ type Result struct {
 	Cycles, Grants int64
 	Elapsed        time.Duration // the clients' running time
 	CPU            time.Duration // this process's CPU over the same window
+	// Server is the CPU of this process's child processes (redis-server)
+	// over the same window.
+	Server time.Duration
 }
 
 // Add sums two results, for benchmarks that run several iterations.
 func (r Result) Add(o Result) Result {
-	return Result{r.Cycles + o.Cycles, r.Grants + o.Grants, r.Elapsed + o.Elapsed, r.CPU + o.CPU}
+	return Result{r.Cycles + o.Cycles, r.Grants + o.Grants, r.Elapsed + o.Elapsed, r.CPU + o.CPU, r.Server + o.Server}
 }
 
 // PerSecond is cycles per second.
@@ -53,6 +56,15 @@ func (r Result) GrantsPerSecond() float64 { return float64(r.Grants) / r.Elapsed
 
 // CPUPerCycle is this process's CPU nanoseconds per cycle.
 func (r Result) CPUPerCycle() float64 { return float64(r.CPU) / float64(r.Cycles) }
+
+// ServerPerCycle is the child processes' (redis-server's) CPU nanoseconds
+// per cycle.
+func (r Result) ServerPerCycle() float64 { return float64(r.Server) / float64(r.Cycles) }
+
+// TotalPerCycle is the CPU nanoseconds per cycle of this process and
+// redis-server together: on 2 cores, the figure that decides how many
+// cycles a run makes.
+func (r Result) TotalPerCycle() float64 { return float64(r.CPU+r.Server) / float64(r.Cycles) }
 
 // Keys are the lock names the harness uses for n keys.
 func Keys(n int) []string {
@@ -83,6 +95,10 @@ func BareLoop(addr string, clients, nkeys int, d time.Duration) (Result, error) 
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
+	srv0, err := ChildrenCPU()
+	if err != nil {
+		return Result{}, err
+	}
 	cpu0, t0 := CPU(), time.Now()
 	for c, l := range lks {
 		wg.Add(1)
@@ -100,7 +116,12 @@ func BareLoop(addr string, clients, nkeys int, d time.Duration) (Result, error) 
 		}()
 	}
 	wg.Wait()
-	return Result{cycles.Load(), grants.Load(), time.Since(t0), CPU() - cpu0}, nil
+	cpu, elapsed := CPU()-cpu0, time.Since(t0)
+	srv1, err := ChildrenCPU()
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{cycles.Load(), grants.Load(), elapsed, cpu, srv1 - srv0}, nil
 }
 
 // Window is the harness's progress writer for a benchmark: it notes this
@@ -111,16 +132,28 @@ type Window struct {
 	Next       io.Writer
 	mu         sync.Mutex
 	start, end time.Duration
+	// The children's CPU at the same two lines, and the first error
+	// reading it.
+	srvStart, srvEnd time.Duration
+	srvErr           error
 }
 
+// Write notes the window's edges. The children are read before this
+// process at the start and after it at the end, so that reading /proc is
+// not counted as the harness's CPU.
 func (w *Window) Write(p []byte) (int, error) {
-	now := CPU()
 	w.mu.Lock()
 	switch {
 	case w.start == 0 && bytes.Contains(p, []byte("running ")):
-		w.start = now
+		var err error
+		w.srvStart, err = ChildrenCPU()
+		w.start = CPU()
+		w.noteErr(err)
 	case w.end == 0 && checkLine.Match(p):
-		w.end = now
+		w.end = CPU()
+		var err error
+		w.srvEnd, err = ChildrenCPU()
+		w.noteErr(err)
 	}
 	w.mu.Unlock()
 	if w.Next == nil {
@@ -142,4 +175,22 @@ func (w *Window) CPU() (time.Duration, error) {
 		return 0, fmt.Errorf("the harness did not say when its clients ran (start %v, end %v)", w.start, w.end)
 	}
 	return w.end - w.start, nil
+}
+
+// ServerCPU is the child processes' CPU between the two lines: the
+// harness's redis-server, which has stopped by the second one (then
+// getrusage counts it), plus whatever other children ran.
+func (w *Window) ServerCPU() (time.Duration, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.srvErr != nil {
+		return 0, w.srvErr
+	}
+	return w.srvEnd - w.srvStart, nil
+}
+
+func (w *Window) noteErr(err error) {
+	if w.srvErr == nil {
+		w.srvErr = err
+	}
 }
