@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,18 +24,11 @@ const (
 	RedisCluster = "cluster"
 )
 
-// Systems lists the systems in the order help and reports list them.
-var Systems = []string{Single, Sentinel, Redlock, Etcd, RedisCluster}
-
-// DefaultNodes is the number of nodes of a system when none is asked for.
+// DefaultNodes is the number of nodes of a system when none is asked for
+// (1 for an unknown system).
 func DefaultNodes(system string) int {
-	switch system {
-	case Redlock:
-		return 5
-	case Sentinel, Etcd:
-		return 3
-	case RedisCluster:
-		return 2 * MinClusterPrimaries
+	if d, err := LookupSystem(system); err == nil {
+		return d.DefaultNodes
 	}
 	return 1
 }
@@ -142,10 +136,10 @@ const (
 	MasterName = "lockjepsen"
 )
 
-// WithDefaults fills in the sentinel options left at zero. Other systems
-// are returned unchanged.
+// WithDefaults fills in the sentinel options left at zero. Systems
+// without sentinels are returned unchanged.
 func (s Spec) WithDefaults() Spec {
-	if s.System != Sentinel {
+	if d, err := LookupSystem(s.System); err != nil || !d.HasSentinels() {
 		return s
 	}
 	if s.Sentinels == 0 {
@@ -286,48 +280,34 @@ type OrphanReaper interface {
 	ReapOrphans(ctx context.Context) []string
 }
 
-// Validate checks a spec before anything is started.
+// Validate checks a spec before anything is started, by the rules of its
+// system's descriptor.
 func (s Spec) Validate() error {
-	switch s.System {
-	case Single:
-		if s.Nodes != 1 {
-			return fmt.Errorf("system %q has exactly 1 node, not %d", s.System, s.Nodes)
-		}
-	case Redlock:
-		if s.Nodes < 3 || s.Nodes%2 == 0 {
-			return fmt.Errorf("system %q needs an odd number of nodes, at least 3, not %d", s.System, s.Nodes)
-		}
-	case Sentinel:
-		if s.Nodes < 2 {
-			return fmt.Errorf("system %q needs at least 2 nodes (a primary and a replica), not %d", s.System, s.Nodes)
-		}
+	d, err := LookupSystem(s.System)
+	if err != nil {
+		return err
+	}
+	if err := d.CheckNodes(s.Nodes); err != nil {
+		return fmt.Errorf("system %q %w", s.System, err)
+	}
+	if d.HasSentinels() {
 		if err := s.validateSentinel(); err != nil {
 			return err
 		}
-	case RedisCluster:
-		if s.Nodes < 2*MinClusterPrimaries || s.Nodes%2 != 0 {
-			return fmt.Errorf("system %q needs an even number of nodes, at least %d (each primary has one replica), not %d", s.System, 2*MinClusterPrimaries, s.Nodes)
-		}
-	case Etcd:
-		if s.Nodes < 1 || s.Nodes%2 == 0 {
-			return fmt.Errorf("system %q needs an odd number of members, at least 1, not %d", s.System, s.Nodes)
-		}
-		if s.Persistence != PersistNone {
-			return fmt.Errorf("system %q always persists (it fsyncs its write-ahead log before answering): persistence %q is for the Redis systems", s.System, s.Persistence)
-		}
-		if s.FakeClock {
-			return fmt.Errorf("system %q: clock faults are not supported on etcd: its leases run on monotonic timers", s.System)
-		}
-	default:
-		return fmt.Errorf("unknown system %q (want %q, %q, %q, %q or %q)", s.System, Single, Sentinel, Redlock, Etcd, RedisCluster)
 	}
-	if s.System != Sentinel && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0) {
-		return fmt.Errorf("system %q has no sentinels: sentinel options are for system %q only", s.System, Sentinel)
+	if d.OwnPersistence != "" && s.Persistence != PersistNone {
+		return fmt.Errorf("system %q always persists (%s): persistence %q is for the Redis systems", s.System, d.OwnPersistence, s.Persistence)
 	}
-	if s.System != Sentinel && s.System != RedisCluster && (s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {
-		return fmt.Errorf("system %q has no replicas: min-replicas options are for systems %q and %q", s.System, Sentinel, RedisCluster)
+	if d.NoWallClock != "" && s.FakeClock {
+		return fmt.Errorf("system %q: clock faults are not supported on %s: %s", s.System, d.Name, d.NoWallClock)
 	}
-	if s.System == RedisCluster {
+	if !d.HasSentinels() && (s.Sentinels != 0 || s.DownAfter != 0 || s.FailoverTimeout != 0) {
+		return fmt.Errorf("system %q has no sentinels: sentinel options are for system %s only", s.System, orList(systemsWith(System.HasSentinels)))
+	}
+	if !d.FailsOver() && (s.MinReplicasToWrite != 0 || s.MinReplicasMaxLag != 0) {
+		return fmt.Errorf("system %q has no replicas: min-replicas options are for systems %s", s.System, andList(systemsWith(System.FailsOver)))
+	}
+	if d.FailsOver() && !d.HasSentinels() {
 		if err := s.validateMinReplicas(s.Replicas()); err != nil {
 			return err
 		}
@@ -341,6 +321,29 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("spec has no directory")
 	}
 	return nil
+}
+
+// systemsWith lists the registered systems that have a capability, each
+// quoted.
+func systemsWith(has func(System) bool) []string {
+	var names []string
+	for _, d := range AllSystems() {
+		if has(d) {
+			names = append(names, strconv.Quote(d.Name))
+		}
+	}
+	return names
+}
+
+// orList joins names as "a, b or c"; andList as "a, b and c".
+func orList(names []string) string  { return joinLast(names, " or ") }
+func andList(names []string) string { return joinLast(names, " and ") }
+
+func joinLast(names []string, last string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + last + names[len(names)-1]
 }
 
 func (s Spec) validateSentinel() error {
@@ -365,14 +368,12 @@ func (s Spec) validateSentinel() error {
 // MaxSentinelTiming bounds down-after and failover-timeout.
 const MaxSentinelTiming = 24 * time.Hour
 
-// Replicas is how many replicas each primary of the spec has: every node
-// but the primary on Sentinel, one on Redis Cluster, none elsewhere.
+// Replicas is how many replicas each primary of the spec has, by its
+// system's descriptor: every node but the primary on Sentinel, one on
+// Redis Cluster, none where the system does not replicate.
 func (s Spec) Replicas() int {
-	switch s.System {
-	case Sentinel:
-		return s.Nodes - 1
-	case RedisCluster:
-		return 1
+	if d, err := LookupSystem(s.System); err == nil && d.FailsOver() {
+		return d.Replicas(s.Nodes)
 	}
 	return 0
 }
