@@ -154,11 +154,17 @@ func checkOptions(cfg Config, out string) checker.Options {
 		ReplyLossFaults: nemesis.ReplyLossFaults(), InOpFaults: nemesis.InOpFaults(),
 		ClientClockFaults:  nemesis.ClientClockFaults(),
 		DisruptFaults:      nemesis.DisruptFaults(),
-		ServerRenewsLeases: cfg.system().serverRenewsLeases}
-	if cfg.system().asyncReplicas {
+		ServerRenewsLeases: cfg.system().ServerRenewsLeases}
+	// A primary answers before its replicas have the write, so a primary
+	// cut off from them keeps what it grants to itself, and a replica
+	// promoted meanwhile never had it: the checkers then take two
+	// primaries' grants as the failover's. Not raft: there a cut-off
+	// member grants nothing, and a grant it is said to have made is the
+	// lock's.
+	if cfg.system().FailsOver() {
 		opts.CutOffFaults = nemesis.CutOffFaults()
 	}
-	if cfg.system().majority {
+	if cfg.system().Majority {
 		opts.MajorityOf = cfg.NodeCount()
 	}
 	return opts

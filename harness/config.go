@@ -209,8 +209,8 @@ func (c *Config) validateFaults() error {
 	switch c.Targets {
 	case nemesis.TargetOne, nemesis.TargetAll, nemesis.TargetMajority, nemesis.TargetHolder:
 	case nemesis.TargetPrimary:
-		if d := c.system(); !d.sentinels && !d.slots {
-			return usage("--targets primary needs --system sentinel or cluster")
+		if !c.system().FollowsPrimary() {
+			return usage("--targets primary needs --system %s", strings.Join(systemsWith(cluster.System.FollowsPrimary), " or "))
 		}
 	case nemesis.TargetMinority:
 		if len(c.Nemesis) > 0 && c.NodeCount() < 3 {
@@ -346,7 +346,7 @@ func (c *Config) validateLock() error {
 	if !slices.Contains(d.Systems, c.System) {
 		return usage("--lock %s needs --system %s, not --system %s", c.Lock, strings.Join(d.Systems, " or "), c.System)
 	}
-	if err := locks.CheckNodes(c.Lock, c.system().lockNodes(c.NodeCount())); err != nil {
+	if err := locks.CheckNodes(c.Lock, c.system().LockNodes(c.NodeCount())); err != nil {
 		return usage("--lock %s on --system %s: %v", c.Lock, c.System, err)
 	}
 	return c.validateWaitReplicas()

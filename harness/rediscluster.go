@@ -11,24 +11,8 @@ import (
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
 	"github.com/lockjepsen/lockjepsen/locks"
-	"github.com/lockjepsen/lockjepsen/nemesis"
 	"github.com/lockjepsen/lockjepsen/workloads"
 )
-
-var redisClusterSystem = systemDriver{
-	name: cluster.RedisCluster, title: "Redis Cluster: primaries that share the hash slots, a replica each", referenceLock: locks.Token,
-	// A lock sees one connection: a cluster client, which sends each key
-	// to the primary of its slot.
-	lockNodes:     func(int) int { return 1 },
-	internalLinks: true,
-	slots:         true,
-	asyncReplicas: true,
-	faultTarget:   nemesis.TargetPrimary,
-	// Which backends run it, and which faults they land on it, the
-	// backends say themselves (cluster.Fitter).
-	validate: noOptions,
-	version:  recordRedisVersion,
-}
 
 // clusterReload is how often a client reloads the cluster's slots.
 const clusterReload = time.Second

@@ -40,7 +40,7 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 	r.info.Backend = backend.Name()
 	spec := cfg.Spec(r.dir)
 	spec.Processes = func(nodes []cluster.Node) error { return runfile.WriteNodes(r.dir, nodes) }
-	if cfg.system().internalLinks {
+	if cfg.system().Peers != "" {
 		// The local backend routes the cluster's own traffic through these
 		// in-process links. The container backends ignore spec.Mesh (their
 		// processes cannot reach the host's loopback proxies) and carry
@@ -60,17 +60,17 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 		return nil, fmt.Errorf("start the %s system: %w", cfg.System, err)
 	}
 	sys := &system{cl: cl, mesh: mesh, targets: cl.Nodes(), fakeClock: spec.FakeClock}
-	// Only the sentinel system has sentinels, whatever methods the
-	// backend's cluster type has.
-	if cfg.system().sentinels {
+	// Only a system whose clients reach it through sentinels has them,
+	// whatever methods the backend's cluster type has.
+	switch cfg.system().Reach {
+	case cluster.ReachSentinels:
 		if sys.sc, _ = cl.(cluster.SentinelCluster); sys.sc == nil {
 			cl.Close(context.Background())
 			return nil, fmt.Errorf("the %s backend does not run Sentinel", backend.Name())
 		}
 		sys.targets = append(sys.targets, sys.sc.Sentinels()...)
 		sys.primaries = &primarySource{who: "the sentinels", what: "primary", primary: sys.sc.Primary, healthy: sys.sc.WaitHealthy}
-	}
-	if cfg.system().slots {
+	case cluster.ReachSlots:
 		if sys.slots, _ = cl.(cluster.SlotCluster); sys.slots == nil {
 			cl.Close(context.Background())
 			return nil, fmt.Errorf("the %s backend does not run Redis Cluster", backend.Name())
@@ -88,7 +88,9 @@ func (r *runner) startSystem(ctx context.Context, mesh *proxy.Mesh) (*system, er
 		return nil, &UsageError{err}
 	}
 	r.info.Nodes, r.info.Resource = sys.targets, cl.Resource()
-	cfg.system().version(ctx, cl.Nodes()[0].Addr, r.info)
+	if version := versionOf[cfg.system().Server]; version != nil {
+		version(ctx, cl.Nodes()[0].Addr, r.info)
+	}
 	return sys, nil
 }
 
@@ -166,7 +168,7 @@ func (r *runner) lockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) workloads
 			if link := mesh.Find(nemesis.ClientLinkName(process%r.cfg.Clients), n.Name); link != nil {
 				addr = link.Addr()
 			}
-			if r.cfg.system().addressesOnly {
+			if r.cfg.system().Reach == cluster.ReachAddresses {
 				// The lock makes its own client from the addresses.
 				conns = append(conns, locks.Conn{Name: n.Name, Addr: addr})
 				continue
@@ -202,7 +204,10 @@ func (c closeAll) Close() error {
 // needsProxies reports whether a fault of the run needs clients to dial
 // through proxies; the faults' descriptors decide.
 func (c *Config) needsProxies() bool {
-	return nemesis.NeedsLinks(c.faultsUsed(), c.system().clientFaultsNeedLinks)
+	// A lock that dials the nodes itself (etcd's) keeps background
+	// traffic (keep-alives) that a paused client must stop too, which
+	// takes links of its own to freeze.
+	return nemesis.NeedsLinks(c.faultsUsed(), c.system().Reach == cluster.ReachAddresses)
 }
 
 func (c *Config) needsFakeClock() bool {

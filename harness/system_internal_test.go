@@ -33,7 +33,7 @@ func TestTTLRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = d.ttl.check(tc.system, tc.ttl)
+		err = checkTTL(d, tc.ttl)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s --ttl %s: %v, want ok %v", tc.system, tc.ttl, err, tc.ok)
 		}

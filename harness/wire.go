@@ -83,7 +83,7 @@ func (r *runner) newClients(rec *history.Recorder, sys *system) *clientPhase {
 		cp.closers = append(cp.closers, resource)
 		cp.env.Resource = &workloads.Resource{Client: resource}
 	}
-	if cfg.system().askHolder {
+	if cfg.system().Majority {
 		// For locks that do not say which nodes granted (redsync), ask
 		// the nodes themselves, directly, when the nemesis aims.
 		for _, n := range sys.cl.Nodes() {
