@@ -66,7 +66,7 @@ func DefaultConfig() Config {
 		NemesisInterval:      time.Second,
 		Clients:              10,
 		Keys:                 1,
-		TTL:                  500 * time.Millisecond,
+		TTL:                  defaultTTLAnywhere,
 		TimeLimit:            30 * time.Second,
 		Recovery:             3 * time.Second,
 		Hold:                 "0..20ms",
@@ -104,14 +104,30 @@ func IsUsage(err error) bool {
 	return errors.As(err, &u)
 }
 
-// Validate checks every option and names the one that is wrong.
+// Validate completes the configuration (complete) and checks every
+// option, naming the one that is wrong.
 func (c *Config) Validate() error {
+	c.complete()
 	for _, check := range []func() error{c.validateSystem, c.validateWorkload, c.validateFaults, c.validateRanges, c.validateRun, c.validateBackend} {
 		if err := check(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// complete fills in, once, what depends on the system: a TTL of 0, or
+// DefaultConfig's where the system's leases cannot count it (etcd's whole
+// seconds), becomes the system's default TTL. So a run on etcd from
+// DefaultConfig, from the CLI, the matrix or the Go API, takes 1s.
+func (c *Config) complete() {
+	d, err := cluster.LookupSystem(c.System)
+	if err != nil {
+		return // validateSystem says why
+	}
+	if c.TTL == 0 || (c.TTL == defaultTTLAnywhere && d.TTL.Refuses(c.TTL)) {
+		c.TTL = defaultTTL(d)
+	}
 }
 
 func (c *Config) validateWorkload() error {

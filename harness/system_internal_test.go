@@ -49,6 +49,37 @@ func TestTTLRules(t *testing.T) {
 	}
 }
 
+// The TTL default is applied once, where the configuration is completed
+// (Validate): a Go API user who starts from DefaultConfig and picks etcd
+// gets etcd's 1s, a TTL left at 0 takes the system's default, and a TTL
+// given is kept (and refused when the system cannot count it).
+func TestTTLDefaultAppliedOnValidate(t *testing.T) {
+	cases := []struct {
+		system   string
+		ttl, got time.Duration
+		ok       bool
+	}{
+		{cluster.Etcd, DefaultConfig().TTL, time.Second, true},
+		{cluster.Etcd, 0, time.Second, true},
+		{cluster.Etcd, 3 * time.Second, 3 * time.Second, true},
+		{cluster.Etcd, 1500 * time.Millisecond, 1500 * time.Millisecond, false},
+		{cluster.Single, DefaultConfig().TTL, 500 * time.Millisecond, true},
+		{cluster.Single, 0, 500 * time.Millisecond, true},
+		{cluster.Sentinel, 200 * time.Millisecond, 200 * time.Millisecond, true},
+	}
+	for _, tc := range cases {
+		cfg := DefaultConfig()
+		cfg.System, cfg.TTL, cfg.CustomLock = tc.system, tc.ttl, true
+		cfg.complete()
+		if cfg.TTL != tc.got {
+			t.Errorf("%s --ttl %s: completed to %s, want %s", tc.system, tc.ttl, cfg.TTL, tc.got)
+		}
+		if err := cfg.validateSystem(); (err == nil) != tc.ok {
+			t.Errorf("%s --ttl %s: %v, want ok %v", tc.system, tc.ttl, err, tc.ok)
+		}
+	}
+}
+
 // The facts the review and the matrix ask of a system instead of its
 // name: where a server fault hurts, whether it fails over, whether
 // Redis's persistence options apply.

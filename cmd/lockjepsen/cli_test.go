@@ -412,8 +412,8 @@ func TestGridEtcdRows(t *testing.T) {
 	if got := strings.Join(names, ","); got != "single/token,etcd/etcd-session" {
 		t.Errorf("locks across systems: %s", got)
 	}
-	// A grid cell takes its system's TTL (etcd's whole second) and aims
-	// its faults where they hurt there.
+	// A grid cell takes its system's TTL (etcd's whole second), which
+	// Validate fills in, and aims its faults where they hurt there.
 	for _, tc := range []struct {
 		sys, targets string
 		ttl          time.Duration
@@ -422,7 +422,11 @@ func TestGridEtcdRows(t *testing.T) {
 		{"sentinel", "primary", harness.DefaultConfig().TTL}, {"cluster", "primary", harness.DefaultConfig().TTL},
 		{"redlock", "holder", harness.DefaultConfig().TTL},
 	} {
-		if c := gridConfig(tc.sys, "", "mutex", nil); c.TTL != tc.ttl || c.Targets != tc.targets {
+		c := gridConfig(tc.sys, harness.ReferenceLock(tc.sys), "mutex", nil)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s grid cell: %v", tc.sys, err)
+		}
+		if c.TTL != tc.ttl || c.Targets != tc.targets {
 			t.Errorf("%s grid cell: TTL %s, targets %s; want %s, %s", tc.sys, c.TTL, c.Targets, tc.ttl, tc.targets)
 		}
 	}

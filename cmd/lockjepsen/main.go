@@ -191,9 +191,6 @@ func newTestCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
 			if (cmd.Flags().Changed("renew") || cmd.Flags().Changed("renew-for")) && !cmd.Flags().Changed("workload") {
 				cfg.Workload = workloads.Renew // --renew alone asks for the renewal workload
 			}
-			if !cmd.Flags().Changed("ttl") && cfg.TTL == harness.DefaultConfig().TTL {
-				cfg.TTL = harness.DefaultTTL(cfg.System) // etcd's leases are whole seconds
-			}
 			cfg.Command = append([]string{"lockjepsen"}, args...)
 			if cfg.Backend, err = be.backend(cmd.Context(), stdout); err != nil {
 				return failure(stderr, err)

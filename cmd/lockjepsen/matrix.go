@@ -216,11 +216,13 @@ func (mf *matrixFlags) runs(fl *pflag.FlagSet) ([]matrixRun, error) {
 	for i := range runs {
 		c := &runs[i].cfg
 		ov.apply(fl, c)
-		// What reproduces this one run, not the whole matrix.
-		c.Command = runCommand(runs[i], overridden)
+		// Validated first: it completes the configuration (the system's
+		// TTL), which the command line then says.
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: %v", runs[i].Scenario, err)
 		}
+		// What reproduces this one run, not the whole matrix.
+		c.Command = runCommand(runs[i], overridden)
 	}
 	return runs, nil
 }
@@ -398,7 +400,7 @@ func gridName(sys, lock, workload string, faults []string) string {
 func gridConfig(sys, lock, workload string, faults []string) harness.Config {
 	cfg := harness.DefaultConfig()
 	cfg.System, cfg.Lock, cfg.Workload, cfg.Nemesis = sys, lock, workload, faults
-	cfg.TTL, cfg.Targets = harness.DefaultTTL(sys), harness.FaultTarget(sys)
+	cfg.Targets = harness.FaultTarget(sys) // the TTL: the system's default, which Validate fills in
 	cfg.TimeLimit, cfg.Recovery = 4*time.Second, 1500*time.Millisecond
 	cfg.NemesisInterval = 400 * time.Millisecond
 	cfg.Hold, cfg.FaultDuration = "100ms..300ms", 300*time.Millisecond
