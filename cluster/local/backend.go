@@ -59,7 +59,7 @@ func (Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster, e
 		return nil, err
 	}
 	spec = spec.WithDefaults()
-	if spec.System == cluster.Etcd {
+	if spec.Descriptor().Server == cluster.ServerEtcd {
 		c, err := StartEtcd(ctx, spec)
 		if err != nil {
 			return nil, err // not a nil *EtcdCluster inside a non-nil interface
@@ -103,7 +103,7 @@ func startRedis(ctx context.Context, spec cluster.Spec) (*Cluster, error) {
 		return nil, err
 	}
 	var sentinelBinary string
-	if spec.System == cluster.Sentinel {
+	if spec.Descriptor().HasSentinels() {
 		if sentinelBinary, err = FindRedisSentinel(); err != nil {
 			return nil, err
 		}
@@ -170,30 +170,19 @@ func clockSetter(kit *fakeclock.Kit) func(*Server) error {
 	}
 }
 
-// nodeRole is the role node i (from 1) starts in: Sentinel's first node
-// is its primary, Redis Cluster's first half are the primaries.
+// nodeRole is the role node i (from 1) starts in, as the system's
+// descriptor says: Sentinel's first node is its primary, Redis Cluster's
+// first half are the primaries.
 func nodeRole(spec cluster.Spec, i int) string {
-	switch spec.System {
-	case cluster.Sentinel:
-		if i == 1 {
-			return cluster.RolePrimary
-		}
-		return cluster.RoleReplica
-	case cluster.RedisCluster:
-		if i <= spec.Nodes/2 {
-			return cluster.RolePrimary
-		}
-		return cluster.RoleReplica
-	}
-	return cluster.RoleNode
+	return spec.Descriptor().NodeRole(i, spec.Nodes)
 }
 
 // startServers starts the servers (and, on Sentinel, the sentinels; on
 // Redis Cluster, forms the cluster) and records their PIDs.
 func (c *Cluster) startServers(ctx context.Context, spec cluster.Spec, sentinelBinary string, withClock func(*Server) error) error {
-	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
+	if reach := spec.Descriptor().Reach; reach == cluster.ReachSentinels || reach == cluster.ReachSlots {
 		setup, start := c.setupSentinel, c.startSentinel
-		if spec.System == cluster.RedisCluster {
+		if reach == cluster.ReachSlots {
 			setup = func(spec cluster.Spec, _ string, _ func(*Server) error) error { return c.setupRedisCluster(spec) }
 			start = c.startRedisCluster
 		}

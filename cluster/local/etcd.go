@@ -222,7 +222,7 @@ func StartEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
 }
 
 func startEtcd(ctx context.Context, spec cluster.Spec) (*EtcdCluster, error) {
-	if spec.System != cluster.Etcd {
+	if spec.Descriptor().Server != cluster.ServerEtcd {
 		return nil, fmt.Errorf("start etcd: spec is for system %q", spec.System)
 	}
 	if err := spec.Validate(); err != nil {

@@ -173,9 +173,9 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 		return fail(fmt.Errorf("create a docker network: %w", err))
 	}
 	c.net = nw
-	start := map[string]func(context.Context, cluster.Spec, string, string, string) error{
-		cluster.Sentinel: c.startSentinel, cluster.RedisCluster: c.startRedisCluster,
-	}[spec.System]
+	start := map[cluster.Reach]func(context.Context, cluster.Spec, string, string, string) error{
+		cluster.ReachSentinels: c.startSentinel, cluster.ReachSlots: c.startRedisCluster,
+	}[spec.Descriptor().Reach]
 	if start == nil {
 		start = c.startIndependent
 	}
@@ -216,7 +216,7 @@ func (b Backend) prepare(ctx context.Context, spec cluster.Spec) (*engine, start
 	if err != nil {
 		return refuse(err)
 	}
-	if spec.System == cluster.Sentinel || spec.System == cluster.RedisCluster {
+	if spec.Descriptor().Peers != "" {
 		if _, err := eng.ensureImage(ctx, img.toxiproxy, DefaultToxiproxyImage, OfficialToxiproxyImage, "docker/build-image.sh --toxiproxy", "$"+ToxiproxyImageEnv); err != nil {
 			return refuse(fmt.Errorf("the %s system's internal links need a toxiproxy server: %w", spec.System, err))
 		}

@@ -82,7 +82,7 @@ func ReadTopology(path string) (*Topology, error) {
 				return nil, fmt.Errorf("topology %s: system %q: every node needs name, addr and container (%+v)", path, name, n)
 			}
 		}
-		if name != cluster.Sentinel {
+		if d, err := cluster.LookupSystem(name); err != nil || !d.HasSentinels() {
 			continue
 		}
 		if len(sys.Sentinels) == 0 {
@@ -179,7 +179,7 @@ func (b ComposeBackend) Start(ctx context.Context, spec cluster.Spec) (cluster.C
 		}
 		return nil, err
 	}
-	if spec.System == cluster.Sentinel {
+	if spec.Descriptor().HasSentinels() {
 		c.sentinels = sys.Sentinels
 		if spec.Resource {
 			c.resource = topo.Resource
@@ -225,7 +225,7 @@ func (topo *Topology) systemFor(path string, spec cluster.Spec) (TopologySystem,
 		return sys, fmt.Errorf("the run asks for persistence %q but the compose deployment runs %q (topology %s)", spec.Persistence, topo.Persistence, path)
 	case spec.Resource && topo.Resource == nil:
 		return sys, fmt.Errorf("the counter workload needs a resource node, and topology %s has none", path)
-	case spec.System == cluster.Sentinel && len(sys.Sentinels) != spec.Sentinels:
+	case spec.Descriptor().HasSentinels() && len(sys.Sentinels) != spec.Sentinels:
 		return sys, fmt.Errorf("topology %s: system %q has %d sentinels, the run asks for %d", path, spec.System, len(sys.Sentinels), spec.Sentinels)
 	}
 	return sys, nil

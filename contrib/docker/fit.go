@@ -3,6 +3,7 @@ package docker
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/nemesis"
@@ -21,20 +22,41 @@ func (b Backend) Fit(spec cluster.Spec) error { return fitContainers(b.Name(), s
 // and Redis Cluster, which the compose setup does not deploy; whether the
 // deployment has the system, Start checks against the topology file.
 func (b ComposeBackend) Fit(spec cluster.Spec) error {
-	if spec.System == cluster.RedisCluster {
-		return fmt.Errorf("--system %s runs on the local and docker backends, not on compose", cluster.RedisCluster)
+	if spec.Descriptor().Reach == cluster.ReachSlots {
+		return fmt.Errorf("--system %s runs on the local and docker backends, not on compose", spec.System)
 	}
 	return fitContainers(b.Name(), spec)
 }
 
 func fitContainers(backend string, spec cluster.Spec) error {
+	d := spec.Descriptor()
 	switch {
-	case spec.System == cluster.Etcd:
-		return fmt.Errorf("the %s backend runs the %s, %s, %s and %s systems; %s runs on the local backend",
-			backend, cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.RedisCluster, cluster.Etcd)
-	case spec.System == cluster.RedisCluster && slices.Contains(spec.Faults, nemesis.Isolate):
+	case d.Server != cluster.ServerRedis:
+		return fmt.Errorf("the %s backend runs the %s systems; %s runs on the local backend",
+			backend, andList(redisSystems()), spec.System)
+	case d.Reach == cluster.ReachSlots && slices.Contains(spec.Faults, nemesis.Isolate):
 		return fmt.Errorf("--system %s cannot isolate a node here: the toxiproxy container cuts the cluster's links only on their way into a node, "+
-			"and a Redis Cluster node that still reaches its peers hears at once that its replica took over; isolate it on --backend local", cluster.RedisCluster)
+			"and a Redis Cluster node that still reaches its peers hears at once that its replica took over; isolate it on --backend local", spec.System)
 	}
 	return nil
+}
+
+// redisSystems are the systems whose nodes run redis-server: the ones
+// the container images hold.
+func redisSystems() []string {
+	var names []string
+	for _, d := range cluster.AllSystems() {
+		if d.Server == cluster.ServerRedis {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// andList joins names as "a, b, c and d".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

@@ -112,10 +112,7 @@ func (b Backend) Start(ctx context.Context, spec cluster.Spec) (cluster.Cluster,
 	}
 	c := &Cluster{b: b, spec: spec}
 	for i, p := range b.Hosts.ByRole(RoleRedis) {
-		role := cluster.RoleNode
-		if spec.System == cluster.Sentinel {
-			role = map[bool]string{true: cluster.RolePrimary, false: cluster.RoleReplica}[i == 0]
-		}
+		role := spec.Descriptor().NodeRole(i+1, spec.Nodes)
 		c.nodes = append(c.nodes, &proc{Process: p, role: role})
 	}
 	for _, p := range b.Hosts.ByRole(RoleSentinel) {
@@ -143,7 +140,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	primary := c.nodes[0]
 	for _, n := range c.nodes {
 		var extra []string
-		if c.spec.System == cluster.Sentinel && n != primary {
+		if c.spec.Descriptor().HasSentinels() && n != primary {
 			extra = append(extra, fmt.Sprintf("replicaof %s %d", primary.Address, primary.Port))
 		}
 		for i := 0; i+1 < len(c.spec.MinReplicasArgs()); i += 2 {
@@ -164,7 +161,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitAll(ctx, ready); err != nil {
 		return err
 	}
-	if c.spec.System != cluster.Sentinel {
+	if !c.spec.Descriptor().HasSentinels() {
 		return nil
 	}
 	c.dep = &sentinelq.Deployment{MasterName: cluster.MasterName, FailoverTimeout: c.spec.FailoverTimeout}

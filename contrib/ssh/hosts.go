@@ -20,6 +20,7 @@ import (
 	"path"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -307,12 +308,16 @@ func (h *Hosts) ByRole(role string) []Process {
 // what to change when it has not.
 func (h *Hosts) Fit(spec cluster.Spec) error {
 	redis, sentinels := len(h.ByRole(RoleRedis)), len(h.ByRole(RoleSentinel))
-	switch spec.System {
-	case cluster.Single, cluster.Sentinel, cluster.Redlock:
-	default:
-		// Redis Cluster and etcd members on hosts are not built yet
-		// (docs/remote.md says so).
-		return fmt.Errorf("the ssh backend runs the %s, %s and %s systems so far, not %s", cluster.Single, cluster.Sentinel, cluster.Redlock, spec.System)
+	// Redis Cluster and etcd members on hosts are not built yet
+	// (docs/remote.md says so): independent Redis nodes and Sentinel are.
+	if !sshRuns(spec.Descriptor()) {
+		var runs []string
+		for _, d := range cluster.AllSystems() {
+			if sshRuns(d) {
+				runs = append(runs, d.Name)
+			}
+		}
+		return fmt.Errorf("the ssh backend runs the %s and %s systems so far, not %s", strings.Join(runs[:len(runs)-1], ", "), runs[len(runs)-1], spec.System)
 	}
 	if spec.Resource && len(h.ByRole(RoleResource)) == 0 {
 		return fmt.Errorf("%s lists no process with role %s: the counter workload (the review's default) writes a protected resource there; add one (a redis-server lockjepsen starts and never faults), or use a workload without one (--workload mutex)", h.Path, RoleResource)
@@ -321,7 +326,7 @@ func (h *Hosts) Fit(spec cluster.Spec) error {
 		return fmt.Errorf("%s lists %d redis nodes; the run asks for --nodes %d", h.Path, redis, spec.Nodes)
 	}
 	want := 0
-	if spec.System == cluster.Sentinel {
+	if spec.Descriptor().HasSentinels() {
 		want = spec.Sentinels
 	}
 	if sentinels != want {
@@ -335,4 +340,10 @@ func (h *Hosts) Fit(spec cluster.Spec) error {
 		}
 	}
 	return nil
+}
+
+// sshRuns reports whether the ssh backend starts a system: redis-servers
+// that are independent or follow a Sentinel-monitored primary.
+func sshRuns(d cluster.System) bool {
+	return d.Server == cluster.ServerRedis && (d.Reach == cluster.ReachEveryNode || d.Reach == cluster.ReachSentinels)
 }
