@@ -25,12 +25,28 @@ var clockDescriptors = []Descriptor{
 		new:  func(*ClientFaults) (Fault, error) { return newClockFault(ClockOffset, shapeOffset, nodeClocks{}), nil }},
 }
 
-var clockSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock}
+// clockSystems are the systems whose leases read the nodes' wall clocks
+// and whose own timeouts do not (cluster.System's NoWallClock and
+// ClockTimeouts): a clock that moves during the run.
+var clockSystems = systemsWhere(func(d cluster.System) bool { return d.NoWallClock == "" && d.ClockTimeouts == "" })
 
-// redisSystems are every Redis system: a clock moved once, before the
-// first grant, and kept, leaves Redis Cluster's gossip timeouts, which
-// each node counts on its own clock, as they were.
-var redisSystems = []string{cluster.Single, cluster.Sentinel, cluster.Redlock, cluster.RedisCluster}
+// redisSystems are the systems whose leases read the nodes' wall clocks:
+// a clock moved once, before the first grant, and kept, leaves Redis
+// Cluster's gossip timeouts, which each node counts on its own clock, as
+// they were.
+var redisSystems = systemsWhere(func(d cluster.System) bool { return d.NoWallClock == "" })
+
+// systemsWhere names the systems whose descriptor has a capability, in
+// the order of cluster.Systems.
+func systemsWhere(has func(cluster.System) bool) []string {
+	var names []string
+	for _, d := range cluster.AllSystems() {
+		if has(d) {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
 
 const clockSystemsWhy = "moves wall clocks, which etcd's leases do not read (they run on monotonic timers)"
 

@@ -53,7 +53,7 @@ var netDescriptors = []Descriptor{
 	{Name: Isolate, Description: "the target nodes are cut off from the rest of their cluster (replicas, sentinels) while clients still reach them",
 		Kind:       KindLink,
 		CutsOff:    true,
-		Systems:    []string{cluster.Sentinel, cluster.Etcd, cluster.RedisCluster},
+		Systems:    systemsWhere(func(d cluster.System) bool { return d.Peers != "" }),
 		SystemsWhy: "cuts a node off from the rest of its cluster (single and redlock nodes do not talk to each other)",
 		Exercises:  serverMoments,
 		Draw:       Draw{Class: classOther}, new: buildNet(Isolate)},

@@ -208,7 +208,7 @@ func killLaggingPrimary(p ScriptParams, down, lag time.Duration) []Step {
 // takes about 2.5 s (cluster.ClusterNodeTimeout, the failure reports, the
 // replica's election delay).
 func needsRedisCluster(p ScriptParams) error {
-	if p.System != cluster.RedisCluster {
+	if d, err := cluster.LookupSystem(p.System); err != nil || d.Reach != cluster.ReachSlots {
 		return fmt.Errorf("needs the cluster system")
 	}
 	if p.Clients < 2 {
