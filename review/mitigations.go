@@ -159,7 +159,8 @@ func minReplicas(c *harness.Config, _ Threat, _ Measured) (string, error) {
 }
 
 func redlockInstead(c *harness.Config, t Threat, _ Measured) (string, error) {
-	if c.System != cluster.Single {
+	// A single Redis: one redis-server, by its system's descriptor.
+	if d, err := cluster.LookupSystem(c.System); err != nil || d.Server != cluster.ServerRedis || d.DefaultNodes != 1 {
 		return "", notApplicable("only a single Redis is replaced by Redlock")
 	}
 	ttl, workload := c.TTL, c.Workload

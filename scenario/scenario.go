@@ -76,13 +76,11 @@ func (s Scenario) HasTag(tag string) bool {
 // Estimate is how long the scenario takes to run, start-up and checking
 // included, from its configuration: what `matrix --budget` plans with.
 func Estimate(cfg harness.Config) time.Duration {
-	// Measured on a 2-core machine: start-up, stop, check and report.
+	// Measured on a 2-core machine: start-up, stop, check and report; the
+	// system's descriptor says what its own start-up adds.
 	overhead := 1500 * time.Millisecond
-	switch cfg.System {
-	case cluster.Sentinel:
-		overhead = 5 * time.Second
-	case cluster.Redlock, cluster.RedisCluster:
-		overhead = 2 * time.Second
+	if d, err := cluster.LookupSystem(cfg.System); err == nil && d.StartOverhead > 0 {
+		overhead = d.StartOverhead
 	}
 	return cfg.TimeLimit + cfg.Recovery + overhead
 }

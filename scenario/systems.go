@@ -110,11 +110,16 @@ func withLock(preset func(*harness.Config)) func(lock string) func(*harness.Conf
 	}
 }
 
-// PresetFor is the system's preset.
+// PresetFor is the system's preset: its entry here, or for a system
+// without one (a system registered with cluster.RegisterSystem), a run of
+// the default shape on it that sets only the system and the lock.
 func PresetFor(system string) (SystemPreset, error) {
-	i := slices.IndexFunc(systemPresets, func(p SystemPreset) bool { return p.System == system })
-	if i < 0 {
-		return SystemPreset{}, fmt.Errorf("system %q has no preset; want one of %v", system, cluster.Systems)
+	if i := slices.IndexFunc(systemPresets, func(p SystemPreset) bool { return p.System == system }); i >= 0 {
+		return systemPresets[i], nil
 	}
-	return systemPresets[i], nil
+	if _, err := cluster.LookupSystem(system); err != nil {
+		return SystemPreset{}, fmt.Errorf("system %q has no preset; want one of %v", system, cluster.SystemNames())
+	}
+	return SystemPreset{System: system, Grid: func(*harness.Config) {},
+		On: withLock(func(c *harness.Config) { c.System = system })}, nil
 }
