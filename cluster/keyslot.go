@@ -41,12 +41,18 @@ func SlotRange(i, p int) (lo, hi int) {
 }
 
 // Topology describes, for a report, a system whose layout its node list
-// does not show, as it started: on Redis Cluster each primary with its
-// slots and its replica (nP+i replicates ni). It is "" for the others.
+// does not show, as it started (its descriptor's Layout): on Redis
+// Cluster each primary with its slots and its replica. It is "" for the
+// others.
 func Topology(system string, nodes []Node) string {
-	if system != RedisCluster {
-		return ""
+	if d, err := LookupSystem(system); err == nil && d.Layout != nil {
+		return d.Layout(nodes)
 	}
+	return ""
+}
+
+// slotLayout is Redis Cluster's Layout: nP+i replicates ni.
+func slotLayout(nodes []Node) string {
 	p := len(nodes) / 2
 	var parts []string
 	for i := 0; i < p && p+i < len(nodes); i++ {

@@ -70,6 +70,9 @@ type System struct {
 	// ReferenceLock is the harness's correct lock on the system: a review
 	// runs it as a control.
 	ReferenceLock string
+	// Layout describes, for a report, a layout the node list does not
+	// show (which slots each primary serves); nil where it shows all.
+	Layout func(nodes []Node) string
 	// StartOverhead is how long start-up, stop, check and report take
 	// beyond the run on a 2-core machine (0: 1.5 s), for budgets.
 	StartOverhead time.Duration

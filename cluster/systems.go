@@ -86,4 +86,5 @@ var redisClusterSystem = System{
 	Replicas:      func(int) int { return 1 },
 	Peers:         "replication and the cluster bus",
 	ClockTimeouts: "each node counts the cluster's gossip timeouts on its own clock",
+	Layout:        slotLayout,
 }
