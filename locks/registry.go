@@ -202,7 +202,7 @@ func (d Descriptor) checkNodes(n int) error {
 	if d.Nodes == SingleNode {
 		var multi []string
 		for _, o := range All() {
-			if o.Nodes == Majority && slices.Contains(o.Systems, cluster.Redlock) {
+			if o.Nodes == Majority { // a quorum of independent nodes
 				multi = append(multi, o.Name)
 			}
 		}
