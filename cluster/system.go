@@ -193,8 +193,11 @@ func LookupSystem(name string) (System, error) {
 
 // RegisterSystem adds a system to the list, after the built-in ones; a
 // program (or a test) that brings a system of its own calls it from init,
-// before anything lists the systems. It panics on a duplicate name or a descriptor
-// without a node rule, as registries of programming errors do.
+// before anything lists the systems. The faults' lists of systems are
+// read from the descriptors when package nemesis is initialised, so a
+// system registered after that takes only the faults that name no
+// systems. It panics on a duplicate name or a descriptor without a node
+// rule, as registries of programming errors do.
 func RegisterSystem(s System) {
 	registry.Lock()
 	defer registry.Unlock()

@@ -21,7 +21,7 @@ var EtcdBaseline = review.Mitigation{
 		if len(c.Client) > 0 {
 			return "", &review.NotApplicable{Why: "your client speaks to Redis; the etcd baseline runs the harness's etcd lock instead"}
 		}
-		if c.System == cluster.Etcd {
+		if d, err := cluster.LookupSystem(c.System); err == nil && d.Server == cluster.ServerEtcd {
 			return "", &review.NotApplicable{Why: "the system is etcd already"}
 		}
 		if !t.AppliesTo(cluster.Etcd) && !t.Analog {
