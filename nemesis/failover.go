@@ -20,6 +20,8 @@ type failoverFault struct{}
 
 func (failoverFault) Name() string { return Failover }
 
+func (failoverFault) Describe(*Action) string { return "SENTINEL FAILOVER" }
+
 func (failoverFault) Available(env *Env, a *Action) error {
 	if env.ManualFailover == nil {
 		return fmt.Errorf("failover needs the sentinel system")
