@@ -81,9 +81,9 @@ const tickEvents = 4096
 func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
-		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
+		faults: faultState{open: FaultPairer{Meanings: opts.Faults}}, lease: newLeaseState(opts), res: newResState(),
 		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), nf: newNFState(opts), lin: newLinEngine(opts), eg: newEgState(opts), quorum: newQuorumState(opts), fences: newFenceState(opts)}
-	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
+	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved, Faults: opts.Faults}
 	return s
 }
 

@@ -264,7 +264,7 @@ func (n *nfState) answered(p int, t int64) {
 // may hold it end. Without this, one call killed in flight would keep
 // every later refusal of its key from being judged.
 func (n *nfState) crashed(op *history.Op) {
-	killed := crashedClients(op)
+	killed := crashedClients(op, n.opts.Faults)
 	if slices.Contains(n.opts.InOpFaults, op.F) && faultStarts(op.Value) {
 		killed = append(killed, op.Value.Clients...)
 	}

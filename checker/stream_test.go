@@ -577,11 +577,11 @@ func memFaultMoments(ops []history.Op, leases []*memLease, e *Exercised) {
 			if live(func(*memLease) bool { return true }) {
 				e.Failovers++
 			}
-		case len(crashedClients(op)) > 0:
-			if live(func(l *memLease) bool { return slices.Contains(crashedClients(op), l.proc) }) {
+		case len(crashedClients(op, nil)) > 0:
+			if live(func(l *memLease) bool { return slices.Contains(crashedClients(op, nil), l.proc) }) {
 				e.HolderCrashes++
 			}
-		case serverFault(op):
+		case serverFault(op, nil):
 			if live(func(l *memLease) bool { return onNodes(l.nodes, op.Value.Targets) }) {
 				e.NodeFaults++
 			}
@@ -606,7 +606,7 @@ func memLeases(ops []history.Op) ([]memCall, []*memLease) {
 		op := &ops[i]
 		switch {
 		case op.IsNemesis():
-			for _, p := range crashedClients(op) {
+			for _, p := range crashedClients(op, nil) {
 				endCur(p, i)
 				crashed[p] = true
 			}

@@ -154,6 +154,7 @@ func checkOptions(cfg Config, out string) checker.Options {
 		ReplyLossFaults: nemesis.ReplyLossFaults(), InOpFaults: nemesis.InOpFaults(),
 		ClientClockFaults:  nemesis.ClientClockFaults(),
 		DisruptFaults:      nemesis.DisruptFaults(),
+		Faults:             faultMeanings(),
 		ServerRenewsLeases: cfg.system().serverRenewsLeases}
 	if cfg.system().asyncReplicas {
 		opts.CutOffFaults = nemesis.CutOffFaults()
@@ -162,6 +163,16 @@ func checkOptions(cfg Config, out string) checker.Options {
 		opts.MajorityOf = cfg.NodeCount()
 	}
 	return opts
+}
+
+// faultMeanings are what every fault means to the checkers, as its
+// descriptor says.
+func faultMeanings() checker.FaultMeanings {
+	fm := checker.FaultMeanings{}
+	for _, d := range nemesis.All() {
+		fm[d.Name] = checker.FaultMeaning{Kind: string(d.Kind), Instant: d.Instant, Crashes: d.Crashes}
+	}
+	return fm
 }
 
 // checkHistory streams the history through the checkers, so that memory
