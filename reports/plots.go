@@ -29,7 +29,7 @@ func (m *model) shadeFaults(s *svg, sc scale, y0, y1 float64) {
 		}
 		x0, x1 := sc.clampX(a), sc.clampX(b)
 		cls := "shade " + m.faultClass(f.Name)
-		if f.isClientFault() {
+		if m.hitsClients(f) {
 			cls = "shade light " + m.faultClass(f.Name)
 		}
 		s.rect(x0, y0, max(x1-x0, 1.5), y1-y0, cls, f.describe())

@@ -43,15 +43,17 @@ type model struct {
 	clients int
 	nodes   []cluster.Node
 	keys    []string
+
+	meanings checker.FaultMeanings // what the run's faults mean (faultMeanings)
 }
 
 func newModel(rf *runFiles) *model {
-	m := &model{rf: rf}
+	m := &model{rf: rf, meanings: faultMeanings(rf)}
 	if rf.cfg != nil {
 		m.clients = rf.cfg.Clients
 	}
 	m.hr, m.histErr = readHistory(rf)
-	c := newCollector(axisEnd(0, rf.cfg), rf.res)
+	c := newCollector(axisEnd(0, rf.cfg), rf.res, m.meanings)
 	if m.hr != nil {
 		c = m.hr.c
 		m.events = m.hr.events
@@ -266,7 +268,7 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 func (m *model) shadeServerFaults(s *svg, sc scale, top, bot float64) {
 	for i := range m.faults {
 		f := &m.faults[i]
-		if !f.applied() || f.isClientFault() {
+		if !f.applied() || m.hitsClients(f) {
 			continue
 		}
 		a, b := f.Start, f.endOr(m.end)
@@ -392,7 +394,7 @@ func (m *model) drawClientLane(s *svg, sp timelineSpec, ln lane, y float64) {
 func (m *model) drawNodeLane(s *svg, sc scale, name string, y float64) {
 	for i := range m.faults {
 		f := &m.faults[i]
-		if !f.applied() || f.isClientFault() || !m.nodeHit(f, name) {
+		if !f.applied() || m.hitsClients(f) || !m.nodeHit(f, name) {
 			continue
 		}
 		a, b := f.Start, f.endOr(m.end)
