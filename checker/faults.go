@@ -19,6 +19,11 @@ type FaultMeaning struct {
 	// Crashes: the fault stops the clients its start names for good, and
 	// so ends their beliefs (EndCrash).
 	Crashes bool
+	// FailsOver: the fault changes which node is primary (a failover the
+	// nemesis asks for): a failover on a live lease, not a fault on the
+	// nodes it names, and one that may take a key from the node it
+	// demotes.
+	FailsOver bool
 }
 
 // The kinds of fault that hit clients rather than nodes (nemesis.Kind).
@@ -50,6 +55,8 @@ func LegacyFaultMeaning(name string) FaultMeaning {
 	switch {
 	case name == "client-crash":
 		return FaultMeaning{Kind: kindClient, Instant: true, Crashes: true}
+	case name == "failover":
+		return FaultMeaning{Kind: "server", FailsOver: true}
 	case strings.HasPrefix(name, "client-clock-"):
 		return FaultMeaning{Kind: kindClientClock}
 	case strings.HasPrefix(name, "client-"):

@@ -15,8 +15,9 @@ import (
 // lease, an instant fault); said to be a lasting client fault, it ended
 // nothing (the overlap is the lock's violation, the fault a span that
 // never stopped); with nothing said, its name means nothing either way.
-// A name the legacy reading knows (client-crash) keeps its old meaning
-// when nothing is said.
+// Said to fail over, it is a failover on the live lease, not a node
+// fault. A name the legacy reading knows (client-crash) keeps its old
+// meaning when nothing is said.
 func TestToyFaultMeansWhatItsMeaningSays(t *testing.T) {
 	// run is the history with the fault's start naming client 0, or
 	// node n1 when onNode.
@@ -48,6 +49,7 @@ func TestToyFaultMeansWhatItsMeaningSays(t *testing.T) {
 		{"client-crash in an old store", "client-crash", false, nil, true, 1, 0, true},
 		{"client-crash said to be lasting", "client-crash", false, FaultMeanings{"client-crash": {Kind: "client"}}, false, 0, 0, false},
 		{"client-pause on a node in an old store", "client-pause", true, nil, false, 0, 0, false},
+		{"a toy on a node said to fail over", "toy-stop", true, FaultMeanings{"toy-stop": {Kind: "server", FailsOver: true}}, false, 0, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,8 +58,12 @@ func TestToyFaultMeansWhatItsMeaningSays(t *testing.T) {
 			if r.Exclusion.Valid != c.valid {
 				t.Errorf("exclusion valid %v, want %v", r.Exclusion.Valid, c.valid)
 			}
-			if r.Exercised == nil || r.Exercised.HolderCrashes != c.crashes || r.Exercised.NodeFaults != c.nodeFault {
-				t.Errorf("exercised %+v, want %d holder crashes and %d node faults", r.Exercised, c.crashes, c.nodeFault)
+			failovers := 0 // a fault said to fail over is a failover on the live lease
+			if c.meanings.Of(c.fault).FailsOver {
+				failovers = 1
+			}
+			if e := r.Exercised; e == nil || e.HolderCrashes != c.crashes || e.NodeFaults != c.nodeFault || e.Failovers != failovers {
+				t.Errorf("exercised %+v, want %d holder crashes, %d node faults and %d failovers", e, c.crashes, c.nodeFault, failovers)
 			}
 			fs := c.meanings.Faults(ops)
 			if len(fs) != 1 || (fs[0].End == fs[0].Start) != c.instant || (!c.instant && fs[0].End != Never) {

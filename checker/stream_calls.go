@@ -32,7 +32,7 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Fences = s.fences.result()
 	s.finished = r
 	verdict(r)
-	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)
+	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults, s.opts.Faults)
 	return r, nil
 }
 

@@ -250,7 +250,7 @@ func (m *momentState) nemesis(op *history.Op) {
 		if old != "" && old != m.primary && m.anyLive(op.Time, func(l *mlease) bool { return failedOver(l.key, l.nodes, op.Key, old) }) {
 			m.e.Failovers++
 		}
-	case manualFailover(op):
+	case manualFailover(op, m.faults):
 		// With a primary monitor, the change of primary it records is
 		// the failover; counting the request too would count it twice.
 		if m.primary == "" && m.anyLive(op.Time, func(*mlease) bool { return true }) {
@@ -443,19 +443,17 @@ func slowReply(inv, comp *history.Op, defTTL int64) bool {
 func faultStarts(v *history.Value) bool { return v != nil && (v.Phase == "start" || v.Phase == "") }
 
 // manualFailover reports whether op starts a failover the nemesis asked
-// for.
-func manualFailover(op *history.Op) bool { return op.F == nemesisFailover && faultStarts(op.Value) }
-
-// nemesisFailover is the nemesis's manual failover, nemesis.Failover: the
-// checker reads histories alone and imports no harness package.
-const nemesisFailover = "failover"
+// for (FaultMeaning.FailsOver).
+func manualFailover(op *history.Op, fm FaultMeanings) bool {
+	return fm.Of(op.F).FailsOver && faultStarts(op.Value)
+}
 
 // serverFault reports whether op starts a fault on server nodes: any fault
 // naming nodes that is not a client's, a failover or the primary monitor.
 func serverFault(op *history.Op, fm FaultMeanings) bool {
 	v := op.Value
 	return faultStarts(v) && len(v.Targets) > 0 && len(v.Clients) == 0 &&
-		!fm.Of(op.F).AimsAtClients() && op.F != PrimaryEvent && op.F != nemesisFailover
+		!fm.Of(op.F).AimsAtClients() && !fm.Of(op.F).FailsOver && op.F != PrimaryEvent
 }
 
 // onNodes reports whether a fault on targets hits a lease granted by

@@ -435,7 +435,7 @@ func (s *Stream) violation(w *switness) Violation {
 		}
 	}
 	v.OverClaim = overClaimOf(&first.Hold, first.TTL)
-	v.Story = v.story(s.opts.KeyLossFaults, s.opts.CutOffFaults)
+	v.Story = v.story(s.opts.KeyLossFaults, s.opts.CutOffFaults, s.opts.Faults)
 	return v
 }
 

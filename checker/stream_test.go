@@ -47,7 +47,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Quorum = quorumInMemory(ops, opts)
 	r.Fences = fencesInMemory(ops, opts)
 	verdict(r)
-	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
+	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults, opts.Faults)
 	r.Exercised = exercisedInMemory(ops, opts)
 	return r
 }
@@ -573,7 +573,7 @@ func memFaultMoments(ops []history.Op, leases []*memLease, e *Exercised) {
 			if old != "" && old != primary && live(func(l *memLease) bool { return failedOver(l.key, l.nodes, op.Key, old) }) {
 				e.Failovers++
 			}
-		case manualFailover(op) && primary == "":
+		case manualFailover(op, nil) && primary == "":
 			if live(func(*memLease) bool { return true }) {
 				e.Failovers++
 			}

@@ -170,7 +170,7 @@ func checkOptions(cfg Config, out string) checker.Options {
 func faultMeanings() checker.FaultMeanings {
 	fm := checker.FaultMeanings{}
 	for _, d := range nemesis.All() {
-		fm[d.Name] = checker.FaultMeaning{Kind: string(d.Kind), Instant: d.Instant, Crashes: d.Crashes}
+		fm[d.Name] = checker.FaultMeaning{Kind: string(d.Kind), Instant: d.Instant, Crashes: d.Crashes, FailsOver: d.FailsOver}
 	}
 	return fm
 }

@@ -75,6 +75,11 @@ type Descriptor struct {
 	// Crashes: the fault stops the clients its start event names for
 	// good, so their beliefs end there (the checkers' end reason crash).
 	Crashes bool
+	// FailsOver: the fault changes which node is primary (a failover the
+	// sentinels are asked for): the checkers count it as a failover on a
+	// live lease rather than a fault on the nodes it names, and as able
+	// to take a key from the node it demotes.
+	FailsOver bool
 	// DownUntilRestart: the fault takes its nodes down until a restart
 	// --restart-delay later (Options.RestartDelay). A random action lasts
 	// that long, and the end of the fault phase does not cut it short: a

@@ -9,7 +9,7 @@ import (
 
 var failoverDescriptors = []Descriptor{
 	{Name: Failover, Description: "the sentinels are asked for a manual failover (SENTINEL FAILOVER)",
-		Kind: KindServer, Systems: []string{cluster.Sentinel}, SystemsWhy: "asks the sentinels for a failover",
+		Kind: KindServer, FailsOver: true, Systems: []string{cluster.Sentinel}, SystemsWhy: "asks the sentinels for a failover",
 		Exercises: []string{momentFailovers, momentNodeFaults},
 		Draw:      Draw{Class: classOther},
 		new:       func(*ClientFaults) (Fault, error) { return failoverFault{}, nil }},

@@ -113,7 +113,7 @@ func faultMeanings(rf *runFiles) checker.FaultMeanings {
 	if info := rf.info; info != nil && info.Described != nil {
 		for name, d := range info.Described.Faults {
 			if d.Kind != "" {
-				fm[name] = checker.FaultMeaning{Kind: d.Kind, Instant: d.Instant, Crashes: d.Crashes}
+				fm[name] = checker.FaultMeaning{Kind: d.Kind, Instant: d.Instant, Crashes: d.Crashes, FailsOver: d.FailsOver}
 			}
 		}
 	}
