@@ -98,16 +98,11 @@ func answer(r *Results, keyLoss, cutOff []string, fm FaultMeanings) *Answers {
 		}
 	}
 	a.Mechanisms = append(a.Mechanisms, leaseMechanisms(r.Lease)...)
-	if nf := r.NeverFrees; nf != nil && nf.Episodes > 0 && len(nf.Witnesses) > 0 {
-		// A key outliving every client that could hold it is the lock's
-		// failure (DESIGN.md, "Judging from first principles"): the
-		// check excuses what a fault or a clock could explain.
-		a.Mechanisms = append(a.Mechanisms, Mechanism{Kind: MechNeverFrees, Count: nf.Episodes, Example: nf.Witnesses[0].Story,
-			Says: "the lock never frees: a key outlived every client that could hold it, and every client was refused"})
+	for _, k := range checks {
+		if k.answer != nil {
+			k.answer(r, a)
+		}
 	}
-	a.Mechanisms = append(a.Mechanisms, extendGrantMechanisms(r.ExtendGrants)...)
-	lockF, lossF := fenceMechanisms(r.Fences)
-	a.Mechanisms, a.Losses = append(a.Mechanisms, lockF...), append(a.Losses, lossF...)
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && (r.Exclusion == nil || r.Exclusion.Count == 0) {
 		a.Damage = append(a.Damage, useDamage(res))
 	}

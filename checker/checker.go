@@ -207,6 +207,9 @@ type Results struct {
 	// Exercised counts the dangerous moments the run's faults produced
 	// (exercised.go): a safe verdict is evidence only where they happened.
 	Exercised *Exercised `json:"exercised,omitempty"`
+	// Checks holds the results of composed checks (checks) that have no
+	// field of their own, by check name.
+	Checks map[string]any `json:"checks,omitempty"`
 }
 
 // Firsts are the run times (ns) at which each kind of violation first
