@@ -103,3 +103,34 @@ func TestFaultPairerPairsByFaultAndTargets(t *testing.T) {
 		}
 	}
 }
+
+// The live watcher reads a fault's meaning as the checkers do: a toy
+// said to crash its client ends the holder's belief before the next
+// grant; read by name, it ends nothing and the grant overlaps.
+func TestWatcherReadsFaultMeanings(t *testing.T) {
+	b := new(hb).acquire(0, "k", 0, 10, history.OK, "a", 10_000)
+	b.ev(20, history.NemesisProcess, history.Info, "toy-stop", "", &history.Value{Phase: "start", Clients: []int{0}, Targets: []string{"client 0"}})
+	ops := b.acquire(1, "k", 25, 30, history.OK, "b", 10_000).
+		acquire(2, "k", 40, 45, history.Fail, "", -1).build(t)
+	cases := []struct {
+		name    string
+		w       *Watcher
+		overlap bool
+	}{
+		{"said to crash", NewWatcherWith(FaultMeanings{"toy-stop": {Kind: "client", Instant: true, Crashes: true}}), false},
+		{"read by name", NewWatcher(), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var first *WatchViolation
+			for _, op := range ops {
+				if v := c.w.Observe(op); v != nil && first == nil {
+					first = v
+				}
+			}
+			if (first != nil) != c.overlap {
+				t.Fatalf("first violation %+v, want one: %v", first, c.overlap)
+			}
+		})
+	}
+}
