@@ -283,7 +283,7 @@ func readHistory(rf *runFiles) (*histRead, error) {
 		}
 		end = axisEnd(first.last, rf.cfg)
 	}
-	r, err := scanHistory(path, newCollector(end, rf.res, faultMeanings(rf)))
+	r, err := scanHistory(path, newCollector(end, rf.res, rf.info.FaultMeanings()))
 	if err != nil || axisEnd(r.last, rf.cfg) == end {
 		return r, err
 	}
@@ -291,5 +291,5 @@ func readHistory(rf *runFiles) (*histRead, error) {
 	// re-recorded, or it is still being written): draw it again against
 	// its own end. A history still growing may have grown meanwhile; its
 	// newest events are then drawn at the axis's end.
-	return scanHistory(path, newCollector(axisEnd(r.last, rf.cfg), rf.res, faultMeanings(rf)))
+	return scanHistory(path, newCollector(axisEnd(r.last, rf.cfg), rf.res, rf.info.FaultMeanings()))
 }

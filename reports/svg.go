@@ -105,22 +105,8 @@ func (m *model) faultDraw(name string) runfile.FaultDescription {
 	return legacyDraw(name)
 }
 
-// faultMeanings are what the run's faults mean, as the run recorded them
-// in run.json; a fault it recorded without (a run stored before runs
-// said) is read by name (checker.LegacyFaultMeaning).
-func faultMeanings(rf *runFiles) checker.FaultMeanings {
-	fm := checker.FaultMeanings{}
-	if info := rf.info; info != nil && info.Described != nil {
-		for name, d := range info.Described.Faults {
-			if d.Kind != "" {
-				fm[name] = checker.FaultMeaning{Kind: d.Kind, Instant: d.Instant, Crashes: d.Crashes, FailsOver: d.FailsOver}
-			}
-		}
-	}
-	return fm
-}
-
-// faultMeaning is what the named fault means, as faultMeanings says.
+// faultMeaning is what the named fault means, as the run recorded it
+// (runfile.RunInfo.FaultMeanings), else by its name.
 func (m *model) faultMeaning(name string) checker.FaultMeaning {
 	return m.meanings.Of(name)
 }

@@ -44,11 +44,11 @@ type model struct {
 	nodes   []cluster.Node
 	keys    []string
 
-	meanings checker.FaultMeanings // what the run's faults mean (faultMeanings)
+	meanings checker.FaultMeanings // what the run's faults mean (runfile.RunInfo.FaultMeanings)
 }
 
 func newModel(rf *runFiles) *model {
-	m := &model{rf: rf, meanings: faultMeanings(rf)}
+	m := &model{rf: rf, meanings: rf.info.FaultMeanings()}
 	if rf.cfg != nil {
 		m.clients = rf.cfg.Clients
 	}

@@ -172,7 +172,7 @@ func faultsOf(dir string) []checker.Fault {
 	if err != nil {
 		return nil
 	}
-	return checker.Faults(read.Ops)
+	return readRunInfo(dir).FaultMeanings().Faults(read.Ops)
 }
 
 // downUntilRestart reports whether the named fault keeps its nodes down
