@@ -83,14 +83,14 @@ type Mechanism struct {
 // answer classifies a run's findings. keyLoss names the faults that can
 // take a key from a correct lock by themselves; cutOff those that keep a
 // node's writes from the rest of its cluster (Options).
-func answer(r *Results, keyLoss, cutOff []string) *Answers {
+func answer(r *Results, keyLoss, cutOff []string, fm FaultMeanings) *Answers {
 	a := &Answers{Lock: AnswerNotFound, Deployment: AnswerNotFound, Use: AnswerNotFound}
 	if r.Exclusion != nil {
 		for i := range r.Exclusion.Violations {
 			v := &r.Exclusion.Violations[i]
 			if story := minorityHold(v, r.Quorum); story != "" && v.OverClaim == 0 && !v.sharesToken() {
 				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, CauseMinorityGrant, "a hold was granted by fewer than a majority of the nodes", story, 1)
-			} else if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff); lock {
+			} else if cause, lock := classifyOverlap(v, r.Exclusion.Violations, keyLoss, cutOff, fm); lock {
 				a.Mechanisms = addMechanism(a.Mechanisms, MechOverlap, cause, overlapSays(cause), v.Story, 1)
 			} else {
 				a.Losses = addMechanism(a.Losses, MechKeyLost, cause, lossSays(cause), v.Story, 1)
@@ -98,16 +98,11 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 		}
 	}
 	a.Mechanisms = append(a.Mechanisms, leaseMechanisms(r.Lease)...)
-	if nf := r.NeverFrees; nf != nil && nf.Episodes > 0 && len(nf.Witnesses) > 0 {
-		// A key outliving every client that could hold it is the lock's
-		// failure (DESIGN.md, "Judging from first principles"): the
-		// check excuses what a fault or a clock could explain.
-		a.Mechanisms = append(a.Mechanisms, Mechanism{Kind: MechNeverFrees, Count: nf.Episodes, Example: nf.Witnesses[0].Story,
-			Says: "the lock never frees: a key outlived every client that could hold it, and every client was refused"})
+	for _, k := range checks {
+		if k.answer != nil {
+			k.answer(r, a)
+		}
 	}
-	a.Mechanisms = append(a.Mechanisms, extendGrantMechanisms(r.ExtendGrants)...)
-	lockF, lossF := fenceMechanisms(r.Fences)
-	a.Mechanisms, a.Losses = append(a.Mechanisms, lockF...), append(a.Losses, lossF...)
 	if res := r.Resource; res != nil && res.Checked && !res.Valid && (r.Exclusion == nil || r.Exclusion.Count == 0) {
 		a.Damage = append(a.Damage, useDamage(res))
 	}
@@ -127,7 +122,7 @@ func answer(r *Results, keyLoss, cutOff []string) *Answers {
 // its cause, or the deployment's (false), with the fault that took the
 // key. The lock's own evidence comes first: a fault in the window does
 // not excuse a release that deleted another client's key.
-func classifyOverlap(v *Violation, all []Violation, keyLoss, cutOff []string) (cause string, lock bool) {
+func classifyOverlap(v *Violation, all []Violation, keyLoss, cutOff []string, fm FaultMeanings) (cause string, lock bool) {
 	switch {
 	case v.OverClaim > 0:
 		return CauseOverClaim, true
@@ -140,7 +135,7 @@ func classifyOverlap(v *Violation, all []Violation, keyLoss, cutOff []string) (c
 		return CauseFailover, false
 	}
 	// On a node that lost no key, a key lost elsewhere excuses no call.
-	excusable := v.unhurtNode(keyLoss) == ""
+	excusable := v.unhurtNode(keyLoss, fm) == ""
 	for _, e := range v.Between {
 		// The first holder's own calls from its acquire on are its own;
 		// an earlier one (a stale release of its previous hold) may have

@@ -125,7 +125,7 @@ func TestAnswers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &Results{Exclusion: &ExclusionResult{Count: len(tt.violations), Violations: tt.violations},
 				Lease: tt.lease, Resource: tt.resource}
-			a := answer(r, keyLoss, []string{"isolate"})
+			a := answer(r, keyLoss, []string{"isolate"}, nil)
 			if a.Lock != tt.lock || a.Deployment != tt.deployment || a.Use != tt.use {
 				t.Fatalf("answers lock=%s deployment=%s use=%s, want %s %s %s (%+v)", a.Lock, a.Deployment, a.Use, tt.lock, tt.deployment, tt.use, a)
 			}
@@ -171,10 +171,10 @@ func TestSplitBrainStoryAgreesWithTheMechanism(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			v := v
 			v.OverClaim = c.overClaim
-			if cause, _ := classifyOverlap(&v, nil, nil, cutOff); cause != c.cause {
+			if cause, _ := classifyOverlap(&v, nil, nil, cutOff, nil); cause != c.cause {
 				t.Errorf("cause %s, want %s", cause, c.cause)
 			}
-			checkStory(t, v.story(nil, cutOff), []string{c.has}, []string{c.lacks})
+			checkStory(t, v.story(nil, cutOff, nil), []string{c.has}, []string{c.lacks})
 		})
 	}
 }

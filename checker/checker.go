@@ -72,6 +72,10 @@ type Options struct {
 	// stop, and a refusal meanwhile may be the fault's doing. The
 	// never-frees check (stream_neverfree.go) excuses both.
 	DisruptFaults []string
+	// Faults are the meanings of the run's faults, by name, as their
+	// descriptors say (the harness fills it from them, run.json records
+	// it); a fault it lacks is read by name (LegacyFaultMeaning).
+	Faults FaultMeanings
 	// MajorityOf is the number of independent nodes whose majority a
 	// grant needs (Redlock's N); 0 for a lock on one node or one
 	// replicated system.
@@ -203,6 +207,9 @@ type Results struct {
 	// Exercised counts the dangerous moments the run's faults produced
 	// (exercised.go): a safe verdict is evidence only where they happened.
 	Exercised *Exercised `json:"exercised,omitempty"`
+	// Checks holds the results of composed checks (checks) that have no
+	// field of their own, by check name.
+	Checks map[string]any `json:"checks,omitempty"`
 }
 
 // Firsts are the run times (ns) at which each kind of violation first

@@ -194,8 +194,9 @@ func (h *Hold) describeEnd() string {
 
 // story tells the violation; keyLoss and cutOff name the faults that can
 // take a key from a node and that keep a node's writes from the rest of
-// its cluster (Options.KeyLossFaults, Options.CutOffFaults).
-func (v *Violation) story(keyLoss, cutOff []string) string {
+// its cluster (Options.KeyLossFaults, Options.CutOffFaults); fm says
+// which faults fail over (Options.Faults).
+func (v *Violation) story(keyLoss, cutOff []string, fm FaultMeanings) string {
 	f, s := &v.First, &v.Second
 	var b strings.Builder
 	fmt.Fprintf(&b, "process %d held %s from %s (acquired, %s) %s; ", f.Process, v.Key, fmtT(f.Start), f.describeAcquire(), f.describeEnd())
@@ -205,7 +206,7 @@ func (v *Violation) story(keyLoss, cutOff []string) string {
 		b.WriteString(" (to the end of the history)")
 	}
 	b.WriteString(".")
-	for _, c := range v.causes(keyLoss, cutOff) {
+	for _, c := range v.causes(keyLoss, cutOff, fm) {
 		b.WriteString(" " + c)
 	}
 	var during, before []string
@@ -236,12 +237,12 @@ func (v *Violation) story(keyLoss, cutOff []string) string {
 // (classifyOverlap) discounts them. A witness with no cause says so.
 // When two primaries granted the holds while a fault cut the first's off
 // (cutOffThroughout), that is the cause, and no release or extend is.
-func (v *Violation) causes(keyLoss, cutOff []string) []string {
+func (v *Violation) causes(keyLoss, cutOff []string, fm FaultMeanings) []string {
 	if cut := cutOffThroughout(v, cutOff); cut != nil {
 		return v.splitBrainCauses(cut)
 	}
 	var early, releases, extends, afterLoss, lostElsewhere []string
-	unhurt := v.unhurtNode(keyLoss)
+	unhurt := v.unhurtNode(keyLoss, fm)
 	for i := range v.Between {
 		e := &v.Between[i]
 		if unhurt != "" && e.followsKeyLoss(&v.First) {
@@ -339,7 +340,7 @@ func (e *Event) followsKeyLoss(first *Hold) bool {
 // (followsKeyLoss, chained): a split brain takes a holder's key with the
 // old primary, and a release that compares its token then finds nothing
 // of its own on the new one, where a plain DEL deletes another client's.
-func (v *Violation) unhurtNode(keyLoss []string) string {
+func (v *Violation) unhurtNode(keyLoss []string, fm FaultMeanings) string {
 	a, b := v.First.Nodes, v.Second.Nodes
 	if len(a) != 1 || len(b) != 1 || a[0] != b[0] {
 		return ""
@@ -354,7 +355,7 @@ func (v *Violation) unhurtNode(keyLoss []string) string {
 			if f.End >= v.First.Invoke && f.End < v.Second.Start {
 				return ""
 			}
-		case keyLoss == nil || slices.Contains(keyLoss, f.Name) || f.Name == nemesisFailover:
+		case keyLoss == nil || slices.Contains(keyLoss, f.Name) || fm.Of(f.Name).FailsOver:
 			return ""
 		}
 	}

@@ -389,7 +389,7 @@ func TestOverlapCauseBeforeTheFirstHolderAsked(t *testing.T) {
 			if len(v.Between) != 1 || v.Between[0].Process != c.releaser || v.Between[0].LeaseEnd != ms(1000) {
 				t.Fatalf("between = %+v, want process %d's release with its lease ending at 1s", v.Between, c.releaser)
 			}
-			a := answer(&Results{Exclusion: r}, nil, nil)
+			a := answer(&Results{Exclusion: r}, nil, nil, nil)
 			if len(a.Mechanisms) != 1 || a.Mechanisms[0].Cause != CauseForeignRelease {
 				t.Fatalf("mechanisms %+v, want one overlap by a foreign release", a.Mechanisms)
 			}
@@ -439,7 +439,7 @@ func TestOverlapStoryDiscountsOwnKeyReleases(t *testing.T) {
 			if len(v.Between) != 1 || v.Between[0].LeaseEnd != ms(c.ttl) {
 				t.Fatalf("between = %+v, want process 3's release with its lease ending at %d ms", v.Between, c.ttl)
 			}
-			a := answer(&Results{Exclusion: r}, []string{"kill"}, nil)
+			a := answer(&Results{Exclusion: r}, []string{"kill"}, nil, nil)
 			got := append(a.Mechanisms, a.Losses...)
 			if len(got) != 1 || got[0].Cause != c.cause {
 				t.Fatalf("mechanisms %+v, losses %+v, want one with cause %s", a.Mechanisms, a.Losses, c.cause)

@@ -252,6 +252,20 @@ func grantOf(c *Call) *egGrant {
 }
 
 // found reports whether the check flagged an extend.
+// extendGrantVerdict: an ok extend with another client's grant inside it
+// makes the run unsafe, with no overlap needed.
+func extendGrantVerdict(r *Results) string {
+	if r.ExtendGrants.found() {
+		return VerdictUnsafe
+	}
+	return ""
+}
+
+// extendGrantAnswer names the lock's mechanisms the extends broke.
+func extendGrantAnswer(r *Results, a *Answers) {
+	a.Mechanisms = append(a.Mechanisms, extendGrantMechanisms(r.ExtendGrants)...)
+}
+
 func (r *ExtendGrantResult) found() bool { return r != nil && r.Count > 0 }
 
 // headline names the finding in one sentence.

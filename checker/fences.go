@@ -82,6 +82,13 @@ func (fs *fenceState) reset(a, b *Hold, faults []*Fault, primaries []Primary) st
 	return ""
 }
 
+// fencesAnswer splits the fences that did not grow between the lock's
+// mechanisms and the deployment's losses.
+func fencesAnswer(r *Results, a *Answers) {
+	lockF, lossF := fenceMechanisms(r.Fences)
+	a.Mechanisms, a.Losses = append(a.Mechanisms, lockF...), append(a.Losses, lossF...)
+}
+
 // fenceMechanisms are the regressions as the lock's mechanism and the
 // deployment's loss.
 func fenceMechanisms(f *FenceAnswer) (lock, loss []Mechanism) {

@@ -13,12 +13,12 @@ func fencesInMemory(ops []history.Op, opts Options) *FenceAnswer {
 	fs := newFenceState(opts)
 	var faults []*Fault
 	var primaries []Primary
-	open := openFaults{}
+	open := FaultPairer{Meanings: opts.Faults}
 	tr := Tracker[struct{}]{OnGrant: func(h *Belief[struct{}]) { fs.grant(&h.Hold, faults, primaries) }}
 	for i := range ops {
 		op := &ops[i]
 		if op.Process == history.NemesisProcess {
-			if f := open.apply(op); f != nil && opts.restores(f.Name) {
+			if f, _ := open.Apply(op); f != nil && opts.restores(f.Name) {
 				faults = append(faults, f)
 			}
 			if op.F == PrimaryEvent && op.Value != nil && op.Value.Phase == "start" && len(op.Value.Targets) > 0 {

@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"fmt"
 	"math"
 	"sort"
 
@@ -89,54 +88,4 @@ func Holds(ops []history.Op) []Hold {
 		sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	}
 	return out
-}
-
-// Faults are the nemesis faults of a history with the spans they were
-// active, in the order they started: End is Never for a fault never
-// stopped, and Start for an instant one (client-crash).
-func Faults(ops []history.Op) []Fault {
-	var fs []*Fault
-	open := openFaults{}
-	for i := range ops {
-		if ops[i].Process == history.NemesisProcess {
-			if f := open.apply(&ops[i]); f != nil {
-				fs = append(fs, f)
-			}
-		}
-	}
-	out := make([]Fault, len(fs))
-	for i, f := range fs {
-		out[i] = *f
-	}
-	return out
-}
-
-// openFaults are the faults started and not yet stopped, by what a stop
-// names: faults of one kind can overlap (two clients paused at once), so a
-// stop matches the start of the same fault on the same targets.
-type openFaults map[string]*Fault
-
-// apply takes a nemesis event: it returns the fault a start (or an instant
-// fault) begins, and ends the one a stop stops.
-func (o openFaults) apply(op *history.Op) *Fault {
-	var v history.Value
-	if op.Value != nil {
-		v = *op.Value
-	}
-	id := fmt.Sprintf("%s|%v|%v", op.F, v.Targets, v.Clients)
-	switch v.Phase {
-	case "start", "":
-		f := &Fault{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
-		if op.F != "client-crash" && v.Phase == "start" {
-			o[id] = f
-			f.End = Never
-		}
-		return f
-	case "stop":
-		if f, ok := o[id]; ok {
-			f.End = op.Time
-			delete(o, id)
-		}
-	}
-	return nil
 }

@@ -399,7 +399,7 @@ func (a *analysis) violation(first, second *Hold, between map[string][]call, opt
 		}
 	}
 	v.OverClaim = overClaimOf(first, a.ttlOf(first))
-	v.Story = v.story(opts.KeyLossFaults, opts.CutOffFaults)
+	v.Story = v.story(opts.KeyLossFaults, opts.CutOffFaults, opts.Faults)
 	return v
 }
 

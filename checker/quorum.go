@@ -38,12 +38,18 @@ type QuorumResult struct {
 
 type quorumState struct{ r *QuorumResult }
 
+// newQuorumCheck is the quorum check's state as the Stream composes it.
+func newQuorumCheck(opts Options) check { return newQuorumState(opts) }
+
 func newQuorumState(opts Options) *quorumState {
 	if opts.MajorityOf <= 0 {
 		return &quorumState{}
 	}
 	return &quorumState{r: &QuorumResult{Nodes: opts.MajorityOf}}
 }
+
+// result puts the counts into the results.
+func (q *quorumState) result(r *Results) { r.Quorum = q.r }
 
 // called counts an ok grant's nodes.
 func (q *quorumState) called(c *Call) {

@@ -50,7 +50,7 @@ type Stream struct {
 	nf        *nfState
 	lin       *linEngine
 	eg        *egState
-	quorum    *quorumState
+	checks    []check // the composed checks' states (checks)
 	fences    *fenceState
 	finished  *Results
 }
@@ -81,9 +81,9 @@ const tickEvents = 4096
 func NewStream(opts Options) *Stream {
 	opts = opts.withDefaults()
 	s := &Stream{opts: opts, keys: map[string]*skey{},
-		faults: faultState{open: openFaults{}}, lease: newLeaseState(opts), res: newResState(),
-		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), nf: newNFState(opts), lin: newLinEngine(opts), eg: newEgState(opts), quorum: newQuorumState(opts), fences: newFenceState(opts)}
-	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved}
+		faults: faultState{open: FaultPairer{Meanings: opts.Faults}}, lease: newLeaseState(opts), res: newResState(),
+		stats: newStatState(), fo: &foState{}, moments: newMomentState(opts), nf: newNFState(opts), lin: newLinEngine(opts), eg: newEgState(opts), checks: newChecks(opts), fences: newFenceState(opts)}
+	s.tr = Tracker[holdState]{OnInvoke: s.invoked, OnComplete: s.called, OnGrant: s.grant, OnEnd: s.onResolved, Faults: opts.Faults}
 	return s
 }
 
@@ -270,7 +270,9 @@ func (s *Stream) called(c *scall) {
 	s.res.called(c)
 	s.nf.called(c)
 	s.eg.called(c, s.holdOf(c))
-	s.quorum.called(c)
+	for _, ck := range s.checks {
+		ck.called(c)
+	}
 	switch c.Inv.F {
 	case history.Acquire:
 		ks := s.key(c.Inv.Key)

@@ -28,11 +28,13 @@ func (s *Stream) results(ctx context.Context) (*Results, error) {
 	r.Exercised = s.moments.result()
 	r.NeverFrees = s.nf.result()
 	r.ExtendGrants = s.eg.result()
-	r.Quorum = s.quorum.r
+	for _, c := range s.checks {
+		c.result(r)
+	}
 	r.Fences = s.fences.result()
 	s.finished = r
 	verdict(r)
-	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults)
+	r.Answers = answer(r, s.opts.KeyLossFaults, s.opts.CutOffFaults, s.opts.Faults)
 	return r, nil
 }
 
@@ -48,11 +50,9 @@ func verdict(r *Results) {
 	r.Ops = r.Stats.Ops
 	lin := r.Linearizability.Valid
 	switch {
-	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid || r.ExtendGrants.found():
+	case r.Exclusion.Count > 0 || (r.Resource.Checked && !r.Resource.Valid) || lin == ValidFalse || !r.Lease.Valid || checksSay(r, VerdictUnsafe):
 		r.Verdict, r.Valid = VerdictUnsafe, ValidFalse
-	case r.Liveness.Stuck || (r.NeverFrees != nil && !r.NeverFrees.Valid):
-		// A key that outlived every client that could hold it is the
-		// lock's liveness failure even when it freed before the end.
+	case r.Liveness.Stuck || checksSay(r, VerdictStuck):
 		r.Verdict, r.Valid = VerdictStuck, ValidFalse
 	case r.Exclusion.untested():
 		// A run where no lock was granted (a dead server, a broken lock)

@@ -2,10 +2,10 @@ package checker
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/internal/drift"
 )
 
 // momentState counts the dangerous moments (exercised.go) as events come.
@@ -35,6 +35,9 @@ type momentState struct {
 	clockFaults, clientClockFaults []string
 	movedNodes                     map[string]int
 	movedClients                   map[int]int
+	// faults are Options.Faults: which events crash clients, and which
+	// hit clients rather than nodes.
+	faults FaultMeanings
 }
 
 // mlease is a granted lease as the moments see it.
@@ -72,7 +75,7 @@ func newMomentState(opts Options) *momentState {
 	return &momentState{ttl: int64(opts.TTL), procs: map[int]*mproc{}, keys: map[string]*mkey{},
 		replyLoss: opts.ReplyLossFaults, inOp: opts.InOpFaults, losing: map[string]bool{},
 		clockFaults: opts.ClockFaults, clientClockFaults: opts.ClientClockFaults,
-		movedNodes: map[string]int{}, movedClients: map[int]int{}}
+		movedNodes: map[string]int{}, movedClients: map[int]int{}, faults: opts.Faults}
 }
 
 func (m *momentState) proc(p int) *mproc {
@@ -247,15 +250,15 @@ func (m *momentState) nemesis(op *history.Op) {
 		if old != "" && old != m.primary && m.anyLive(op.Time, func(l *mlease) bool { return failedOver(l.key, l.nodes, op.Key, old) }) {
 			m.e.Failovers++
 		}
-	case manualFailover(op):
+	case manualFailover(op, m.faults):
 		// With a primary monitor, the change of primary it records is
 		// the failover; counting the request too would count it twice.
 		if m.primary == "" && m.anyLive(op.Time, func(*mlease) bool { return true }) {
 			m.e.Failovers++
 		}
-	case len(crashedClients(op)) > 0:
+	case len(crashedClients(op, m.faults)) > 0:
 		m.crash(op)
-	case serverFault(op):
+	case serverFault(op, m.faults):
 		if m.anyLive(op.Time, func(l *mlease) bool { return onNodes(l.nodes, v.Targets) }) {
 			m.e.NodeFaults++
 		}
@@ -362,7 +365,7 @@ func (m *momentState) onMovedClock(op *history.Op) bool {
 // crashed processes' beliefs.
 func (m *momentState) crash(op *history.Op) {
 	hit := false
-	for _, p := range crashedClients(op) {
+	for _, p := range crashedClients(op, m.faults) {
 		ps := m.proc(p)
 		if l := ps.lease; l != nil && !l.staleAt(op.Time) {
 			hit = true
@@ -420,9 +423,9 @@ func claimedDeadline(inv, comp *history.Op) (int64, bool) {
 }
 
 // DriftMargin is the time a lock sets aside for clock drift and the
-// network: 1% of the TTL + 2 ms, as Redlock does. A reply slower than it
-// ate into the validity its client was told.
-func DriftMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// network (drift.Margin, the locks' own: 1% of the TTL + 2 ms, as Redlock
+// does). A reply slower than it ate into the validity its client was told.
+func DriftMargin(ttl time.Duration) time.Duration { return drift.Margin(ttl) }
 
 // slowReply reports whether an ok grant or extend took longer than the
 // drift margin of its TTL (the call's own, else defTTL); a call with no TTL
@@ -440,19 +443,17 @@ func slowReply(inv, comp *history.Op, defTTL int64) bool {
 func faultStarts(v *history.Value) bool { return v != nil && (v.Phase == "start" || v.Phase == "") }
 
 // manualFailover reports whether op starts a failover the nemesis asked
-// for.
-func manualFailover(op *history.Op) bool { return op.F == nemesisFailover && faultStarts(op.Value) }
-
-// nemesisFailover is the nemesis's manual failover, nemesis.Failover: the
-// checker reads histories alone and imports no harness package.
-const nemesisFailover = "failover"
+// for (FaultMeaning.FailsOver).
+func manualFailover(op *history.Op, fm FaultMeanings) bool {
+	return fm.Of(op.F).FailsOver && faultStarts(op.Value)
+}
 
 // serverFault reports whether op starts a fault on server nodes: any fault
 // naming nodes that is not a client's, a failover or the primary monitor.
-func serverFault(op *history.Op) bool {
+func serverFault(op *history.Op, fm FaultMeanings) bool {
 	v := op.Value
 	return faultStarts(v) && len(v.Targets) > 0 && len(v.Clients) == 0 &&
-		!strings.HasPrefix(op.F, "client-") && op.F != PrimaryEvent && op.F != nemesisFailover
+		!fm.Of(op.F).AimsAtClients() && !fm.Of(op.F).FailsOver && op.F != PrimaryEvent
 }
 
 // onNodes reports whether a fault on targets hits a lease granted by

@@ -435,7 +435,7 @@ func (s *Stream) violation(w *switness) Violation {
 		}
 	}
 	v.OverClaim = overClaimOf(&first.Hold, first.TTL)
-	v.Story = v.story(s.opts.KeyLossFaults, s.opts.CutOffFaults)
+	v.Story = v.story(s.opts.KeyLossFaults, s.opts.CutOffFaults, s.opts.Faults)
 	return v
 }
 
@@ -474,7 +474,7 @@ func sortCalls(calls []*scall) {
 // every clock fault (the lease model asks about them; there are few).
 type faultState struct {
 	kept  []*Fault
-	open  openFaults
+	open  FaultPairer
 	clock []*Fault
 }
 
@@ -483,7 +483,7 @@ type faultState struct {
 func (s *Stream) nemesis(op *history.Op) {
 	s.stats.nemesis++
 	s.fo.primary(op, s.stats.last)
-	if f := s.faults.open.apply(op); f != nil {
+	if f, _ := s.faults.open.Apply(op); f != nil {
 		s.faults.kept = append(s.faults.kept, f)
 		s.eg.fault(f)
 		if s.opts.isClockFault(f.Name) {

@@ -264,7 +264,7 @@ func (n *nfState) answered(p int, t int64) {
 // may hold it end. Without this, one call killed in flight would keep
 // every later refusal of its key from being judged.
 func (n *nfState) crashed(op *history.Op) {
-	killed := crashedClients(op)
+	killed := crashedClients(op, n.opts.Faults)
 	if slices.Contains(n.opts.InOpFaults, op.F) && faultStarts(op.Value) {
 		killed = append(killed, op.Value.Clients...)
 	}
@@ -569,6 +569,25 @@ func (n *nfState) clockFault(op *history.Op, id string) {
 
 // result finishes the check: the calls that never completed may take
 // effect at any time, so the refusals waiting on them are excused.
+// neverFreesVerdict: a key that outlived every client that could hold it
+// is the lock's liveness failure even when it freed before the end.
+func neverFreesVerdict(r *Results) string {
+	if r.NeverFrees != nil && !r.NeverFrees.Valid {
+		return VerdictStuck
+	}
+	return ""
+}
+
+// neverFreesAnswer: a key outliving every client that could hold it is
+// the lock's failure (DESIGN.md, "Judging from first principles"): the
+// check excuses what a fault or a clock could explain.
+func neverFreesAnswer(r *Results, a *Answers) {
+	if nf := r.NeverFrees; nf != nil && nf.Episodes > 0 && len(nf.Witnesses) > 0 {
+		a.Mechanisms = append(a.Mechanisms, Mechanism{Kind: MechNeverFrees, Count: nf.Episodes, Example: nf.Witnesses[0].Story,
+			Says: "the lock never frees: a key outlived every client that could hold it, and every client was refused"})
+	}
+}
+
 func (n *nfState) result() *NeverFreesResult {
 	r := n.res
 	for _, ks := range n.keys {

@@ -47,7 +47,7 @@ func checkInMemory(ops []history.Op, opts Options) *Results {
 	r.Quorum = quorumInMemory(ops, opts)
 	r.Fences = fencesInMemory(ops, opts)
 	verdict(r)
-	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults)
+	r.Answers = answer(r, opts.KeyLossFaults, opts.CutOffFaults, opts.Faults)
 	r.Exercised = exercisedInMemory(ops, opts)
 	return r
 }
@@ -573,15 +573,15 @@ func memFaultMoments(ops []history.Op, leases []*memLease, e *Exercised) {
 			if old != "" && old != primary && live(func(l *memLease) bool { return failedOver(l.key, l.nodes, op.Key, old) }) {
 				e.Failovers++
 			}
-		case manualFailover(op) && primary == "":
+		case manualFailover(op, nil) && primary == "":
 			if live(func(*memLease) bool { return true }) {
 				e.Failovers++
 			}
-		case len(crashedClients(op)) > 0:
-			if live(func(l *memLease) bool { return slices.Contains(crashedClients(op), l.proc) }) {
+		case len(crashedClients(op, nil)) > 0:
+			if live(func(l *memLease) bool { return slices.Contains(crashedClients(op, nil), l.proc) }) {
 				e.HolderCrashes++
 			}
-		case serverFault(op):
+		case serverFault(op, nil):
 			if live(func(l *memLease) bool { return onNodes(l.nodes, op.Value.Targets) }) {
 				e.NodeFaults++
 			}
@@ -606,7 +606,7 @@ func memLeases(ops []history.Op) ([]memCall, []*memLease) {
 		op := &ops[i]
 		switch {
 		case op.IsNemesis():
-			for _, p := range crashedClients(op) {
+			for _, p := range crashedClients(op, nil) {
 				endCur(p, i)
 				crashed[p] = true
 			}

@@ -30,6 +30,9 @@ type Tracker[X any] struct {
 	// OnEnd receives each hold once, when its belief ends (End and
 	// EndReason are then final).
 	OnEnd func(h *Belief[X])
+	// Faults say which nemesis events crash clients (Options.Faults);
+	// nil reads them by name (LegacyFaultMeaning).
+	Faults FaultMeanings
 
 	small        []*trackedProc[X] // the usual small process numbers, without hashing
 	big          map[int]*trackedProc[X]
@@ -274,7 +277,7 @@ func (t *Tracker[X]) Background(op *history.Op) {
 
 // Crash ends the beliefs of the clients nemesis event op crashed.
 func (t *Tracker[X]) Crash(op *history.Op) {
-	for _, p := range crashedClients(op) {
+	for _, p := range crashedClients(op, t.Faults) {
 		ps := t.proc(p)
 		ps.crash(op.Time)
 		if ps.hold != nil {
@@ -391,16 +394,6 @@ func startOf(inv, comp *history.Op) int64 {
 		from = min(*comp.Value.Started, comp.Time)
 	}
 	return from
-}
-
-// crashedClients are the clients nemesis event op crashed. Only a crash
-// that happened ends beliefs: "error" and "skipped" mark one that was
-// never applied.
-func crashedClients(op *history.Op) []int {
-	if op.F != "client-crash" || op.Value == nil || (op.Value.Phase != "start" && op.Value.Phase != "") {
-		return nil
-	}
-	return op.Value.Clients
 }
 
 // crashState is what every checker keeps of a process's latest crash.

@@ -44,10 +44,15 @@ func (v *WatchViolation) EarlierHoldEnded() bool {
 	return v.first != nil && v.first.Resolved()
 }
 
-// NewWatcher returns a Watcher that has seen nothing.
-func NewWatcher() *Watcher {
+// NewWatcher returns a Watcher that has seen nothing and reads which
+// faults crash clients by their names (LegacyFaultMeaning).
+func NewWatcher() *Watcher { return NewWatcherWith(nil) }
+
+// NewWatcherWith returns a Watcher that has seen nothing and reads which
+// faults crash clients from fm (Options.Faults).
+func NewWatcherWith(fm FaultMeanings) *Watcher {
 	w := &Watcher{open: map[string][]*watchHold{}}
-	w.tr = Tracker[struct{}]{OnGrant: w.granted, OnEnd: w.end}
+	w.tr = Tracker[struct{}]{OnGrant: w.granted, OnEnd: w.end, Faults: fm}
 	return w
 }
 

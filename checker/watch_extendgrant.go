@@ -11,7 +11,7 @@ import "github.com/lockjepsen/lockjepsen/history"
 type ExtendGrantWatcher struct {
 	tr     Tracker[struct{}]
 	st     *egState
-	faults openFaults
+	faults FaultPairer
 	events int
 	keep   bool // never prune (the tests' unpruned check)
 }
@@ -19,7 +19,8 @@ type ExtendGrantWatcher struct {
 // NewExtendGrantWatcher returns a watcher that has seen nothing; opts are
 // the checkers' (the faults that excuse a pair, MajorityOf).
 func NewExtendGrantWatcher(opts Options) *ExtendGrantWatcher {
-	w := &ExtendGrantWatcher{st: newEgState(opts), faults: openFaults{}}
+	w := &ExtendGrantWatcher{st: newEgState(opts), faults: FaultPairer{Meanings: opts.Faults}}
+	w.tr.Faults = opts.Faults
 	w.tr.OnInvoke = w.st.release
 	w.tr.OnComplete = func(c *Call) {
 		var h *Hold
@@ -36,7 +37,7 @@ func NewExtendGrantWatcher(opts Options) *ExtendGrantWatcher {
 // Observe takes the next event and returns the first finding (nil before).
 func (w *ExtendGrantWatcher) Observe(op history.Op) *ExtendOverGrant {
 	if op.Process == history.NemesisProcess {
-		if f := w.faults.apply(&op); f != nil {
+		if f, _ := w.faults.Apply(&op); f != nil {
 			w.st.fault(f)
 		}
 	}

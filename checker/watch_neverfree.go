@@ -21,7 +21,7 @@ type NeverFreesWatcher struct {
 func NewNeverFreesWatcher(opts Options) *NeverFreesWatcher {
 	w := &NeverFreesWatcher{nf: newNFState(opts.withDefaults())}
 	w.tr = Tracker[struct{}]{OnInvoke: w.nf.invoked, OnComplete: w.nf.called,
-		OnGrant: func(h *Belief[struct{}]) { w.nf.grant(&h.Hold, h.TTL) }}
+		OnGrant: func(h *Belief[struct{}]) { w.nf.grant(&h.Hold, h.TTL) }, Faults: opts.Faults}
 	return w
 }
 

@@ -154,6 +154,7 @@ func checkOptions(cfg Config, out string) checker.Options {
 		ReplyLossFaults: nemesis.ReplyLossFaults(), InOpFaults: nemesis.InOpFaults(),
 		ClientClockFaults:  nemesis.ClientClockFaults(),
 		DisruptFaults:      nemesis.DisruptFaults(),
+		Faults:             faultMeanings(),
 		ServerRenewsLeases: cfg.system().ServerRenewsLeases}
 	// A primary answers before its replicas have the write, so a primary
 	// cut off from them keeps what it grants to itself, and a replica
@@ -168,6 +169,16 @@ func checkOptions(cfg Config, out string) checker.Options {
 		opts.MajorityOf = cfg.NodeCount()
 	}
 	return opts
+}
+
+// faultMeanings are what every fault means to the checkers, as its
+// descriptor says.
+func faultMeanings() checker.FaultMeanings {
+	fm := checker.FaultMeanings{}
+	for _, d := range nemesis.All() {
+		fm[d.Name] = checker.FaultMeaning{Kind: string(d.Kind), Instant: d.Instant, Crashes: d.Crashes, FailsOver: d.FailsOver}
+	}
+	return fm
 }
 
 // checkHistory streams the history through the checkers, so that memory

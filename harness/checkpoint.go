@@ -33,7 +33,7 @@ func (r *runner) startCheckpoints(ctx context.Context, rec *history.Recorder) (f
 	if r.cfg.CheckpointEvery <= 0 {
 		return func() {}
 	}
-	c := &checkpointer{r: r, rec: rec, watch: checker.NewWatcher()}
+	c := &checkpointer{r: r, rec: rec, watch: checker.NewWatcherWith(faultMeanings())}
 	rec.Observe(c.observe)
 	done := make(chan struct{})
 	go func() {

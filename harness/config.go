@@ -203,7 +203,7 @@ func (c *Config) validateFaults() error {
 		if n == nemesis.None {
 			return usage("--nemesis %s cannot be combined with other faults (got %s): give %s alone, or only the faults", n, strings.Join(c.Nemesis, ","), n)
 		}
-		if _, ok := nemesis.Known[n]; !ok {
+		if _, err := nemesis.Lookup(n); err != nil {
 			return usage("--nemesis %q is unknown; want none or a comma list of %s", n, strings.Join(nemesis.KnownNames(), ", "))
 		}
 		if d, err := nemesis.Lookup(n); err == nil {

@@ -274,7 +274,8 @@ func describe(cfg Config) *runfile.Description {
 			d.Faults = map[string]runfile.FaultDescription{}
 		}
 		d.Faults[n] = runfile.FaultDescription{Description: fd.Description,
-			Class: fd.Draw.Class, Label: fd.Draw.Label, LabelDetail: fd.Draw.LabelDetail}
+			Class: fd.Draw.Class, Label: fd.Draw.Label, LabelDetail: fd.Draw.LabelDetail,
+			Kind: string(fd.Kind), Instant: fd.Instant, Crashes: fd.Crashes, FailsOver: fd.FailsOver}
 	}
 	if sc, ok := nemesis.Scripts[cfg.ScriptName]; ok {
 		d.Script = sc.Description

@@ -49,7 +49,7 @@ const (
 
 // newFirstStop decides for a run checked with opts (checkOptions).
 func newFirstStop(grace bool, opts checker.Options) *firstStop {
-	return &firstStop{grace: grace, holds: checker.NewWatcher(), data: checker.NewResourceWatcher(),
+	return &firstStop{grace: grace, holds: checker.NewWatcherWith(opts.Faults), data: checker.NewResourceWatcher(),
 		keys: checker.NewNeverFreesWatcher(opts), extends: checker.NewExtendGrantWatcher(opts)}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
+	"github.com/lockjepsen/lockjepsen/internal/drift"
 )
 
 // Names of the single-instance Redis locks.
@@ -73,11 +74,9 @@ return false`)
 )
 
 // DefaultDrift is the safety margin a client subtracts from the TTL before
-// it stops trusting its lease: TTL/100 + 2 ms, as in Redis's published lock
-// algorithm. Redis stores expiry in whole milliseconds of its wall clock, so
-// a key can vanish up to a millisecond before start+TTL even on a healthy
-// server.
-func DefaultDrift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// it stops trusting its lease (drift.Margin: TTL/100 + 2 ms, as in Redis's
+// published lock algorithm), the one the checker counts slow replies by.
+func DefaultDrift(ttl time.Duration) time.Duration { return drift.Margin(ttl) }
 
 // RedisLock is one of the single-instance locks; Variant selects which.
 type RedisLock struct {

@@ -53,7 +53,7 @@ var clientDescriptors = []Descriptor{
 		Exercises: []string{momentStaleActs, momentStaleGrants},
 		Draw:      Draw{Class: classClient, Label: "paused"}, new: buildClient(ClientPause)},
 	{Name: ClientCrash, Description: "a client holding the lock stops for good without releasing it, as a killed process would",
-		Kind:      KindClient,
+		Kind: KindClient, Instant: true, Crashes: true,
 		Exercises: []string{momentCrashes},
 		Draw:      Draw{Class: classClient, Label: "crashed"}, new: buildClient(ClientCrash)},
 	{Name: ClientKillInOp, Description: "a client process is killed (SIGKILL) with a lock call's request in flight, between two of its commands with luck; needs a lock client in its own process (--client)",
@@ -111,6 +111,15 @@ func (f clientFault) Start(ctx context.Context, env *Env, a *Action) error {
 }
 
 func (f clientFault) Stop(ctx context.Context, env *Env, a *Action) error { return nil }
+
+// Describe says what arming does for an in-op kill; a pause or crash
+// records its own events, with what it did, when the client reaches it.
+func (f clientFault) Describe(a *Action) string {
+	if d, _ := Lookup(f.name); d.InOp {
+		return fmt.Sprintf("client worker %v armed: killed (SIGKILL) at its next lock call, with the request in flight", a.Clients)
+	}
+	return ""
+}
 
 // Heal disarms every client and wakes clients that are stalled now.
 func (f clientFault) Heal(ctx context.Context, env *Env) error {

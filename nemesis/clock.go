@@ -139,6 +139,8 @@ func newClockFault(name string, shape clockShape, c clocks) *clockFault {
 
 func (f *clockFault) Name() string { return f.name }
 
+func (f *clockFault) Describe(a *Action) string { return f.shape.describe(a) }
+
 func (f *clockFault) Available(env *Env, a *Action) error {
 	if err := f.clocks.available(env, f.name, a); err != nil {
 		return err

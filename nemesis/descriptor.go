@@ -68,6 +68,24 @@ type Descriptor struct {
 	// the run; a random schedule does not draw it again
 	// (Schedule.StartStanding).
 	Standing bool
+	// Instant: the fault has no stop; its start event is the whole of it
+	// (a crash), so the checkers and reports pair no stop with it and
+	// draw it as a moment.
+	Instant bool
+	// Crashes: the fault stops the clients its start event names for
+	// good, so their beliefs end there (the checkers' end reason crash).
+	Crashes bool
+	// FailsOver: the fault changes which node is primary (a failover the
+	// sentinels are asked for): the checkers count it as a failover on a
+	// live lease rather than a fault on the nodes it names, and as able
+	// to take a key from the node it demotes.
+	FailsOver bool
+	// DownUntilRestart: the fault takes its nodes down until a restart
+	// --restart-delay later (Options.RestartDelay). A random action lasts
+	// that long, and the end of the fault phase does not cut it short: a
+	// delayed restart is the operator's mitigation, not part of the fault.
+	// The review measures how long nodes were down.
+	DownUntilRestart bool
 	// Exercises names the dangerous moments (the checker's moment names,
 	// results.json "exercised") that show the fault hit what it aims at:
 	// a safe verdict with none of them is vacuous.
@@ -325,7 +343,7 @@ func NeedsLinks(names []string, backgroundClients bool) bool {
 // than nodes; an unknown name does not.
 func AimsAtClient(name string) bool {
 	d, err := Lookup(name)
-	return err == nil && (d.Kind == KindClient || d.Kind == KindClientClock)
+	return err == nil && d.AimsAtClients()
 }
 
 // IsStanding reports whether the named fault is set once for the whole
@@ -346,14 +364,5 @@ func anyOf(names []string, has func(Descriptor) bool) bool {
 	return false
 }
 
-// Known lists the fault names with a line each.
-//
-// Deprecated: use All or Lookup. It stays only while harness/config.go
-// still reads it, and goes once that switches to Lookup.
-var Known = map[string]string{}
-
-func init() {
-	for _, d := range All() {
-		Known[d.Name] = d.Description
-	}
-}
+// AimsAtClients reports whether the fault hits clients rather than nodes.
+func (d Descriptor) AimsAtClients() bool { return d.Kind == KindClient || d.Kind == KindClientClock }

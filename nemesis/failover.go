@@ -9,7 +9,7 @@ import (
 
 var failoverDescriptors = []Descriptor{
 	{Name: Failover, Description: "the sentinels are asked for a manual failover (SENTINEL FAILOVER)",
-		Kind: KindServer, Systems: systemsWhere(cluster.System.HasSentinels), SystemsWhy: "asks the sentinels for a failover",
+		Kind: KindServer, FailsOver: true, Systems: systemsWhere(cluster.System.HasSentinels), SystemsWhy: "asks the sentinels for a failover",
 		Exercises: []string{momentFailovers, momentNodeFaults},
 		Draw:      Draw{Class: classOther},
 		new:       func(*ClientFaults) (Fault, error) { return failoverFault{}, nil }},
@@ -19,6 +19,8 @@ var failoverDescriptors = []Descriptor{
 type failoverFault struct{}
 
 func (failoverFault) Name() string { return Failover }
+
+func (failoverFault) Describe(*Action) string { return "SENTINEL FAILOVER" }
 
 func (failoverFault) Available(env *Env, a *Action) error {
 	if env.ManualFailover == nil {

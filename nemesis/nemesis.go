@@ -142,6 +142,10 @@ const HolderPlaceholder = "@holder"
 // Fault is one kind of fault.
 type Fault interface {
 	Name() string
+	// Describe says what the action does, in the words the history
+	// records as its start's detail ("" for a fault that records its own
+	// events).
+	Describe(a *Action) string
 	// Available refuses, before the run, a fault the system cannot take.
 	Available(env *Env, a *Action) error
 	Start(ctx context.Context, env *Env, a *Action) error

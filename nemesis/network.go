@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 	"github.com/lockjepsen/lockjepsen/cluster/proxy"
@@ -83,6 +84,17 @@ func newNetFault(name string) *netFault {
 }
 
 func (f *netFault) Name() string { return f.name }
+
+// Describe says what the action does to the links.
+func (f *netFault) Describe(a *Action) string {
+	switch f.name {
+	case ReplyLoss:
+		return describeNet(a, f.linkFault(a)) + fmt.Sprintf(" for %s: requests are applied, their replies lost", a.For.Round(time.Millisecond))
+	case Isolate:
+		return fmt.Sprintf("cut off from the rest of the cluster for %s; clients still reach it", a.For.Round(time.Millisecond))
+	}
+	return describeNet(a, f.linkFault(a))
+}
 
 func (f *netFault) linkFault(a *Action) proxy.Fault {
 	switch f.name {

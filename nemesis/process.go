@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lockjepsen/lockjepsen/cluster"
 )
@@ -14,7 +15,7 @@ var processDescriptors = []Descriptor{
 		Draw: Draw{Class: classProcess, Label: "paused"},
 		new:  func(*ClientFaults) (Fault, error) { return newPauseFault(), nil }},
 	{Name: Kill, Description: "the target nodes are killed (SIGKILL) and restarted after --restart-delay, same port and data",
-		Kind: KindServer, LosesKeys: true, Exercises: serverMoments, Draw: Draw{Class: classProcess, Label: "killed"},
+		Kind: KindServer, LosesKeys: true, DownUntilRestart: true, Exercises: serverMoments, Draw: Draw{Class: classProcess, Label: "killed"},
 		new: func(*ClientFaults) (Fault, error) { return newKillFault(), nil }},
 }
 
@@ -28,6 +29,10 @@ func newPauseFault() *pauseFault {
 }
 
 func (f *pauseFault) Name() string { return Pause }
+
+func (f *pauseFault) Describe(a *Action) string {
+	return fmt.Sprintf("SIGSTOP for %s", a.For.Round(time.Millisecond))
+}
 
 func (f *pauseFault) Available(env *Env, a *Action) error {
 	if env.Pauser == nil {
@@ -53,6 +58,17 @@ func newKillFault() *killFault {
 }
 
 func (f *killFault) Name() string { return Kill }
+
+func (f *killFault) Describe(a *Action) string {
+	d := fmt.Sprintf("SIGKILL, restart after %s", a.For)
+	if a.AfterGrant {
+		d += ", right after a lease was granted"
+	}
+	if a.LoseUnsynced {
+		d += ", losing the last second of the append-only file"
+	}
+	return d
+}
 
 func (f *killFault) Available(env *Env, a *Action) error {
 	if env.Killer == nil {

@@ -197,10 +197,11 @@ func (s *Schedule) runRandom(ctx context.Context) {
 		} else {
 			a.Nodes = s.targets()
 			a.For = jitter(s.Rng, s.Opts.Duration)
-			if name == Kill {
+			d, _ := Lookup(name)
+			if d.DownUntilRestart {
 				a.For = s.Opts.RestartDelay
 			}
-			if d, _ := Lookup(name); d.OutlastsOps {
+			if d.OutlastsOps {
 				a.For = max(a.For, OpTimeoutsPerFault*s.Opts.OpTimeout)
 			}
 		}
@@ -246,7 +247,7 @@ func (s *Schedule) StartStanding(ctx context.Context) error {
 			phase = "error"
 			errs = append(errs, fmt.Errorf("standing fault %s: %w", name, err))
 		}
-		record(s.Env, name, phase, &a, describe(&a), err)
+		record(s.Env, name, phase, &a, s.Faults[name].Describe(&a), err)
 	}
 	return errors.Join(errs...)
 }
@@ -317,7 +318,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	s.resolvePrimary(a)
 	leaseNodes := s.resolveHolder(a, lease)
 	_, quiet := f.(selfRecording)
-	detail := describe(a)
+	detail := f.Describe(a)
 	if !quiet && s.Env.OnEvent != nil {
 		// Told before the fault is applied: a failover's Start returns
 		// only once the failover is over, and what watches for a fault's
@@ -339,7 +340,7 @@ func (s *Schedule) play(ctx context.Context, a *Action, placed func()) {
 	if quiet {
 		return
 	}
-	if a.Fault == Kill {
+	if d, _ := Lookup(a.Fault); d.DownUntilRestart {
 		// A delayed restart is the operator's mitigation (restart only
 		// after the longest TTL), not part of the fault: the end of the
 		// fault phase must not cut it short, or healing would be an
@@ -435,41 +436,6 @@ func (s *Schedule) HealAll() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func describe(a *Action) string {
-	switch a.Fault {
-	case Partition, Reject, Latency, Slow:
-		return describeNet(a, newNetFault(a.Fault).linkFault(a))
-	case ClientKillInOp:
-		return fmt.Sprintf("client worker %v armed: killed (SIGKILL) at its next lock call, with the request in flight", a.Clients)
-	case ReplyLoss:
-		return describeNet(a, newNetFault(a.Fault).linkFault(a)) + fmt.Sprintf(" for %s: requests are applied, their replies lost", a.For.Round(time.Millisecond))
-	case Isolate:
-		return fmt.Sprintf("cut off from the rest of the cluster for %s; clients still reach it", a.For.Round(time.Millisecond))
-	case Failover:
-		return "SENTINEL FAILOVER"
-	case Kill:
-		d := fmt.Sprintf("SIGKILL, restart after %s", a.For)
-		if a.AfterGrant {
-			d += ", right after a lease was granted"
-		}
-		if a.LoseUnsynced {
-			d += ", losing the last second of the append-only file"
-		}
-		return d
-	case Pause:
-		return fmt.Sprintf("SIGSTOP for %s", a.For.Round(time.Millisecond))
-	case ClockJump, ClientClockJump:
-		return shapeJump.describe(a)
-	case ClockStrobe, ClientClockStrobe:
-		return shapeStrobe.describe(a)
-	case ClockDrift, ClientClockDrift:
-		return shapeDrift.describe(a)
-	case ClockOffset, ClientClockOffset:
-		return shapeOffset.describe(a)
-	}
-	return ""
 }
 
 func jitter(r *rand.Rand, mean time.Duration) time.Duration {

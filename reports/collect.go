@@ -91,7 +91,8 @@ type collector struct {
 	endOps  map[int64]history.Op
 }
 
-func newCollector(end int64, res *runResults) *collector {
+// newCollector gathers a run's page; fm are its faults' meanings.
+func newCollector(end int64, res *runResults, fm checker.FaultMeanings) *collector {
 	full := scale{t0: 0, t1: end, x0: plotX0, w: plotW}
 	fs := map[string]bool{}
 	for _, f := range latencyOps {
@@ -100,7 +101,8 @@ func newCollector(end int64, res *runResults) *collector {
 	c := &collector{end: end, lanes: map[int]*laneData{}, keyBars: map[string]*unionBars{},
 		lat: newLatAcc(full, cols, fs), thr: newBuckets(end, throughputBuckets),
 		zoomBy: map[int][]*laneData{}, want: map[int64]bool{}, endOps: map[int64]history.Op{}}
-	c.sweep = newHoldSweep(full, c.emit)
+	c.faults.pairer.Meanings = fm
+	c.sweep = newHoldSweep(full, c.emit, fm)
 	if res == nil || res.Exclusion == nil {
 		return c
 	}
@@ -281,7 +283,7 @@ func readHistory(rf *runFiles) (*histRead, error) {
 		}
 		end = axisEnd(first.last, rf.cfg)
 	}
-	r, err := scanHistory(path, newCollector(end, rf.res))
+	r, err := scanHistory(path, newCollector(end, rf.res, rf.info.FaultMeanings()))
 	if err != nil || axisEnd(r.last, rf.cfg) == end {
 		return r, err
 	}
@@ -289,5 +291,5 @@ func readHistory(rf *runFiles) (*histRead, error) {
 	// re-recorded, or it is still being written): draw it again against
 	// its own end. A history still growing may have grown meanwhile; its
 	// newest events are then drawn at the axis's end.
-	return scanHistory(path, newCollector(axisEnd(r.last, rf.cfg), rf.res))
+	return scanHistory(path, newCollector(axisEnd(r.last, rf.cfg), rf.res, rf.info.FaultMeanings()))
 }

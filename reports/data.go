@@ -163,43 +163,47 @@ type faultSpan struct {
 	Open  bool // never stopped
 }
 
-// faultAcc pairs the nemesis start and stop events (same fault, same
-// targets, same clients), as the checkers do; every event is kept.
+// faultAcc pairs the nemesis start and stop events as the checkers do
+// (checker.FaultPairer); every event is kept, those of faults that never
+// took effect too.
 type faultAcc struct {
-	out  []faultSpan
-	open map[string]int
+	out    []faultSpan
+	pairer checker.FaultPairer
+	at     map[*checker.Fault]int // an open fault's place in out
 }
 
 // add takes the next nemesis event.
 func (a *faultAcc) add(op *history.Op) {
-	if a.open == nil {
-		a.open = map[string]int{}
-	}
 	var v history.Value
 	if op.Value != nil {
 		v = *op.Value
 	}
-	id := fmt.Sprintf("%s|%v|%v", op.F, v.Targets, v.Clients)
-	switch v.Phase {
-	case "start", "":
-		f := faultSpan{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets, Clients: v.Clients, Detail: v.Detail}
-		if op.F != "client-crash" && v.Phase == "start" {
-			f.End, f.Open = checker.Never, true
-			a.open[id] = len(a.out)
-		}
-		a.out = append(a.out, f)
-	case "stop":
-		if j, ok := a.open[id]; ok {
-			a.out[j].End, a.out[j].Open = op.Time, false
-			if v.Detail != "" && a.out[j].Detail == "" {
-				a.out[j].Detail = v.Detail
+	started, stopped := a.pairer.Apply(op)
+	switch {
+	case started != nil:
+		if started.End == checker.Never {
+			if a.at == nil {
+				a.at = map[*checker.Fault]int{}
 			}
-			delete(a.open, id)
+			a.at[started] = len(a.out)
 		}
-	default:
+		a.out = append(a.out, spanOf(*started))
+	case stopped != nil:
+		j := a.at[stopped]
+		delete(a.at, stopped)
+		a.out[j].End, a.out[j].Open = stopped.End, false
+		if v.Detail != "" && a.out[j].Detail == "" {
+			a.out[j].Detail = v.Detail
+		}
+	case v.Phase != "stop":
 		a.out = append(a.out, faultSpan{Name: op.F, Start: op.Time, End: op.Time, Targets: v.Targets,
 			Clients: v.Clients, Detail: v.Detail, Phase: v.Phase})
 	}
+}
+
+// spanOf is a fault that took effect as the report keeps it.
+func spanOf(f checker.Fault) faultSpan {
+	return faultSpan{Name: f.Name, Start: f.Start, End: f.End, Targets: f.Targets, Clients: f.Clients, Detail: f.Detail, Open: f.End == checker.Never}
 }
 
 // applied reports whether the fault took effect.
@@ -213,9 +217,10 @@ func (f *faultSpan) endOr(end int64) int64 {
 	return f.End
 }
 
-// isClientFault: the fault hits client processes, not nodes.
-func (f *faultSpan) isClientFault() bool {
-	return strings.HasPrefix(f.Name, "client-") || (len(f.Clients) > 0 && len(f.Targets) > 0 && strings.HasPrefix(f.Targets[0], "client"))
+// hitsClients: the fault hits client processes, not nodes, by its meaning
+// or by the clients its events name as targets.
+func (m *model) hitsClients(f *faultSpan) bool {
+	return m.faultMeaning(f.Name).AimsAtClients() || (len(f.Clients) > 0 && len(f.Targets) > 0 && strings.HasPrefix(f.Targets[0], "client"))
 }
 
 // span is a time interval on one key: where two or more clients held it

@@ -18,22 +18,13 @@ const throughputBuckets = 150
 
 // shadeFaults shades every applied fault's window on a plot.
 func (m *model) shadeFaults(s *svg, sc scale, y0, y1 float64) {
-	for i := range m.faults {
-		f := &m.faults[i]
-		if !f.applied() {
-			continue
-		}
-		a, b := f.Start, f.endOr(m.end)
-		if b < sc.t0 || a > sc.t1 {
-			continue
-		}
-		x0, x1 := sc.clampX(a), sc.clampX(b)
+	m.eachFaultShown(sc, func(*faultSpan) bool { return true }, func(f *faultSpan, x0, x1 float64) {
 		cls := "shade " + m.faultClass(f.Name)
-		if f.isClientFault() {
+		if m.hitsClients(f) {
 			cls = "shade light " + m.faultClass(f.Name)
 		}
 		s.rect(x0, y0, max(x1-x0, 1.5), y1-y0, cls, f.describe())
-	}
+	})
 }
 
 // latencyPlot draws operation latency over time on a log scale: one mark

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockjepsen/lockjepsen/checker"
 	"github.com/lockjepsen/lockjepsen/runfile"
 )
 
@@ -102,6 +103,12 @@ func (m *model) faultDraw(name string) runfile.FaultDescription {
 		}
 	}
 	return legacyDraw(name)
+}
+
+// faultMeaning is what the named fault means, as the run recorded it
+// (runfile.RunInfo.FaultMeanings), else by its name.
+func (m *model) faultMeaning(name string) checker.FaultMeaning {
+	return m.meanings.Of(name)
 }
 
 var legacyLabels = map[string]string{"pause": "paused", "kill": "killed", "partition": "cut off", "reject": "rejecting",

@@ -56,9 +56,9 @@ type holdSweep struct {
 	emit func(h *shold)
 }
 
-func newHoldSweep(sc scale, emit func(*shold)) *holdSweep {
+func newHoldSweep(sc scale, emit func(*shold), fm checker.FaultMeanings) *holdSweep {
 	s := &holdSweep{keys: map[string]*keySweep{}, holders: map[int]bool{}, sc: sc, emit: emit}
-	s.tr = checker.Tracker[sweepHold]{OnGrant: s.grant, OnExtend: s.extended, OnEnd: s.ended}
+	s.tr = checker.Tracker[sweepHold]{OnGrant: s.grant, OnExtend: s.extended, OnEnd: s.ended, Faults: fm}
 	return s
 }
 

@@ -43,15 +43,17 @@ type model struct {
 	clients int
 	nodes   []cluster.Node
 	keys    []string
+
+	meanings checker.FaultMeanings // what the run's faults mean (runfile.RunInfo.FaultMeanings)
 }
 
 func newModel(rf *runFiles) *model {
-	m := &model{rf: rf}
+	m := &model{rf: rf, meanings: rf.info.FaultMeanings()}
 	if rf.cfg != nil {
 		m.clients = rf.cfg.Clients
 	}
 	m.hr, m.histErr = readHistory(rf)
-	c := newCollector(axisEnd(0, rf.cfg), rf.res)
+	c := newCollector(axisEnd(0, rf.cfg), rf.res, m.meanings)
 	if m.hr != nil {
 		c = m.hr.c
 		m.events = m.hr.events
@@ -264,17 +266,24 @@ func (m *model) drawTimeline(sp timelineSpec) template.HTML {
 // shadeServerFaults shades every lane, from top to bot, where a server
 // fault was in effect.
 func (m *model) shadeServerFaults(s *svg, sc scale, top, bot float64) {
+	m.eachFaultShown(sc, func(f *faultSpan) bool { return !m.hitsClients(f) }, func(f *faultSpan, x0, x1 float64) {
+		s.rect(x0, top-4, max(x1-x0, 1.5), bot-top+4, "shade "+m.faultClass(f.Name), f.describe())
+	})
+}
+
+// eachFaultShown calls draw with the on-screen span, clamped to sc, of
+// every applied fault that keep accepts and sc shows.
+func (m *model) eachFaultShown(sc scale, keep func(*faultSpan) bool, draw func(f *faultSpan, x0, x1 float64)) {
 	for i := range m.faults {
 		f := &m.faults[i]
-		if !f.applied() || f.isClientFault() {
+		if !f.applied() || !keep(f) {
 			continue
 		}
 		a, b := f.Start, f.endOr(m.end)
 		if b < sc.t0 || a > sc.t1 {
 			continue
 		}
-		x0, x1 := sc.clampX(a), sc.clampX(b)
-		s.rect(x0, top-4, max(x1-x0, 1.5), bot-top+4, "shade "+m.faultClass(f.Name), f.describe())
+		draw(f, sc.clampX(a), sc.clampX(b))
 	}
 }
 
@@ -337,22 +346,13 @@ func (m *model) drawKeyLane(s *svg, sp timelineSpec, k string, y float64) {
 // zoom), then its holds on top.
 func (m *model) drawClientLane(s *svg, sp timelineSpec, ln lane, y float64) {
 	sc := sp.sc
-	for i := range m.faults {
-		f := &m.faults[i]
-		if !f.applied() || !containsInt(f.Clients, ln.Process) {
-			continue
-		}
-		a, b := f.Start, f.endOr(m.end)
-		if b < sc.t0 || a > sc.t1 {
-			continue
-		}
-		x0, x1 := sc.clampX(a), sc.clampX(b)
+	m.eachFaultShown(sc, func(f *faultSpan) bool { return containsInt(f.Clients, ln.Process) }, func(f *faultSpan, x0, x1 float64) {
 		if f.End == f.Start {
 			fmt.Fprintf(&s.b, `<path d="M%s %sl6 6m0 -6l-6 6" class="crash"><title>%s</title></path>`, num(x0-3), num(y+laneH/2-3), esc(f.describe()))
-			continue
+			return
 		}
 		s.rect(x0, y, max(x1-x0, 1.5), laneH, "cfault "+m.faultClass(f.Name), f.describe())
-	}
+	})
 	ld := sp.data[ln.Process]
 	if ld == nil {
 		return // no hold, and not in a zoom
@@ -390,23 +390,15 @@ func (m *model) drawClientLane(s *svg, sp timelineSpec, ln lane, y float64) {
 // drawNodeLane draws the server faults that hit node name, labelled
 // where they are wide enough.
 func (m *model) drawNodeLane(s *svg, sc scale, name string, y float64) {
-	for i := range m.faults {
-		f := &m.faults[i]
-		if !f.applied() || f.isClientFault() || !m.nodeHit(f, name) {
-			continue
-		}
-		a, b := f.Start, f.endOr(m.end)
-		if b < sc.t0 || a > sc.t1 {
-			continue
-		}
-		x0, x1 := sc.clampX(a), sc.clampX(b)
+	onNode := func(f *faultSpan) bool { return !m.hitsClients(f) && m.nodeHit(f, name) }
+	m.eachFaultShown(sc, onNode, func(f *faultSpan, x0, x1 float64) {
 		w := max(x1-x0, 1.5)
 		s.rect(x0, y+1, w, laneH-2, "nfault "+m.faultClass(f.Name), f.describe())
 		lbl := m.faultLabel(f)
 		if w > float64(len(lbl))*6+6 {
 			s.text(x0+3, y+laneH-5, "nfault-label", "start", lbl)
 		}
-	}
+	})
 }
 
 // drawEvents marks the events of sp on their processes' lanes, the

@@ -83,7 +83,7 @@ func (m *model) witnesses() []witness {
 }
 
 func describeFault(f checker.Fault) string {
-	fs := faultSpan{Name: f.Name, Start: f.Start, End: f.End, Targets: f.Targets, Clients: f.Clients, Detail: f.Detail, Open: f.End == checker.Never}
+	fs := spanOf(f)
 	return fs.describe()
 }
 

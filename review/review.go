@@ -111,7 +111,7 @@ func (row *Row) measure() {
 		}
 		faults := faultsOf(run.Dir)
 		for _, f := range faults {
-			if f.Name == nemesis.Kill && f.End != checker.Never && f.End > f.Start {
+			if downUntilRestart(f.Name) && f.End != checker.Never && f.End > f.Start {
 				downtimes = append(downtimes, time.Duration(f.End-f.Start))
 			}
 		}
@@ -172,7 +172,23 @@ func faultsOf(dir string) []checker.Fault {
 	if err != nil {
 		return nil
 	}
-	return checker.Faults(read.Ops)
+	return readRunInfo(dir).FaultMeanings().Faults(read.Ops)
+}
+
+// downUntilRestart reports whether the named fault keeps its nodes down
+// until a restart (nemesis.Descriptor.DownUntilRestart): how long they
+// were down is what a delayed restart is measured against.
+func downUntilRestart(name string) bool {
+	d, err := nemesis.Lookup(name)
+	return err == nil && d.DownUntilRestart
+}
+
+// freezesClient reports whether the named fault stalls a client
+// (nemesis.Descriptor.FreezesClient): a pause, whose length is measured
+// against the TTL.
+func freezesClient(name string) bool {
+	d, err := nemesis.Lookup(name)
+	return err == nil && d.FreezesClient
 }
 
 // breakingPause is the length of the client pause behind a run's first
@@ -185,7 +201,7 @@ func breakingPause(dir string, faults []checker.Fault) time.Duration {
 	}
 	if ex := res.Exclusion; ex != nil && len(ex.Violations) > 0 {
 		for _, f := range ex.Violations[0].Faults {
-			if f.Name == nemesis.ClientPause && f.End != checker.Never {
+			if freezesClient(f.Name) && f.End != checker.Never {
 				return time.Duration(f.End - f.Start)
 			}
 		}
@@ -194,7 +210,7 @@ func breakingPause(dir string, faults []checker.Fault) time.Duration {
 		w := rs.Interleaved[0]
 		var best *checker.Fault
 		for i, f := range faults {
-			if f.Name != nemesis.ClientPause || f.End == checker.Never {
+			if !freezesClient(f.Name) || f.End == checker.Never {
 				continue
 			}
 			for _, wr := range []checker.Write{w.First, w.Second} {

@@ -2,6 +2,23 @@ package runfile
 
 import "github.com/lockjepsen/lockjepsen/checker"
 
+// FaultMeanings are what the run's faults mean, as the harness that ran
+// it recorded them (Description.Faults); a fault recorded without a kind
+// (a run.json of before faults said) is left out, for
+// checker.FaultMeanings.Of to read by its name. Nil-safe.
+func (info *RunInfo) FaultMeanings() checker.FaultMeanings {
+	fm := checker.FaultMeanings{}
+	if info == nil || info.Described == nil {
+		return fm
+	}
+	for name, d := range info.Described.Faults {
+		if d.Kind != "" {
+			fm[name] = checker.FaultMeaning{Kind: d.Kind, Instant: d.Instant, Crashes: d.Crashes, FailsOver: d.FailsOver}
+		}
+	}
+	return fm
+}
+
 // Results is results.json: the checkers' verdict plus what the run itself
 // reported. It is computed from the stored files alone, so `lockjepsen check`
 // reproduces it.

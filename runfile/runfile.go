@@ -173,6 +173,13 @@ type FaultDescription struct {
 	// LabelDetail adds to Label what the recorded action did: its detail
 	// after Label's word, up to " for ".
 	LabelDetail bool `json:"label_detail,omitempty"`
+	// Kind, Instant, Crashes and FailsOver are what the fault means to
+	// the checkers and reports (nemesis.Descriptor's fields of those
+	// names); Kind is empty in run.json files written before faults said.
+	Kind      string `json:"kind,omitempty"`
+	Instant   bool   `json:"instant,omitempty"`
+	Crashes   bool   `json:"crashes,omitempty"`
+	FailsOver bool   `json:"fails_over,omitempty"`
 }
 
 // UnmarshalJSON also reads the bare string that older run.json files
