@@ -101,7 +101,7 @@ func TestPHPClientOnRedlockHolderFaults(t *testing.T) {
 			// Each kill right after a grant (AfterAcquire), so that it
 			// meets a live lease rather than a gap between holds.
 			cfg.Nemesis, cfg.Targets, cfg.AfterAcquire = []string{"kill"}, "holder", true
-			cfg.RestartDelay, cfg.Hold = cfg.TTL+200*time.Millisecond, "100ms..300ms"
+			cfg.RestartDelay, cfg.Hold = cfg.TTLOrDefault()+200*time.Millisecond, "100ms..300ms"
 			r := harnesstest.Run(t, cfg).Results
 			if len(r.Errors) > 0 {
 				t.Fatalf("errors: %v", r.Errors)

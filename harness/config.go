@@ -66,7 +66,7 @@ func DefaultConfig() Config {
 		NemesisInterval:      time.Second,
 		Clients:              10,
 		Keys:                 1,
-		TTL:                  defaultTTLAnywhere,
+		TTL:                  0, // the system's default, which Validate fills in
 		TimeLimit:            30 * time.Second,
 		Recovery:             3 * time.Second,
 		Hold:                 "0..20ms",
@@ -116,18 +116,29 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// complete fills in, once, what depends on the system: a TTL of 0, or
-// DefaultConfig's where the system's leases cannot count it (etcd's whole
-// seconds), becomes the system's default TTL. So a run on etcd from
-// DefaultConfig, from the CLI, the matrix or the Go API, takes 1s.
+// complete fills in, once, what depends on the system: a TTL of 0, the
+// one not chosen, becomes the system's default TTL (etcd's 1s). A TTL
+// given is kept, and refused by validateSystem where the system cannot
+// count it: a value the user typed is never replaced.
 func (c *Config) complete() {
 	d, err := cluster.LookupSystem(c.System)
 	if err != nil {
 		return // validateSystem says why
 	}
-	if c.TTL == 0 || (c.TTL == defaultTTLAnywhere && d.TTL.Refuses(c.TTL)) {
+	if c.TTL == 0 {
 		c.TTL = defaultTTL(d)
 	}
+}
+
+// TTLOrDefault is the TTL the run takes: TTL, or while it is 0 the
+// system's default, which Validate fills in. What is derived from the TTL
+// before Validate (a restart delayed past a lease, a review's holds)
+// reads it, not TTL.
+func (c *Config) TTLOrDefault() time.Duration {
+	if c.TTL != 0 {
+		return c.TTL
+	}
+	return DefaultTTL(c.System)
 }
 
 func (c *Config) validateWorkload() error {

@@ -65,7 +65,7 @@ func TestServerFaults(t *testing.T) {
 			Name: "kill with the restart delayed past the TTL is safe",
 			Edit: func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
-				c.RestartDelay = c.TTL + 200*time.Millisecond
+				c.RestartDelay = c.TTLOrDefault() + 200*time.Millisecond
 				// Each kill keeps the node down 0.7 s: the usual 3 s
 				// run, for a few of them.
 				if !*harnesstest.Long {

@@ -577,7 +577,7 @@ func TestInvalidConfigIsAUsageError(t *testing.T) {
 		{func(c *harness.Config) { c.Name = "../x" }, "--name"},
 		{func(c *harness.Config) { c.LongHoldRate = 2 }, "--long-hold-rate"},
 		{func(c *harness.Config) { c.RenewBefore = time.Millisecond }, "--renew-before"},
-		{func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", c.TTL }, "--renew-before"},
+		{func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", c.TTLOrDefault() }, "--renew-before"},
 		{func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", -time.Millisecond }, "--renew-before"},
 		{func(c *harness.Config) { c.Workload, c.Renew, c.RenewBefore = "renew", "watchdog", time.Millisecond }, "--renew-before"},
 		// Issue 34 items 10 and 13: what the system or the store cannot

@@ -98,14 +98,15 @@ func OwnPersistence(system string) string {
 	return d.OwnPersistence
 }
 
-// DefaultTTL is the TTL a run on the system takes when none is given.
+// DefaultTTL is the TTL a run on the system takes when none is given
+// (a TTL of 0).
 func DefaultTTL(system string) time.Duration {
 	d, _ := lookupSystem(system)
 	return defaultTTL(d)
 }
 
-// defaultTTLAnywhere is the TTL of DefaultConfig, which the systems
-// without a TTL default of their own take.
+// defaultTTLAnywhere is the default TTL of the systems without one of
+// their own.
 const defaultTTLAnywhere = 500 * time.Millisecond
 
 func defaultTTL(d cluster.System) time.Duration {
@@ -123,19 +124,23 @@ func checkTTL(d cluster.System, ttl time.Duration) error {
 	return nil
 }
 
-// TTLHelp says, for the --ttl flags, the TTL rules of the systems that
-// have their own, as "on etcd whole seconds, and 1s unless given".
+// TTLHelp says, for the --ttl flags, what a TTL of 0 means and the TTL
+// rules of the systems that have their own, as "0: the system's default,
+// 500ms; on etcd 1s, and only whole seconds".
 func TTLHelp() string {
-	var parts []string
+	parts := []string{"0: the system's default, " + defaultTTLAnywhere.String()}
 	for _, d := range cluster.AllSystems() {
 		if d.TTL == (cluster.TTLRule{}) {
 			continue
 		}
-		part := "on " + d.Name + " " + d.TTL.Why
+		var says []string
 		if d.TTL.Default > 0 {
-			part += ", and " + d.TTL.Default.String() + " unless given"
+			says = append(says, d.TTL.Default.String())
 		}
-		parts = append(parts, part)
+		if d.TTL.Why != "" {
+			says = append(says, "only "+d.TTL.Why)
+		}
+		parts = append(parts, "on "+d.Name+" "+strings.Join(says, ", and "))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -12,7 +12,7 @@ import (
 
 // The systems' TTL rules, asked by the CLI, the matrix and the review:
 // etcd's leases are whole seconds and default to 1s; the Redis systems
-// take DefaultConfig's TTL and any duration.
+// default to 500ms and take any duration.
 func TestTTLRules(t *testing.T) {
 	cases := []struct {
 		system string
@@ -24,9 +24,10 @@ func TestTTLRules(t *testing.T) {
 		{cluster.Etcd, 3 * time.Second, true, time.Second},
 		{cluster.Etcd, 1500 * time.Millisecond, false, time.Second},
 		{cluster.Etcd, 500 * time.Millisecond, false, time.Second},
-		{cluster.Single, 1500 * time.Millisecond, true, DefaultConfig().TTL},
-		{cluster.Sentinel, 200 * time.Millisecond, true, DefaultConfig().TTL},
-		{cluster.RedisCluster, 1500 * time.Millisecond, true, DefaultConfig().TTL},
+		{cluster.Single, 500 * time.Millisecond, true, 500 * time.Millisecond},
+		{cluster.Single, 1500 * time.Millisecond, true, 500 * time.Millisecond},
+		{cluster.Sentinel, 200 * time.Millisecond, true, 500 * time.Millisecond},
+		{cluster.RedisCluster, 1500 * time.Millisecond, true, 500 * time.Millisecond},
 	}
 	for _, tc := range cases {
 		d, err := lookupSystem(tc.system)
@@ -44,39 +45,55 @@ func TestTTLRules(t *testing.T) {
 			t.Errorf("DefaultTTL(%s) = %s, want %s", tc.system, got, tc.def)
 		}
 	}
-	if got, want := TTLHelp(), "on etcd whole seconds, and 1s unless given"; got != want {
+	if got, want := TTLHelp(), "0: the system's default, 500ms; on etcd 1s, and only whole seconds"; got != want {
 		t.Errorf("TTLHelp() = %q, want %q", got, want)
 	}
 }
 
 // The TTL default is applied once, where the configuration is completed
-// (Validate): a Go API user who starts from DefaultConfig and picks etcd
-// gets etcd's 1s, a TTL left at 0 takes the system's default, and a TTL
-// given is kept (and refused when the system cannot count it).
+// (Validate), and only to the TTL not chosen, 0: a Go API user who starts
+// from DefaultConfig and picks etcd gets etcd's 1s, and so does --ttl 0;
+// a TTL given is kept, and refused, naming --ttl and what the system
+// counts, when the system cannot count it (--ttl 500ms on etcd is not
+// turned into 1s).
 func TestTTLDefaultAppliedOnValidate(t *testing.T) {
+	const unset = -1 // the case leaves DefaultConfig's TTL
 	cases := []struct {
 		system   string
 		ttl, got time.Duration
 		ok       bool
 	}{
-		{cluster.Etcd, DefaultConfig().TTL, time.Second, true},
+		{cluster.Etcd, unset, time.Second, true},
 		{cluster.Etcd, 0, time.Second, true},
+		{cluster.Etcd, 500 * time.Millisecond, 500 * time.Millisecond, false},
 		{cluster.Etcd, 3 * time.Second, 3 * time.Second, true},
 		{cluster.Etcd, 1500 * time.Millisecond, 1500 * time.Millisecond, false},
-		{cluster.Single, DefaultConfig().TTL, 500 * time.Millisecond, true},
+		{cluster.Single, unset, 500 * time.Millisecond, true},
 		{cluster.Single, 0, 500 * time.Millisecond, true},
+		{cluster.Single, 500 * time.Millisecond, 500 * time.Millisecond, true},
 		{cluster.Sentinel, 200 * time.Millisecond, 200 * time.Millisecond, true},
 	}
 	for _, tc := range cases {
 		cfg := DefaultConfig()
-		cfg.System, cfg.TTL, cfg.CustomLock = tc.system, tc.ttl, true
-		cfg.complete()
-		if cfg.TTL != tc.got {
-			t.Errorf("%s --ttl %s: completed to %s, want %s", tc.system, tc.ttl, cfg.TTL, tc.got)
+		cfg.System, cfg.CustomLock = tc.system, true
+		if tc.ttl != unset {
+			cfg.TTL = tc.ttl
 		}
-		if err := cfg.validateSystem(); (err == nil) != tc.ok {
+		before := cfg.TTLOrDefault()
+		cfg.complete()
+		if cfg.TTL != tc.got || before != tc.got {
+			t.Errorf("%s --ttl %s: completed to %s (TTLOrDefault before: %s), want %s", tc.system, tc.ttl, cfg.TTL, before, tc.got)
+		}
+		err := cfg.validateSystem()
+		if (err == nil) != tc.ok {
 			t.Errorf("%s --ttl %s: %v, want ok %v", tc.system, tc.ttl, err, tc.ok)
 		}
+		if err != nil && (!IsUsage(err) || !strings.Contains(err.Error(), "--ttl "+tc.ttl.String()+" on etcd: leases are whole seconds")) {
+			t.Errorf("%s --ttl %s: %v does not name --ttl and what etcd takes", tc.system, tc.ttl, err)
+		}
+	}
+	if ttl := DefaultConfig().TTL; ttl != 0 {
+		t.Errorf("DefaultConfig().TTL = %s, want 0: the system's default, filled in by Validate", ttl)
 	}
 }
 

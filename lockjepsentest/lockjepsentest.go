@@ -82,7 +82,8 @@ type Options struct {
 	// TimeLimit is the fault phase (default 3s) and Recovery the fault-free
 	// phase after it (default 1.5s).
 	TimeLimit, Recovery time.Duration
-	// Clients (default 10) and TTL (default 500ms).
+	// Clients (default 10) and TTL (default: the system's, 500ms, and 1s
+	// on etcd).
 	Clients int
 	TTL     time.Duration
 	// Hold is how long a client holds the lock: "10ms", "5ms..50ms",

@@ -154,6 +154,7 @@ func writeJSON(t testing.TB, path string, v any) {
 
 func fixtureConfig(name string) harness.Config {
 	cfg := harness.DefaultConfig()
+	cfg.TTL = cfg.TTLOrDefault() // as a run records it
 	cfg.Name = name
 	cfg.Clients = 3
 	cfg.TimeLimit, cfg.Recovery = 2*time.Second, time.Second
@@ -341,6 +342,7 @@ func genLarge(t testing.TB, dir string, nOps, violateEvery int) (violations int)
 	// successors in real life; here every completion is at most 150µs
 	// after its invoke, so times are already in order.
 	cfg := harness.DefaultConfig()
+	cfg.TTL = cfg.TTLOrDefault() // as a run records it
 	cfg.Name = "large"
 	cfg.Clients = clients
 	cfg.TimeLimit = time.Duration(tm) - 3*time.Second

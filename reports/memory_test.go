@@ -57,6 +57,7 @@ func soakRun(t *testing.T, dir string, nOps int) {
 		t.Fatal(err)
 	}
 	cfg := harness.DefaultConfig()
+	cfg.TTL = cfg.TTLOrDefault() // as a run records it
 	cfg.Name, cfg.Clients, cfg.Nemesis = "soak", soakClients, []string{"pause"}
 	cfg.TimeLimit, cfg.Recovery = time.Duration(end)-3*time.Second, 3*time.Second
 	writeJSON(t, filepath.Join(dir, harness.ConfigFile), cfg)

@@ -123,7 +123,7 @@ func fsyncAlways(c *harness.Config, _ Threat, _ Measured) (string, error) {
 }
 
 func delayedRestart(c *harness.Config, _ Threat, _ Measured) (string, error) {
-	c.RestartDelay = c.TTL + 200*time.Millisecond
+	c.RestartDelay = c.TTLOrDefault() + 200*time.Millisecond
 	return fmt.Sprintf("restart after %s", c.RestartDelay), nil
 }
 

@@ -227,7 +227,7 @@ func (p *Plan) dropRenewals() {
 	}
 	ttl := p.Options.TTL
 	if ttl <= 0 {
-		ttl = scenario.Base().TTL
+		ttl = harness.DefaultTTL(p.Options.System)
 	}
 	caps, _, err := extclient.Probe(context.Background(), p.Options.Client, ttl)
 	if err != nil || slices.Contains(caps, extclient.CapExtend) {

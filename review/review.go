@@ -74,7 +74,7 @@ type Row struct {
 func newReview(p *Plan) *Review {
 	o := p.Options
 	base := p.base(1)
-	r := &Review{System: o.System, Lock: o.Lock, Client: o.Client, TTL: base.TTL, Workload: base.Workload,
+	r := &Review{System: o.System, Lock: o.Lock, Client: o.Client, TTL: base.TTLOrDefault(), Workload: base.Workload,
 		Persistence: base.Persistence, Seeds: p.Seeds, Budget: o.Budget, Started: time.Now(), NotTried: p.NotTried,
 		ElseCouldServe: p.ElseCouldServe}
 	for _, t := range p.Threats {

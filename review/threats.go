@@ -241,8 +241,8 @@ func slowNetwork(c *harness.Config) {
 	slowLinks(c)
 	c.Workload = workloads.Mutex
 	c.RetryBackoff = max(c.RetryBackoff, spareCores)
-	l := c.Latency
-	c.Hold = fmt.Sprintf("%s..%s", fmtD(c.TTL-2*l), fmtD(c.TTL-l))
+	l, ttl := c.Latency, c.TTLOrDefault()
+	c.Hold = fmt.Sprintf("%s..%s", fmtD(ttl-2*l), fmtD(ttl-l))
 }
 
 // inOpKills plays the in-op-kills script: replies delayed by a tenth of
@@ -287,7 +287,8 @@ func replyLoss(c *harness.Config) {
 // check's margin after the last fault, max(2 TTL, 2 s), plus a TTL and a
 // few refusals. A broken lock stops the run at its finding.
 func leaveQuiet(c *harness.Config) {
-	c.TimeLimit = max(c.TimeLimit, 3*(max(2*c.TTL, 2*time.Second)+2*c.TTL)/2)
+	ttl := c.TTLOrDefault()
+	c.TimeLimit = max(c.TimeLimit, 3*(max(2*ttl, 2*time.Second)+2*ttl)/2)
 }
 
 // spareCores is the shortest wait after a refused acquire in the mutex
@@ -300,7 +301,7 @@ const spareCores = 10 * time.Millisecond
 // one fault, injected at once, that lasts longer than any run.
 func slowLinks(c *harness.Config) {
 	serverFault(c, nemesis.Latency)
-	c.Latency, c.Jitter = c.TTL/10, c.TTL/50
+	c.Latency, c.Jitter = c.TTLOrDefault()/10, c.TTLOrDefault()/50
 	c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, 10*time.Minute
 }
 

@@ -365,7 +365,7 @@ func init() {
 			Shows: "the same crashes, restarted only after a TTL (Redis's advice): every lease has expired by then",
 			Edit: then(single, func(c *harness.Config) {
 				serverFault(c, "kill")
-				c.RestartDelay = c.TTL + 200*time.Millisecond
+				c.RestartDelay = c.TTLOrDefault() + 200*time.Millisecond
 			})},
 		{Name: "server-pause", Expect: safe, Tags: []string{"single", "quick"},
 			Shows: "the server is frozen (SIGSTOP): the lock is unavailable, not unsafe",
@@ -526,7 +526,7 @@ func init() {
 			Edit: then(seeded(4, redlock(locks.RedlockName)), func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
 				c.Targets = "holder"
-				c.RestartDelay = c.TTL + 200*time.Millisecond
+				c.RestartDelay = c.TTLOrDefault() + 200*time.Millisecond
 				c.Hold = "100ms..300ms"
 			})},
 		{Name: "kleppmann-clock-jump", Expect: unsafe, Tags: []string{"redlock", "clock"},

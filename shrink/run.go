@@ -115,7 +115,7 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err := os.WriteFile(filepath.Join(scratch, harness.OwnerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("scratch store: %w", err)
 	}
-	req.TTL = base.TTL
+	req.TTL = base.TTLOrDefault()
 	orig := Original(base, sched)
 	r := &HarnessRunner{Base: base, Store: scratch, Want: want}
 	found, err := Shrink(ctx, r, orig, req.Options)

@@ -418,9 +418,9 @@ func TestGridEtcdRows(t *testing.T) {
 		sys, targets string
 		ttl          time.Duration
 	}{
-		{"etcd", "one", time.Second}, {"single", "one", harness.DefaultConfig().TTL},
-		{"sentinel", "primary", harness.DefaultConfig().TTL}, {"cluster", "primary", harness.DefaultConfig().TTL},
-		{"redlock", "holder", harness.DefaultConfig().TTL},
+		{"etcd", "one", time.Second}, {"single", "one", 500 * time.Millisecond},
+		{"sentinel", "primary", 500 * time.Millisecond}, {"cluster", "primary", 500 * time.Millisecond},
+		{"redlock", "holder", 500 * time.Millisecond},
 	} {
 		c := gridConfig(tc.sys, harness.ReferenceLock(tc.sys), "mutex", nil)
 		if err := c.Validate(); err != nil {
@@ -428,6 +428,27 @@ func TestGridEtcdRows(t *testing.T) {
 		}
 		if c.TTL != tc.ttl || c.Targets != tc.targets {
 			t.Errorf("%s grid cell: TTL %s, targets %s; want %s, %s", tc.sys, c.TTL, c.Targets, tc.ttl, tc.targets)
+		}
+	}
+}
+
+// A TTL not given on etcd, or given as 0, is etcd's default, 1s, and the
+// stored run records the 1s it ran at, never 0 (an explicit 500ms is
+// refused: TestUsageErrorsExit2).
+func TestEtcdRunsAtItsDefaultTTL(t *testing.T) {
+	redistest.RequireEtcd(t)
+	for _, ttl := range [][]string{nil, {"--ttl", "0"}} {
+		store := t.TempDir()
+		args := append([]string{"test", "--system", "etcd", "--lock", "etcd", "--time-limit", "1s", "--recovery", "0s", "--quiet", "--store", store}, ttl...)
+		if code, stdout, stderr := runCLI(t, args...); code != exitMet {
+			t.Fatalf("%q: exit %d\n%s\n%s", args, code, stdout, stderr)
+		}
+		var cfg harness.Config
+		if err := runfile.ReadJSON(filepath.Join(runDir(t, store), harness.ConfigFile), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.TTL != time.Second {
+			t.Errorf("%q: the run recorded TTL %s, want etcd's 1s", args, cfg.TTL)
 		}
 	}
 }

@@ -37,6 +37,7 @@ func handMadeRun(t *testing.T, n int) string {
 		}
 	}
 	cfg := harness.DefaultConfig()
+	cfg.TTL = cfg.TTLOrDefault() // as a run records it
 	for i := range n {
 		p, tok := i%cfg.Clients, "t"+strings.Repeat("x", i%7)+time.Duration(i).String()
 		emit(p, history.Invoke, history.Acquire, &history.Value{TTL: int64(cfg.TTL)})

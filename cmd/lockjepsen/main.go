@@ -426,7 +426,7 @@ func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.DurationVar(&cfg.RenewBefore, "renew-before", 0, "renew workloads, explicit: extend this long before the validity ends, instead of every TTL/3 (0 < it < --ttl; 0: every TTL/3)")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "number of lock keys clients spread over")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock TTL (lease duration; "+harness.TTLHelp()+")")
+	f.DurationVar(&cfg.TTL, "ttl", 0, "lock TTL (lease duration; "+harness.TTLHelp()+")")
 	f.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "duration of the fault phase")
 	f.DurationVar(&cfg.Recovery, "recovery", cfg.Recovery, "fault-free phase after healing, to judge liveness")
 	f.StringVar(&cfg.Hold, "hold", cfg.Hold, "how long a client holds the lock: 10ms (fixed), 5ms..50ms (uniform) or exp:20ms")

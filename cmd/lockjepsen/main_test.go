@@ -71,6 +71,9 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"review", "--render", store, "--budget", "1m"}, "takes no other flag"},
 		// Impossible combinations are refused before any server starts.
 		{[]string{"test", "--system", "etcd", "--lock", "etcd-session", "--ttl", "1500ms", "--store", store}, "whole seconds"},
+		// A TTL typed is honoured or refused, never replaced by the
+		// system's default: etcd's 1s is what --ttl 0 or no --ttl gives.
+		{[]string{"test", "--system", "etcd", "--lock", "etcd-session", "--ttl", "500ms", "--store", store}, "--ttl 500ms on etcd: leases are whole seconds, at least 1s"},
 		{[]string{"test", "--system", "etcd", "--lock", "etcd", "--nemesis", "failover", "--store", store}, "needs --system sentinel"},
 		{[]string{"test", "--system", "redlock", "--lock", "redlock", "--nemesis", "isolate", "--store", store}, "isolate"},
 		{[]string{"test", "--system", "single", "--lock", "etcd-session", "--store", store}, "needs --system etcd"},
@@ -120,7 +123,7 @@ func TestHelpListsEveryFlagWithDefault(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"--system", "--lock", "--workload", "--nemesis", "--clients", "--ttl", "--time-limit",
-		"--seed", "--store", "--expect", "(default 500ms)", "setnx-del", "client-pause"} {
+		"--seed", "--store", "--expect", "0: the system's default, 500ms; on etcd 1s, and only whole seconds", "setnx-del", "client-pause"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help does not mention %q", want)
 		}

@@ -69,10 +69,9 @@ func newReviewCmd(stdout, stderr io.Writer) *cobra.Command {
 
 func (rf *reviewFlags) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	def := harness.DefaultConfig()
 	f.StringVar(&rf.o.System, "system", cluster.Single, "system under review: "+harness.SystemHelp())
 	f.StringVar(&rf.o.Lock, "lock", locks.Token, lockHelp())
-	f.DurationVar(&rf.o.TTL, "ttl", 0, fmt.Sprintf("the lock's TTL (default %s; %s)", def.TTL, harness.TTLHelp()))
+	f.DurationVar(&rf.o.TTL, "ttl", 0, "the lock's TTL ("+harness.TTLHelp()+")")
 	f.StringVar(&rf.o.Workload, "workload", "", "how clients use the lock (default counter: a protected resource, so that fencing can show)")
 	f.StringVar(&rf.o.Persistence, "persistence", "", "Redis persistence as deployed: none, everysec or always (default none)")
 	f.DurationVar(&rf.o.TimeLimit, "time-limit", 0, "fault phase of each run (default: each system's own, 3s on a single Redis)")

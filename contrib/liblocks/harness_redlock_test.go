@@ -53,7 +53,7 @@ func TestRedlockScenarios(t *testing.T) {
 			tc{lock + ": a restart delayed past the TTL is safe", func(c *harness.Config) {
 				c.Nemesis = []string{"kill"}
 				c.Targets = "holder"
-				c.RestartDelay = c.TTL + 200*time.Millisecond
+				c.RestartDelay = c.TTLOrDefault() + 200*time.Millisecond
 				c.Hold = "100ms..300ms"
 			}, checker.VerdictSafe},
 		)

@@ -59,7 +59,7 @@ var Scenarios = []scenario.Scenario{
 		Edit: redsyncSeeded(8, func(c *harness.Config) {
 			c.Nemesis = []string{"kill"}
 			c.Targets = "holder"
-			c.RestartDelay = c.TTL + 200*time.Millisecond
+			c.RestartDelay = c.TTLOrDefault() + 200*time.Millisecond
 			c.Hold = "100ms..300ms"
 		})},
 

@@ -256,7 +256,7 @@ func RequireTwoPrimaries(t testing.TB, r *harness.Results) {
 // down instead of the script's 5 s.
 func KillAfterAcquireSteps(c *harness.Config, down time.Duration) []nemesis.Step {
 	p := nemesis.ScriptParams{Nodes: []string{"n1", "n2", "n3"}, Sentinels: []string{"s1", "s2", "s3"},
-		Clients: c.Clients, TTL: c.TTL, TimeLimit: c.TimeLimit, Interval: c.NemesisInterval, Duration: c.FaultDuration}
+		Clients: c.Clients, TTL: c.TTLOrDefault(), TimeLimit: c.TimeLimit, Interval: c.NemesisInterval, Duration: c.FaultDuration}
 	steps := nemesis.Scripts["sentinel-kill-after-acquire"].Build(p)
 	for i := range steps {
 		if steps[i].Action.Fault == nemesis.Kill {
