@@ -58,6 +58,7 @@ func (r *Recorder) SummarizeFailedAcquires() {
 	r.sum = &failSummary{held: map[int]int64{}, counts: map[summaryKey]*summaryCount{},
 		bucketEnd: int64(SummaryBucket), spare: make([]queuedOp, 0, 256)}
 	r.sum.queue = r.sum.spare
+	r.summarizing.Store(true)
 }
 
 // queueLocked takes a stamped event in summary mode and writes what no
@@ -137,7 +138,7 @@ func (r *Recorder) drainLocked(now int64) {
 			}
 		}
 		if !q.dropped {
-			r.writeLocked(q.op)
+			r.writeLocked(q.op, nil)
 		}
 	}
 	if n == 0 {
