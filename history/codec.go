@@ -14,21 +14,10 @@ import (
 // AppendJSON appends op as one JSON object (no newline) to b. It is written
 // by hand because the recorder is on the clients' hot path.
 func AppendJSON(b []byte, op *Op) []byte {
-	return appendTail(appendHead(b, op.Index, op.Time), op)
-}
-
-// appendHead is the start of an event's line: its index and time, which
-// the recorder assigns under its lock.
-func appendHead(b []byte, index, time int64) []byte {
 	b = append(b, `{"index":`...)
-	b = strconv.AppendInt(b, index, 10)
+	b = strconv.AppendInt(b, op.Index, 10)
 	b = append(b, `,"time":`...)
-	return strconv.AppendInt(b, time, 10)
-}
-
-// appendTail is the rest of an event's line after its time: everything
-// the caller gave, which the recorder encodes before it takes its lock.
-func appendTail(b []byte, op *Op) []byte {
+	b = strconv.AppendInt(b, op.Time, 10)
 	b = append(b, `,"process":`...)
 	if op.Process == NemesisProcess {
 		b = append(b, `"nemesis"`...)

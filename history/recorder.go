@@ -2,7 +2,6 @@ package history
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
@@ -30,8 +29,6 @@ type Recorder struct {
 	closed  bool
 	observe []func(Op)
 	sum     *failSummary // nil: every event is written as recorded
-	// summarizing is set with sum, and read by Record before the lock.
-	summarizing atomic.Bool
 
 	w    *batchWriter
 	stop chan struct{}
@@ -47,11 +44,6 @@ const batchSize = 128 << 10
 
 // maxBatches bounds the batches queued or being written.
 const maxBatches = 8
-
-// tailScratch is the room on Record's stack for an event's encoded tail:
-// the clients' events take about 150 bytes; a longer one (a nemesis
-// event's detail) grows onto the heap.
-const tailScratch = 256
 
 // Create starts a history file at path; times are measured from start. A
 // path ending in CompressedSuffix is written as a zstd stream.
@@ -88,16 +80,6 @@ func (r *Recorder) At(t time.Time) int64 { return int64(t.Sub(r.start)) }
 // returns the stamped event. With failed acquires summarised, an event may
 // be written later than it is recorded, and the index returned is 0.
 func (r *Recorder) Record(op Op) Op {
-	// The line's tail (all but index and time) is encoded before the
-	// lock, which every client needs for each event: the lock is held for
-	// a stamp and a copy, so that a thread preempted while it holds the
-	// lock (two cores, shared with redis-server) stalls the others less.
-	// Summarising encodes later, when the event is written, if it is.
-	var scratch [tailScratch]byte
-	var tail []byte
-	if !r.summarizing.Load() {
-		tail = appendTail(scratch[:0], &op)
-	}
 	r.mu.Lock()
 	if r.closed {
 		// Not in the history, so neither numbered nor shown to
@@ -115,7 +97,7 @@ func (r *Recorder) Record(op Op) Op {
 		r.queueLocked(op)
 	} else {
 		op.Time = r.stamp()
-		op = r.writeLocked(op, tail)
+		op = r.writeLocked(op)
 	}
 	r.mu.Unlock()
 	return op
@@ -130,17 +112,11 @@ func (r *Recorder) stamp() int64 {
 }
 
 // writeLocked numbers a stamped event, encodes it into the batch and shows
-// it to the observers. tail is the event's line after its time
-// (appendTail), or nil to encode it here.
-func (r *Recorder) writeLocked(op Op, tail []byte) Op {
+// it to the observers.
+func (r *Recorder) writeLocked(op Op) Op {
 	op.Index = r.next
 	r.next++
-	r.batch = appendHead(r.batch, op.Index, op.Time)
-	if tail != nil {
-		r.batch = append(r.batch, tail...)
-	} else {
-		r.batch = appendTail(r.batch, &op)
-	}
+	r.batch = AppendJSON(r.batch, &op)
 	r.batch = append(r.batch, '\n')
 	if len(r.batch) >= batchSize {
 		r.handOffLocked(false, nil)

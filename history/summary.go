@@ -58,7 +58,6 @@ func (r *Recorder) SummarizeFailedAcquires() {
 	r.sum = &failSummary{held: map[int]int64{}, counts: map[summaryKey]*summaryCount{},
 		bucketEnd: int64(SummaryBucket), spare: make([]queuedOp, 0, 256)}
 	r.sum.queue = r.sum.spare
-	r.summarizing.Store(true)
 }
 
 // queueLocked takes a stamped event in summary mode and writes what no
@@ -138,7 +137,7 @@ func (r *Recorder) drainLocked(now int64) {
 			}
 		}
 		if !q.dropped {
-			r.writeLocked(q.op, nil)
+			r.writeLocked(q.op)
 		}
 	}
 	if n == 0 {
