@@ -55,6 +55,15 @@ type Config struct {
 	// recorded, in order, under the recorder's lock: it must be quick and
 	// must not block (a progress display counts, it does not print).
 	Observer func(history.Op) `json:"-"`
+	// LiveViolations, when set, is told the mutual-exclusion violations
+	// that the check alongside the run has counted so far, each time the
+	// count changes, and -1 if that check gives up (the stored history is
+	// then checked after the run, and nothing is counted while it goes).
+	// The check takes the events a batch of about a thousand at a time,
+	// so the count lags the history by that much. It is called from the
+	// check's goroutine, and under the recorder's lock when the check
+	// gives up: it must be quick and must not record.
+	LiveViolations func(n int) `json:"-"`
 }
 
 // DefaultConfig is the configuration of `lockjepsen test` with no flags.

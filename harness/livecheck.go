@@ -30,6 +30,9 @@ type liveCheck struct {
 	st       *checker.Stream
 	mu       sync.Mutex
 	gaveUpOn string // why it gave up, "" while it keeps up
+	// onCount is Config.LiveViolations: told the stream's violations
+	// after each batch that changed them, and -1 when the check gives up.
+	onCount func(int)
 }
 
 const (
@@ -39,8 +42,9 @@ const (
 
 // startLiveCheck feeds every event rec records from now on to a checker
 // stream in a goroutine of its own; finish or abandon stops it.
-func startLiveCheck(ctx context.Context, rec *history.Recorder, opts checker.Options) *liveCheck {
+func startLiveCheck(ctx context.Context, rec *history.Recorder, opts checker.Options, onCount func(int)) *liveCheck {
 	lc := newLiveCheck(ctx, rec.Path(), opts)
+	lc.onCount = onCount
 	go lc.run()
 	rec.Observe(lc.observe)
 	return lc
@@ -63,10 +67,15 @@ func newLiveCheck(ctx context.Context, name string, opts checker.Options) *liveC
 
 func (lc *liveCheck) run() {
 	defer close(lc.exited)
+	counted := 0
 	for b := range lc.todo {
 		if lc.reason() == "" {
 			for _, op := range b {
 				lc.st.Add(op)
+			}
+			if n := lc.st.Violations(); n != counted && lc.onCount != nil {
+				counted = n
+				lc.onCount(n)
 			}
 		}
 		select {
@@ -109,10 +118,14 @@ func (lc *liveCheck) giveUp(why string) {
 	lc.given = true
 	lc.batch = nil
 	lc.mu.Lock()
-	if lc.gaveUpOn == "" {
+	first := lc.gaveUpOn == ""
+	if first {
 		lc.gaveUpOn = why
 	}
 	lc.mu.Unlock()
+	if first && lc.onCount != nil {
+		lc.onCount(-1)
+	}
 	lc.cancel() // a porcupine segment being checked stops early
 }
 

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,4 +61,70 @@ func TestLiveCheckGivesWay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The check alongside the run tells Config.LiveViolations the exclusion
+// checker's count as it goes (the progress line's "violations so far"):
+// an overlap of two believed holds is told, holds one after the other
+// are not, and a check that gives up says so with -1. The last count
+// told is the one its results give.
+func TestLiveCheckTellsItsViolations(t *testing.T) {
+	var i int64
+	ev := func(p int, typ history.Type, f string, v *history.Value) history.Op {
+		i++
+		return history.Op{Index: i - 1, Time: i, Process: p, Type: typ, F: f, Key: "k", Value: v}
+	}
+	grant := func(p int, token string) []history.Op {
+		return []history.Op{ev(p, history.Invoke, history.Acquire, nil),
+			ev(p, history.OK, history.Acquire, &history.Value{Token: token, ValidUntil: history.I64(1_000_000)})}
+	}
+	release := func(p int, token string) []history.Op {
+		return []history.Op{ev(p, history.Invoke, history.Release, &history.Value{Token: token}),
+			ev(p, history.OK, history.Release, nil)}
+	}
+	cases := []struct {
+		name   string
+		events func() []history.Op
+		told   []int
+	}{
+		{"an overlap", func() []history.Op {
+			return slices.Concat(grant(1, "a"), grant(2, "b"), release(1, "a"), release(2, "b"))
+		}, []int{1}},
+		{"one hold after the other", func() []history.Op {
+			return slices.Concat(grant(1, "a"), release(1, "a"), grant(2, "b"), release(2, "b"))
+		}, nil},
+		{"an event the reader would refuse", func() []history.Op {
+			return slices.Concat(grant(1, "a"), []history.Op{ev(2, history.OK, history.Acquire, &history.Value{Token: "b"})})
+		}, []int{-1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			i = 0
+			events := tc.events()
+			lc := newLiveCheck(context.Background(), "test", checker.Options{TTL: time.Second})
+			var mu sync.Mutex
+			var told []int
+			lc.onCount = func(n int) { mu.Lock(); told = append(told, n); mu.Unlock() }
+			go lc.run()
+			for _, op := range events {
+				lc.observe(op)
+			}
+			res, why := lc.finish(context.Background(), int64(len(events)))
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(told, tc.told) {
+				t.Fatalf("told %v, want %v (%s)", told, tc.told, why)
+			}
+			if res != nil && res.Exclusion.Count != max(0, last(told)) {
+				t.Errorf("results count %d violations, the last told %v", res.Exclusion.Count, told)
+			}
+		})
+	}
+}
+
+func last(told []int) int {
+	if len(told) == 0 {
+		return 0
+	}
+	return told[len(told)-1]
 }

@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if cfg.Observer != nil {
 		rec.Observe(cfg.Observer)
 	}
-	r.live = startLiveCheck(ctx, rec, checkOptions(cfg, dir))
+	r.live = startLiveCheck(ctx, rec, checkOptions(cfg, dir), cfg.LiveViolations)
 	defer func() {
 		rec.Close()
 		r.live.abandon() // unless finish took its results

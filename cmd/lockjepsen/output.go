@@ -96,6 +96,7 @@ func runWithProgress(ctx context.Context, cfg harness.Config, stderr io.Writer, 
 	p := newProgress(stderr, cfg, prefix)
 	cfg.Progress = &harnessLines{p: p}
 	cfg.Observer = p.observe
+	cfg.LiveViolations = p.liveViolations
 	p.start()
 	out, err := harness.Run(ctx, cfg)
 	p.finish()
