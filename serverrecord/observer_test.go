@@ -35,8 +35,11 @@ func TestObserverRecordsWhatTheNodeDid(t *testing.T) {
 		want []want
 	}{{
 		name: "set, TTL changed, deleted by a release, set again and expired",
-		act: func(t *testing.T, s *local.Server, c *redis.Client, _ *serverrecord.Observers, _ serverrecord.Clock) {
+		act: func(t *testing.T, s *local.Server, c *redis.Client, obs *serverrecord.Observers, now serverrecord.Clock) {
 			must(t, c.SetNX(ctx, "lock-0", "p1.1", time.Minute).Err())
+			// The release waits until the token is read: a key that
+			// changes first has its token unread (the next case).
+			caught(t, obs, now)
 			must(t, c.SetNX(ctx, "lock-0", "p2.1", time.Minute).Err()) // refused: not in the record
 			must(t, c.PExpire(ctx, "lock-0", 30*time.Second).Err())
 			must(t, release.Run(ctx, c, []string{"lock-0"}, "p1.1").Err())
@@ -46,13 +49,25 @@ func TestObserverRecordsWhatTheNodeDid(t *testing.T) {
 		want: []want{{"set", "p1.1"}, {"expire", "p1.1"}, {"expire", "p1.1"}, {"del", "p1.1"},
 			{"set", "p2.2"}, {"expire", "p2.2"}, {"expired", "p2.2"}},
 	}, {
+		name: "a set whose key changed before the observer read it has no token",
+		act: func(t *testing.T, s *local.Server, c *redis.Client, _ *serverrecord.Observers, _ serverrecord.Clock) {
+			// One transaction: the node deletes the key before any read
+			// of the observer's can run.
+			_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.SetNX(ctx, "lock-0", "p1.1", time.Minute)
+				p.Del(ctx, "lock-0")
+				return nil
+			})
+			must(t, err)
+		},
+		want: []want{{"set", ""}, {"expire", ""}, {"del", ""}},
+	}, {
 		name: "a killed node is a gap",
 		act: func(t *testing.T, s *local.Server, c *redis.Client, obs *serverrecord.Observers, now serverrecord.Clock) {
 			must(t, c.SetNX(ctx, "lock-0", "p1.1", time.Minute).Err())
 			// The kill comes once the set's token is read: killed
 			// before, the record would rightly say it never was.
-			set := now()
-			waitFor(t, "the observer to read the set", func() bool { return obs.Caught("n1", set) })
+			caught(t, obs, now)
 			must(t, s.Kill())
 			waitFor(t, "the observer to see the kill", func() bool { return obs.GapOpen("n1") })
 			must(t, s.Restart(ctx))
@@ -92,6 +107,11 @@ func TestObserverRecordsWhatTheNodeDid(t *testing.T) {
 					t.Errorf("event of another node or key: %+v", e)
 				}
 				got = append(got, want{e.Kind, e.Token})
+			}
+			for _, e := range events {
+				if e.Kind == serverrecord.Set && e.Token == "" && e.TokenUnread == "" {
+					t.Errorf("a set with neither a token nor why: %+v", e)
+				}
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("record:\n got %v\nwant %v\nevents: %+v", got, tc.want, events)
@@ -134,6 +154,13 @@ func TestReadRefusesWhatIsNotARecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// caught waits until the observer has read everything the node did so far.
+func caught(t *testing.T, obs *serverrecord.Observers, now serverrecord.Clock) {
+	t.Helper()
+	at := now()
+	waitFor(t, "the observer to catch up", func() bool { return obs.Caught("n1", at) })
 }
 
 func must(t *testing.T, err error) {
