@@ -80,17 +80,21 @@ func Summarize(events []Event) Summary {
 	var s Summary
 	seen := map[string]bool{}
 	for _, e := range events {
-		if !seen[e.Node] {
-			seen[e.Node] = true
-			s.Nodes = append(s.Nodes, e.Node)
-		}
-		if e.Kind == Gap {
-			s.Gaps++
-		} else {
-			s.Events++
-		}
+		s.add(e, seen)
 	}
 	return s
+}
+
+func (s *Summary) add(e Event, seen map[string]bool) {
+	if !seen[e.Node] {
+		seen[e.Node] = true
+		s.Nodes = append(s.Nodes, e.Node)
+	}
+	if e.Kind == Gap {
+		s.Gaps++
+	} else {
+		s.Events++
+	}
 }
 
 // Writer appends events to a record file; safe for concurrent use by the
@@ -160,40 +164,55 @@ func (w *Writer) Close() error {
 // with Summary.Cut set; a line that is not an event is an error that
 // names it.
 func Read(path string) ([]Event, Summary, error) {
-	f, err := history.Open(path)
+	var events []Event
+	sum, err := Scan(path, func(e Event) { events = append(events, e) })
 	if err != nil {
-		return nil, Summary{}, fmt.Errorf("read the server record: %w", err)
-	}
-	defer f.Close()
-	events, err := decode(f)
-	if err != nil {
-		return nil, Summary{}, fmt.Errorf("read the server record %s: %w", path, err)
-	}
-	if f.Corrupt() != "" {
-		return nil, Summary{}, fmt.Errorf("read the server record %s: %s", path, f.Corrupt())
+		return nil, Summary{}, err
 	}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].T < events[j].T })
-	s := Summarize(events)
-	s.Cut = f.Cut()
-	return events, s, nil
+	return events, sum, nil
 }
 
-func decode(r io.Reader) ([]Event, error) {
+// Scan reads a record file and calls f with each event in the file's
+// order, in memory that does not grow with the record (a soak's record
+// is long): what results.json counts.
+func Scan(path string, f func(Event)) (Summary, error) {
+	h, err := history.Open(path)
+	if err != nil {
+		return Summary{}, fmt.Errorf("read the server record: %w", err)
+	}
+	defer h.Close()
+	var sum Summary
+	seen := map[string]bool{}
+	err = decode(h, func(e Event) {
+		sum.add(e, seen)
+		f(e)
+	})
+	if err != nil {
+		return Summary{}, fmt.Errorf("read the server record %s: %w", path, err)
+	}
+	if h.Corrupt() != "" {
+		return Summary{}, fmt.Errorf("read the server record %s: %s", path, h.Corrupt())
+	}
+	sum.Cut = h.Cut()
+	return sum, nil
+}
+
+func decode(r io.Reader, f func(Event)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var events []Event
 	for line := 1; sc.Scan(); line++ {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
 		var e Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		if e.Node == "" || e.Kind == "" {
-			return nil, fmt.Errorf("line %d: an event needs a node and a kind", line)
+			return fmt.Errorf("line %d: an event needs a node and a kind", line)
 		}
-		events = append(events, e)
+		f(e)
 	}
-	return events, sc.Err()
+	return sc.Err()
 }

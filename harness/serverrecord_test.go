@@ -1,0 +1,124 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lockjepsen/lockjepsen/harness"
+	"github.com/lockjepsen/lockjepsen/history"
+	"github.com/lockjepsen/lockjepsen/runfile"
+	"github.com/lockjepsen/lockjepsen/serverrecord"
+	"github.com/lockjepsen/lockjepsen/testkit/harnesstest"
+	"github.com/lockjepsen/lockjepsen/testkit/redistest"
+)
+
+// TestServerRecordOfARun runs the harness with and without the server
+// record and checks what it kept against the history: every token the
+// record read is one a client was granted, set no earlier than that
+// acquire was invoked (the two are on one clock), and every release the
+// record saw deleting a key was invoked by its holder first. A killed node
+// leaves a gap; `check` of the stored run counts the same.
+func TestServerRecordOfARun(t *testing.T) {
+	redistest.RequireBinary(t)
+	cases := []struct {
+		name    string
+		record  bool
+		nemesis []string
+		// wantGaps: the kill cuts the observer's connection at least
+		// once (the fault phase is several nemesis intervals long).
+		wantGaps bool
+	}{
+		{name: "off", record: false},
+		{name: "fault-free", record: true},
+		{name: "a node killed", record: true, nemesis: []string{"kill"}, wantGaps: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := harnesstest.ShortConfig(t)
+			cfg.TimeLimit, cfg.Recovery = 2*time.Second, 500*time.Millisecond
+			cfg.ServerRecord, cfg.Nemesis, cfg.Expect = tc.record, tc.nemesis, harness.ExpectAny
+			out, err := harness.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(out.Dir, runfile.ServerRecordFile)
+			if !tc.record {
+				if _, err := os.Stat(path); !os.IsNotExist(err) || out.Results.ServerRecord != nil {
+					t.Fatalf("a record without asking: %v, %+v", err, out.Results.ServerRecord)
+				}
+				return
+			}
+			events, sum, err := serverrecord.Read(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.Results.ServerRecord; got == nil || got.Events != sum.Events || got.Gaps != sum.Gaps {
+				t.Fatalf("results.json's server_record %+v, the file's %+v", got, sum)
+			}
+			if sum.Events == 0 || (sum.Gaps > 0) != tc.wantGaps {
+				t.Fatalf("record %+v; want events, and gaps: %v", sum, tc.wantGaps)
+			}
+			checkAgainstHistory(t, out.Dir, events)
+			again, err := harness.Check(out.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := again.ServerRecord; g == nil || g.Events != sum.Events || g.Gaps != sum.Gaps {
+				t.Errorf("check of the stored run counts %+v, the run %+v", g, sum)
+			}
+		})
+	}
+}
+
+// checkAgainstHistory holds the record's sets and deletes to the clients'
+// grants and releases.
+func checkAgainstHistory(t *testing.T, dir string, events []serverrecord.Event) {
+	t.Helper()
+	sc, err := history.OpenScanner(filepath.Join(dir, runfile.CompressedHistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	invoked := map[int]int64{}     // process → its open acquire's invocation
+	acquired := map[string]int64{} // token → its acquire's invocation
+	released := map[string]int64{} // token → its release's invocation
+	for op, ok := sc.Next(); ok; op, ok = sc.Next() {
+		switch {
+		case op.F == history.Acquire && op.Type == history.Invoke:
+			invoked[op.Process] = op.Time
+		case op.F == history.Acquire && op.Type == history.OK && op.Value != nil:
+			acquired[op.Value.Token] = invoked[op.Process]
+		case op.F == history.Release && op.Type == history.Invoke && op.Value != nil:
+			released[op.Value.Token] = op.Time
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var read, unread int
+	for _, e := range events {
+		switch {
+		case e.Kind == serverrecord.Set && e.Token == "":
+			unread++
+		case e.Kind == serverrecord.Set:
+			read++
+			inv, ok := acquired[e.Token]
+			if !ok {
+				t.Errorf("the record sets token %s, which no client was granted", e.Token)
+			} else if e.T < inv {
+				t.Errorf("the record sets %s at %d, before its acquire was invoked at %d", e.Token, e.T, inv)
+			}
+		case e.Kind == serverrecord.Del && e.Token != "":
+			if inv, ok := released[e.Token]; !ok || e.T < inv {
+				t.Errorf("the record deletes %s's key at %d; its release invoked at %d (%v)", e.Token, e.T, inv, ok)
+			}
+		}
+	}
+	if read == 0 {
+		t.Errorf("no set in the record has its token (%d without)", unread)
+	}
+	t.Logf("%d sets with their token, %d without; %d events", read, unread, len(events))
+}
