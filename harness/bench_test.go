@@ -37,12 +37,37 @@ func BenchmarkOpsHarness(b *testing.B) {
 	report(b, sum)
 }
 
+// BenchmarkServerRecord measures what the server record costs a run:
+// BenchmarkOpsHarness's run without it and with it, in turn in each
+// iteration so that both share the machine's moment. The metrics are
+// each one's cycles/s and client plus redis-server CPU per cycle.
+func BenchmarkServerRecord(b *testing.B) {
+	redistest.RequireBinary(b)
+	var sums [2]opsbench.Result
+	for i := 0; i < b.N; i++ {
+		for on := range sums {
+			res, err := runHarness(b, benchClients, benchKeys, func(c *harness.Config) { c.ServerRecord = on == 1 })
+			if err != nil {
+				b.Fatal(err)
+			}
+			sums[on] = sums[on].Add(res)
+		}
+	}
+	for on, name := range []string{"off", "on"} {
+		b.ReportMetric(sums[on].PerSecond(), name+"-cycles/s")
+		b.ReportMetric(sums[on].TotalPerCycle(), name+"-total-ns/op")
+	}
+}
+
 // runHarness runs a fault-free single/token test of 5 s with zero hold and
-// retry backoff and measures it.
-func runHarness(b *testing.B, clients, keys int) (opsbench.Result, error) {
+// retry backoff, changed by each of opts, and measures it.
+func runHarness(b *testing.B, clients, keys int, opts ...func(*harness.Config)) (opsbench.Result, error) {
 	cfg := harness.DefaultConfig()
 	cfg.Store = b.TempDir()
 	cfg.Clients, cfg.Keys = clients, keys
+	for _, o := range opts {
+		o(&cfg)
+	}
 	cfg.Hold, cfg.RetryBackoff = "0", 0
 	cfg.TimeLimit, cfg.Recovery = 5*time.Second, 0
 	w := &opsbench.Window{}

@@ -298,7 +298,7 @@ func subscribe(conn net.Conn, r *bufio.Reader) error {
 
 // pushLocked records one keyspace notification: ["pmessage", pattern,
 // "__keyspace@0__:KEY", EVENT]. A set asks the node for the key's value
-// and TTL on the same connection: their replies come after every
+// on the same connection: their replies come after every
 // notification the node sent before it ran them, so if none of those
 // changed the key, the value read is the one the set wrote.
 func (o *observer) pushLocked(v value) {
@@ -321,9 +321,8 @@ func (o *observer) pushLocked(v value) {
 	q := &queued{ev: Event{T: o.now(), Node: o.node.Name, Kind: kind, Key: key}}
 	o.queue = append(o.queue, q)
 	if kind == Set {
-		q.waiting = 2
+		q.waiting = 1
 		o.sendLocked(pending{ev: q}, "GET", key)
-		o.sendLocked(pending{ev: q, getsTTL: true}, "PTTL", key)
 	}
 	o.flushLocked()
 }
@@ -354,10 +353,6 @@ func (o *observer) replyLocked(v value) error {
 	q := p.ev
 	q.waiting--
 	switch {
-	case p.getsTTL && v.kind == ':':
-		ttl := v.num
-		q.ev.TTL = &ttl
-	case p.getsTTL:
 	case q.dirty != "":
 		q.ev.TokenUnread = q.dirty
 	case v.null:

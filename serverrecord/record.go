@@ -53,9 +53,6 @@ type Event struct {
 	// first: then TokenUnread says so); for an expire or a removal, the
 	// value of the key's last set, when the record is whole since.
 	Token string `json:"token,omitempty"`
-	// TTL is the key's remaining time to live in milliseconds when the
-	// observer read it after a set (-1: none).
-	TTL *int64 `json:"ttl_ms,omitempty"`
 	// TokenUnread says why a set has no token.
 	TokenUnread string `json:"token_unread,omitempty"`
 	// End and Why describe a gap: where it ends on the same clock, and
@@ -123,12 +120,7 @@ func (w *Writer) Write(e Event) error {
 	if w.err != nil {
 		return w.err
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		w.err = fmt.Errorf("encode a server record event: %w", err)
-		return w.err
-	}
-	w.buf = append(append(w.buf[:0], b...), '\n')
+	w.buf = append(appendJSON(w.buf[:0], &e), '\n')
 	if _, err := w.w.Write(w.buf); err != nil {
 		w.err = fmt.Errorf("write the server record: %w", err)
 	}
