@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,10 +38,14 @@ const (
 	readyWithin = 10 * time.Second
 	// drainWithin bounds how long Stop waits for the replies in flight
 	// (tokens being read) before it closes the connections.
-	drainWithin = time.Second
+	drainWithin = 5 * time.Second
 	// flushEvery bounds what a harness that dies loses of the record.
 	flushEvery = 200 * time.Millisecond
 )
+
+// maxToken is the longest value read as a token; GETRANGE asks for one
+// byte more, to tell a longer value.
+const maxToken = 1024
 
 // notifyClasses are the keyspace events a node is asked to publish: K
 // (on the key's channel), $ (string commands: set), g (generic: del,
@@ -132,7 +137,7 @@ type pending struct {
 	ping    bool
 	sent    int64         // for a PING: when it was sent
 	answer  chan struct{} // for a PING: closed when answered (nil: nobody waits)
-	ev      *queued       // for a GET or PTTL: the set it reads for
+	ev      *queued       // for a GETRANGE: the set it reads for
 	getsTTL bool
 }
 
@@ -202,11 +207,11 @@ func (o *observer) run(ctx context.Context) {
 // the record ends there).
 func (o *observer) lostLocked(err error, stopping bool) {
 	for _, q := range o.queue {
-		if q.ev.Kind == Set && q.ev.Token == "" && q.ev.TokenUnread == "" {
-			q.ev.TokenUnread = "the observer's connection ended before it read the token"
+		if q.waiting > 0 {
+			q.waiting, q.ev.TokenUnread = 0, "the observer's connection ended before it read the token"
 		}
-		o.writeLocked(q.ev)
 	}
+	o.flushLocked()
 	o.queue, o.pending, o.lastToken, o.stalled = nil, nil, nil, false
 	if o.conn != nil {
 		o.conn.Close()
@@ -298,7 +303,7 @@ func subscribe(conn net.Conn, r *bufio.Reader) error {
 
 // pushLocked records one keyspace notification: ["pmessage", pattern,
 // "__keyspace@0__:KEY", EVENT]. A set asks the node for the key's value
-// on the same connection: their replies come after every
+// (GETRANGE) on the same connection: their replies come after every
 // notification the node sent before it ran them, so if none of those
 // changed the key, the value read is the one the set wrote.
 func (o *observer) pushLocked(v value) {
@@ -321,8 +326,10 @@ func (o *observer) pushLocked(v value) {
 	q := &queued{ev: Event{T: o.now(), Node: o.node.Name, Kind: kind, Key: key}}
 	o.queue = append(o.queue, q)
 	if kind == Set {
+		// A lock's token is short; a cache's value may not be, and
+		// reading it whole would cost the node and the observer.
 		q.waiting = 1
-		o.sendLocked(pending{ev: q}, "GET", key)
+		o.sendLocked(pending{ev: q}, "GETRANGE", key, "0", strconv.Itoa(maxToken))
 	}
 	o.flushLocked()
 }
@@ -355,10 +362,12 @@ func (o *observer) replyLocked(v value) error {
 	switch {
 	case q.dirty != "":
 		q.ev.TokenUnread = q.dirty
-	case v.null:
-		q.ev.TokenUnread = "the key was gone when the observer read it"
+	case v.null || v.str == "":
+		q.ev.TokenUnread = "the key was gone (or empty) when the observer read it"
 	case v.isError():
 		q.ev.TokenUnread = "reading the key failed: " + v.str
+	case len(v.str) > maxToken:
+		q.ev.TokenUnread = fmt.Sprintf("the value is longer than %d bytes: not a lock's token", maxToken)
 	default:
 		q.ev.Token = v.str
 	}
