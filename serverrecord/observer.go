@@ -280,21 +280,24 @@ func subscribe(conn net.Conn, r *bufio.Reader) error {
 	b = appendCommand(b, "HELLO", "3")
 	b = appendCommand(b, "CLIENT", "SETNAME", "lockjepsen-server-record")
 	b = appendCommand(b, "CONFIG", "SET", "notify-keyspace-events", notifyClasses)
+	// A Redis Cluster replica answers reads only in READONLY mode (else
+	// MOVED); elsewhere the command is refused, which does no harm.
+	b = appendCommand(b, "READONLY")
 	b = appendCommand(b, "PSUBSCRIBE", "__keyspace@*__:*")
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	defer conn.SetDeadline(time.Time{})
 	if _, err := conn.Write(b); err != nil {
 		return err
 	}
-	for i, what := range []string{"HELLO 3", "CLIENT SETNAME", "CONFIG SET notify-keyspace-events", "PSUBSCRIBE"} {
+	for _, what := range []string{"HELLO 3", "CLIENT SETNAME", "CONFIG SET notify-keyspace-events", "READONLY", "PSUBSCRIBE"} {
 		v, err := readValue(r)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if v.isError() {
+		if v.isError() && what != "READONLY" {
 			return fmt.Errorf("%s: %s", what, v.str)
 		}
-		if i == 3 && (v.kind != '>' || len(v.arr) < 1 || !strings.EqualFold(v.arr[0].str, "psubscribe")) {
+		if what == "PSUBSCRIBE" && (v.kind != '>' || len(v.arr) < 1 || !strings.EqualFold(v.arr[0].str, "psubscribe")) {
 			return fmt.Errorf("%s: unexpected reply %q", what, v.kind)
 		}
 	}
