@@ -91,6 +91,14 @@ func TestServerRecordOfARun(t *testing.T) {
 			if g := again.ServerRecord; g == nil || g.Events != sum.Events || g.Gaps != sum.Gaps {
 				t.Errorf("check of the stored run counts %+v, the run %+v", g, sum)
 			}
+			// A damaged record is bad input (exit 2), as a damaged
+			// history is.
+			if err := os.WriteFile(path, []byte("not json\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := harness.Check(out.Dir); !harness.IsUsage(err) {
+				t.Errorf("check of a run with a damaged record: %v, want a usage error", err)
+			}
 		})
 	}
 }
