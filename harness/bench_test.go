@@ -37,14 +37,56 @@ func BenchmarkOpsHarness(b *testing.B) {
 	report(b, sum)
 }
 
+// BenchmarkServerRecord measures what the server record costs a run:
+// without it and with it, in turn in each iteration so that both share
+// the machine's moment, in two shapes: BenchmarkOpsHarness's (16 clients
+// on 16 keys, no hold: nearly every cycle a grant, the record's worst
+// case) and the default contended one (10 clients on one key, holds of
+// 0-20 ms, 2 ms backoff: most cycles a refused SET, which the record
+// does not see). The metrics are each one's cycles/s and client plus
+// redis-server CPU per cycle.
+func BenchmarkServerRecord(b *testing.B) {
+	redistest.RequireBinary(b)
+	def := harness.DefaultConfig()
+	shapes := []struct {
+		name          string
+		clients, keys int
+		shape         func(*harness.Config)
+	}{
+		{"busy", benchClients, benchKeys, func(*harness.Config) {}},
+		{"contended", def.Clients, def.Keys, func(c *harness.Config) { c.Hold, c.RetryBackoff = def.Hold, def.RetryBackoff }},
+	}
+	for _, sh := range shapes {
+		b.Run(sh.name, func(b *testing.B) {
+			var sums [2]opsbench.Result
+			for i := 0; i < b.N; i++ {
+				for on := range sums {
+					res, err := runHarness(b, sh.clients, sh.keys, sh.shape, func(c *harness.Config) { c.ServerRecord = on == 1 })
+					if err != nil {
+						b.Fatal(err)
+					}
+					sums[on] = sums[on].Add(res)
+				}
+			}
+			for on, name := range []string{"off", "on"} {
+				b.ReportMetric(sums[on].PerSecond(), name+"-cycles/s")
+				b.ReportMetric(sums[on].TotalPerCycle(), name+"-total-ns/op")
+			}
+		})
+	}
+}
+
 // runHarness runs a fault-free single/token test of 5 s with zero hold and
-// retry backoff and measures it.
-func runHarness(b *testing.B, clients, keys int) (opsbench.Result, error) {
+// retry backoff, changed by each of opts, and measures it.
+func runHarness(b *testing.B, clients, keys int, opts ...func(*harness.Config)) (opsbench.Result, error) {
 	cfg := harness.DefaultConfig()
 	cfg.Store = b.TempDir()
 	cfg.Clients, cfg.Keys = clients, keys
 	cfg.Hold, cfg.RetryBackoff = "0", 0
 	cfg.TimeLimit, cfg.Recovery = 5*time.Second, 0
+	for _, o := range opts {
+		o(&cfg)
+	}
 	w := &opsbench.Window{}
 	cfg.Progress = w
 	out, err := harness.Run(context.Background(), cfg)

@@ -105,6 +105,9 @@ func checkRun(ctx context.Context, dir, out string, live *checker.Results) (*Res
 
 		CheckedAlongsideRun: live != nil,
 	}
+	if results.ServerRecord, err = readServerRecord(dir); err != nil {
+		return nil, err
+	}
 	if err := finishResults(results, cfg, info, finished, read, filepath.Join(out, ResultsFile)); err != nil {
 		return nil, err
 	}

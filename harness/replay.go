@@ -119,5 +119,9 @@ func ReplayConfig(dir string) (Config, error) {
 	}
 	cfg.Script, cfg.ScriptName, cfg.Nemesis = ReplaySteps(s), "", nil
 	cfg.ReplayOf = dir
+	// A replay (and each of shrink's candidates) is run to explain a
+	// violation, so it keeps each node's record, whatever the original
+	// run did (docs/server-record.md: what it costs).
+	cfg.ServerRecord = true
 	return cfg, nil
 }

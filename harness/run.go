@@ -417,6 +417,11 @@ func (r *runner) run(ctx context.Context, rec *history.Recorder) error {
 	if err := r.addClientLinks(sys); err != nil {
 		return err
 	}
+	stopRecord, err := r.recordServers(ctx, rec, sys)
+	if err != nil {
+		return err
+	}
+	defer stopRecord()
 	r.holdFor(ctx, PhaseStartup)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)

@@ -399,6 +399,9 @@ func (p *Plan) base(seed int64) harness.Config {
 	// An unsafe cell is decided at its first overlap; the grace records
 	// what the holders do next (a fenced resource refusing a late write).
 	c.StopOnFirstViolation, c.StopGrace = true, time.Second
+	// A review's answer says what happened to the key, so it keeps each
+	// node's record (docs/server-record.md: what it costs a run).
+	c.ServerRecord = true
 	return c
 }
 

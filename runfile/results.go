@@ -1,6 +1,9 @@
 package runfile
 
-import "github.com/lockjepsen/lockjepsen/checker"
+import (
+	"github.com/lockjepsen/lockjepsen/checker"
+	"github.com/lockjepsen/lockjepsen/serverrecord"
+)
 
 // FaultMeanings are what the run's faults mean, as the harness that ran
 // it recorded them (Description.Faults); a fault recorded without a kind
@@ -48,6 +51,9 @@ type Results struct {
 	// Errors are failures of the harness itself (a fault that did not heal,
 	// checkers that disagree); they make the exit code 3.
 	Errors []string `json:"errors,omitempty"`
+	// ServerRecord counts the server record's events and gaps
+	// (ServerRecordFile), when the run kept one.
+	ServerRecord *serverrecord.Summary `json:"server_record,omitempty"`
 	// ClientPanics are panics inside the lock under test; each was recorded
 	// as an operation with an unknown outcome.
 	ClientPanics []string `json:"client_panics,omitempty"`

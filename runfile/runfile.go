@@ -50,6 +50,9 @@ const (
 	// NodesFile lists the server processes (cluster.Node, with PIDs), for
 	// reaping the servers of a killed run.
 	NodesFile = "nodes.json"
+	// ServerRecordFile is what each Redis node did to the keys during the
+	// run, and the record's gaps (package serverrecord owns the format).
+	ServerRecordFile = "server-record.jsonl.zst"
 )
 
 // FindHistory is the path of run directory dir's history, compressed or

@@ -103,6 +103,9 @@ type Settings struct {
 	// small where most attempts fail. Liveness counts them all the same;
 	// porcupine and the timeline do not see them.
 	RecordFailedAcquires string `json:"record_failed_acquires,omitempty"`
+	// ServerRecord has an observer per Redis node record what the node
+	// did to the keys (package serverrecord) in ServerRecordFile.
+	ServerRecord bool `json:"server_record"`
 	// Command is the command line that reproduces the run, for the record.
 	Command []string `json:"command,omitempty"`
 	// CustomLock records in config.json that the run tested a Locker of

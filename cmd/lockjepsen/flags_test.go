@@ -30,7 +30,7 @@ func TestSettingsFlagsParseBack(t *testing.T) {
 		"workload": func(c *harness.Config) {
 			c.Workload, c.Renew, c.RenewFor, c.TTL, c.Hold = "renew-counter", "watchdog", "2..3", 5*time.Second, "3s..4500ms"
 			c.Seed, c.TimeLimit, c.Recovery, c.StopOnFirstViolation, c.StopGrace = 4, 9*time.Second, 2*time.Second, true, time.Second
-			c.CheckpointEvery = 30 * time.Second
+			c.CheckpointEvery, c.ServerRecord = 30*time.Second, true
 		},
 		"renew-before": func(c *harness.Config) { c.Workload, c.RenewBefore = "renew", 25*time.Millisecond },
 		"client":       func(c *harness.Config) { c.Client = []string{"python3", "examples/python/token_lock.py", "--fenced"} },

@@ -439,6 +439,7 @@ func runFlags(f *pflag.FlagSet, cfg *harness.Config) {
 	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict, decides the exit code: safe, unsafe, stuck or any")
 	f.BoolVar(&cfg.StopOnFirstViolation, "stop-on-first-violation", false, stopOnFirstHelp)
 	f.StringVar(&cfg.RecordFailedAcquires, "record-failed-acquires", harness.RecordAll, "all: record every acquire; summary: count failed acquires per client, key and second instead, for long runs where most attempts fail (liveness still counts them; porcupine and the timeline do not see them)")
+	f.BoolVar(&cfg.ServerRecord, "server-record", cfg.ServerRecord, "record what each Redis node did to the keys (set with its token, TTL changed, deleted, expired, evicted, and the record's gaps) in server-record.jsonl.zst, from the node's own keyspace notifications (docs/server-record.md)")
 	f.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "rewrite checkpoint.json this often while the run goes (events and violations so far), so that a long run killed before its end says what it had found; 0: none")
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 0, "with --stop-on-first-violation: go on after the first violation until the earlier holder's hold ends, but at most this long, so that what it did while it still believed (a stale write a fenced resource refused) is recorded")
 }
