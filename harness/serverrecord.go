@@ -17,10 +17,11 @@ import (
 // an observer per Redis node, dialing the node's own address, never a
 // link of the mesh, so that the faults it watches do not cut it. It
 // returns once every node is observed; stop ends the record, before the
-// servers stop (their shutdown is not part of the run). etcd's members
-// are not Redis: they have no such record.
+// servers stop (their shutdown is not part of the run). Only Redis nodes
+// have such a record (the system's descriptor names its server): etcd's
+// members do not speak RESP or send keyspace notifications.
 func (r *runner) recordServers(ctx context.Context, rec *history.Recorder, sys *system) (stop func(), err error) {
-	if !r.cfg.ServerRecord || r.cfg.System == cluster.Etcd {
+	if !r.cfg.ServerRecord || r.cfg.system().Server != cluster.ServerRedis {
 		return func() {}, nil
 	}
 	w, err := serverrecord.Create(filepath.Join(r.dir, runfile.ServerRecordFile))
