@@ -33,11 +33,11 @@ func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) 
 // primaries itself (Sentinel's failover client, a cluster client), with
 // every command stamped when sent; the client is closed if the lock
 // cannot be built on it.
-func (r *runner) newLockOn(name string, rdb redis.UniversalClient, process int) (locks.Locker, error) {
-	rdb.AddHook(workloads.SendHook{})
-	l, err := r.newLock([]locks.Conn{{Name: name, Client: rdb}}, process)
+func (r *runner) newLockOn(conn locks.Conn, process int) (locks.Locker, error) {
+	conn.Client.AddHook(workloads.SendHook{})
+	l, err := r.newLock([]locks.Conn{conn}, process)
 	if err != nil {
-		rdb.Close()
+		conn.Client.Close()
 		return nil, err
 	}
 	return l, nil
@@ -75,7 +75,10 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 			WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
 			DisableIdentity: true,
 		})
-		l, err := r.newLockOn("primary", rdb, process)
+		// A lock that makes its own Sentinel client (a library's) is
+		// given the same sentinels and dialer.
+		l, err := r.newLockOn(locks.Conn{Name: "primary", Client: rdb, Sentinel: &locks.SentinelConn{
+			MasterName: cluster.MasterName, Addrs: sentinelAddrs, Dial: dial}}, process)
 		if err != nil {
 			return nil, nil, err
 		}
