@@ -82,6 +82,13 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 		if err != nil {
 			return nil, nil, err
 		}
+		var closer io.Closer = rdb
+		if c, ok := l.(io.Closer); ok {
+			// A lock with clients of its own (rueidislock's) closes them:
+			// servedBy hides its Close, and a crashed holder's lease
+			// would otherwise renew for ever and the run never end.
+			closer = closeAll{c, rdb}
+		}
 		// The failover client drops its connections on a failover and
 		// dials the new primary, so the node it last dialed is the one
 		// that granted: the witness can then show two holders on two
@@ -91,7 +98,7 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 				return []string{n}
 			}
 			return nil
-		}, nil}, rdb, nil
+		}, nil}, closer, nil
 	}
 }
 

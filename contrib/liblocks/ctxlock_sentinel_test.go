@@ -35,6 +35,15 @@ func TestContextLocksOnSentinel(t *testing.T) {
 			cfg.System, cfg.Lock, cfg.Expect = cluster.Sentinel, lock, harness.ExpectAny
 			cfg.Clients, cfg.Hold = 4, "50ms..150ms"
 			cfg.Script = []nemesis.Step{{At: time.Second, Action: nemesis.Action{Fault: nemesis.Failover}}}
+			// At 10 s, long after the failover, every client is armed to
+			// crash at its next hold: the first holder crashes, and its
+			// lease lives on (the library renews from goroutines a crash
+			// does not stop) until the harness closes the lock at the end
+			// of the run. A lock on Sentinel that the harness never
+			// closed kept such a run going for ever.
+			for c := 0; c < cfg.Clients; c++ {
+				cfg.Script = append(cfg.Script, nemesis.Step{At: 10 * time.Second, Action: nemesis.Action{Fault: nemesis.ClientCrash, Clients: []int{c}}})
+			}
 			// The failover takes 1-3 s idle, more on a loaded machine;
 			// the rest of the time limit is for grants after it.
 			cfg.TimeLimit, cfg.Recovery = 12*time.Second, 2*time.Second
@@ -48,8 +57,11 @@ func TestContextLocksOnSentinel(t *testing.T) {
 				t.Fatalf("no failover recorded within the run\n%s", strings.Join(r.Summary(), "\n"))
 			}
 			f := info.Failovers[0]
-			before, after := 0, 0
+			before, after, crashes := 0, 0, 0
 			for _, op := range harnesstest.ReadHistory(t, out.Dir).Ops {
+				if op.F == nemesis.ClientCrash && op.Value != nil && op.Value.Phase == "start" {
+					crashes++
+				}
 				if op.Type != history.OK || op.F != history.Acquire || op.Value == nil {
 					continue
 				}
@@ -65,6 +77,9 @@ func TestContextLocksOnSentinel(t *testing.T) {
 			if before == 0 || after == 0 {
 				t.Fatalf("want grants by the old primary %s before the failover and by the new one %s after it, got %d and %d\n%s",
 					f.From, f.To, before, after, strings.Join(r.Summary(), "\n"))
+			}
+			if crashes == 0 {
+				t.Fatalf("no holder crashed in the last 2 s of the run: the lock was not held then\n%s", strings.Join(r.Summary(), "\n"))
 			}
 			harnesstest.RequireNoServers(t, out.Dir)
 		})
