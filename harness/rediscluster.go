@@ -58,7 +58,7 @@ func (r *runner) clusterLockerFactory(mesh *proxy.Mesh, nodes []cluster.Node) wo
 			DialTimeout:                o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
 			ContextTimeoutEnabled: true, PoolSize: o.PoolSize, DisableIdentity: true,
 		})
-		l, err := r.newLockOn("cluster", rdb, process)
+		l, err := r.newLockOn(locks.Conn{Name: "cluster", Client: rdb}, process)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -33,11 +33,11 @@ func (r *runner) newLock(conns []locks.Conn, process int) (locks.Locker, error) 
 // primaries itself (Sentinel's failover client, a cluster client), with
 // every command stamped when sent; the client is closed if the lock
 // cannot be built on it.
-func (r *runner) newLockOn(name string, rdb redis.UniversalClient, process int) (locks.Locker, error) {
-	rdb.AddHook(workloads.SendHook{})
-	l, err := r.newLock([]locks.Conn{{Name: name, Client: rdb}}, process)
+func (r *runner) newLockOn(conn locks.Conn, process int) (locks.Locker, error) {
+	conn.Client.AddHook(workloads.SendHook{})
+	l, err := r.newLock([]locks.Conn{conn}, process)
 	if err != nil {
-		rdb.Close()
+		conn.Client.Close()
 		return nil, err
 	}
 	return l, nil
@@ -75,9 +75,19 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 			WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
 			DisableIdentity: true,
 		})
-		l, err := r.newLockOn("primary", rdb, process)
+		// A lock that makes its own Sentinel client (a library's) is
+		// given the same sentinels and dialer.
+		l, err := r.newLockOn(locks.Conn{Name: "primary", Client: rdb, Sentinel: &locks.SentinelConn{
+			MasterName: cluster.MasterName, Addrs: sentinelAddrs, Dial: dial}}, process)
 		if err != nil {
 			return nil, nil, err
+		}
+		var closer io.Closer = rdb
+		if c, ok := l.(io.Closer); ok {
+			// A lock with clients of its own (rueidislock's) closes them:
+			// servedBy hides its Close, and a crashed holder's lease
+			// would otherwise renew for ever and the run never end.
+			closer = closeAll{c, rdb}
 		}
 		// The failover client drops its connections on a failover and
 		// dials the new primary, so the node it last dialed is the one
@@ -88,7 +98,7 @@ func (r *runner) failoverLockerFactory(mesh *proxy.Mesh, targets []cluster.Node)
 				return []string{n}
 			}
 			return nil
-		}, nil}, rdb, nil
+		}, nil}, closer, nil
 	}
 }
 

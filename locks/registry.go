@@ -1,8 +1,10 @@
 package locks
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -115,6 +117,21 @@ type Conn struct {
 	// Addr is the node's client address (host:port) for locks that dial
 	// it themselves (Descriptor.DialsAddr). Redis locks use Client.
 	Addr string
+	// Sentinel, on a system whose primary the sentinels name, is how a
+	// lock that makes its own Sentinel client (a library's lock on its
+	// own client) finds the primary, as Client does; nil elsewhere.
+	Sentinel *SentinelConn
+}
+
+// SentinelConn is what a Sentinel client is given: the sentinels, the
+// name they monitor the primary by, and the dialer of the harness's
+// client, which sends each connection through that client's own link to
+// the node or sentinel an address names (the sentinels report the
+// addresses the nodes use among themselves).
+type SentinelConn struct {
+	MasterName string
+	Addrs      []string
+	Dial       func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Options configures a lock built by New. Zero values mean the defaults;

@@ -6,14 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/lockjepsen/lockjepsen/history"
 	"github.com/lockjepsen/lockjepsen/locks"
@@ -74,32 +71,6 @@ type ctxLibrary struct {
 const extendScript = `if redis.call("GET",KEYS[1]) == ARGV[1] then local r = redis.call("PEXPIREAT",KEYS[1],ARGV[2]);redis.call("GET",KEYS[1]);return r end;return 0`
 
 var extendSHA = func() string { s := sha1.Sum([]byte(extendScript)); return hex.EncodeToString(s[:]) }()
-
-// dialSpec is how the library's client reaches the system: the addresses
-// of the node, or a cluster's seeds, and the harness's dialer (through the
-// client's links) when there is one.
-type dialSpec struct {
-	addrs   []string
-	cluster bool
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
-}
-
-// dialSpecOf reads the addresses and dialer of the client the harness
-// gave the lock: one node's client, or a Redis Cluster client.
-func dialSpecOf(c locks.Conn) (dialSpec, error) {
-	switch rdb := c.Client.(type) {
-	case *redis.ClusterClient:
-		o := rdb.Options()
-		return dialSpec{addrs: append([]string(nil), o.Addrs...), cluster: true, dial: o.Dialer}, nil
-	case *redis.Client:
-		o := rdb.Options()
-		return dialSpec{addrs: []string{o.Addr}, dial: o.Dialer}, nil
-	}
-	if c.Addr != "" {
-		return dialSpec{addrs: []string{c.Addr}}, nil
-	}
-	return dialSpec{}, fmt.Errorf("node %q: want a go-redis client or an address, got %T", c.Name, c.Client)
-}
 
 // ctxLock adapts one of the libraries to locks.Locker. It builds the
 // library's Locker at the first acquire, with KeyValidity the TTL asked

@@ -34,6 +34,15 @@ var Scenarios = []scenario.Scenario{
 	{Name: "rueidislock-server-pause", Expect: checker.VerdictUnsafe, Tags: ctxTags(RueidislockName, "single"),
 		Shows: "rueidislock-1 with the server paused for 1.25-3.75 TTL right after a grant: the renewal sent at TTL/2 is bounded by the deadline it asks for (now + TTL), not the key's, so the holder's context lives on after its key expired, until the server answers or 1.5 TTL (the lease model's belief past its key)",
 		Edit:  scenario.Seeded(13, ctxOn(scenario.Single, Rueidislock1Name, serverPause))},
+	{Name: "rueidislock-partition", Expect: checker.VerdictUnsafe, Tags: ctxTags(RueidislockName, "single"),
+		Shows: "rueidislock-1 with every client cut off from the server (a black hole) for 1.25-3.75 TTL right after a grant: the renewal hangs as on a paused server, and the context outlives the key by up to TTL/2 (the lease model's belief past its key)",
+		Edit:  scenario.Seeded(15, ctxOn(scenario.Single, Rueidislock1Name, afterGrantFor(nemesis.Partition)))},
+	{Name: "rueidislock-latency", Expect: checker.VerdictSafe, Tags: ctxTags(RueidislockName, "single"),
+		Shows: "rueidislock with every reply, invalidations included, delayed 10 ms (± 5): each renewal's reply and each notification comes late, but the key is renewed before it expires and nobody takes it meanwhile: safe",
+		Edit:  scenario.Seeded(16, ctxOn(scenario.Single, RueidislockName, replyLatency))},
+	{Name: "rueidislock-sentinel-kill-after-acquire", Expect: checker.VerdictUnsafe, Tags: ctxTags(RueidislockName, "sentinel"),
+		Shows: "rueidislock on Sentinel through rueidis's own Sentinel client: the primary killed right after a grant, before replication; the connection's close notifies the holder at once, but the library answers it with a renewal, which waits for the client to find the new primary, and the promoted replica grants the lock to another client while the holder's context lives",
+		Edit:  scenario.Seeded(17, ctxOn(scenario.Sentinel, RueidislockName, holderOutlivesFailover))},
 	{Name: "rueidislock-cluster-baseline", Expect: checker.VerdictSafe, Tags: ctxTags(RueidislockName, "cluster"),
 		Shows: "rueidislock on Redis Cluster, its three keys in three slots (all served by one primary for lock-0), with no faults: safe",
 		Edit:  scenario.Seeded(14, ctxOn(scenario.RedisCluster, RueidislockName))},
@@ -120,6 +129,37 @@ func serverPause(c *harness.Config) {
 	c.TTL, c.Hold = time.Second, "1500ms..2s"
 	c.FaultDuration, c.NemesisInterval = 2500*time.Millisecond, 3*time.Second
 	c.Clients, c.TimeLimit = 3, 9*time.Second
+}
+
+// afterGrantFor makes fault (a server or link fault on the one node) start
+// right after a grant (a fault aimed at a live lease) and last 1.25-3.75
+// TTL, as serverPause does.
+func afterGrantFor(fault string) func(*harness.Config) {
+	return func(c *harness.Config) {
+		serverPause(c)
+		c.Nemesis = []string{fault}
+	}
+}
+
+// replyLatency delays every reply of the server by 10 ms ± 5 for the whole
+// run: under rueidislock's TryNextAfter (20 ms), which bounds each key's
+// SET, so grants still happen.
+func replyLatency(c *harness.Config) {
+	c.Nemesis = []string{nemesis.Latency}
+	c.Latency, c.Jitter = 10*time.Millisecond, 5*time.Millisecond
+	c.NemesisInterval, c.FaultDuration = 100*time.Millisecond, time.Minute
+}
+
+// holderOutlivesFailover kills the primary right after a grant, before
+// replication (sentinel-kill-after-acquire), under a holder that holds for
+// 7-9 s of a 10 s lease: far past the failover (3 s here, 5 s loaded), so
+// that the promoted replica's first grant always comes while the holder
+// still holds. The run goes on past the violation, so that the overlap
+// measured is the whole of it (until the holder's renewal reaches the new
+// primary, or it releases).
+func holderOutlivesFailover(c *harness.Config) {
+	c.ScriptName = "sentinel-kill-after-acquire"
+	c.TTL, c.Hold = 10*time.Second, "7s..9s"
 }
 
 // redsyncTags are the tags of every redsync scenario.

@@ -18,6 +18,7 @@ func TestLibraryScenarios(t *testing.T) {
 		"etcd-baseline": "safe", "etcd-session-client-pause": "unsafe", "etcd-gc-pause-fenced": "safe",
 		"rueidislock-baseline": "safe", "rueidislock-clock-offset": "unsafe", "valkeylock-clock-offset": "unsafe",
 		"rueidislock-server-pause": "unsafe", "rueidislock-cluster-baseline": "safe",
+		"rueidislock-partition": "unsafe", "rueidislock-latency": "safe", "rueidislock-sentinel-kill-after-acquire": "unsafe",
 	}
 	for n, v := range want {
 		s, ok := scenario.Get(n)
