@@ -451,20 +451,36 @@ func (o *observer) heartbeat(done <-chan struct{}) {
 	}
 }
 
-// drain sends a PING and waits, up to drainWithin, for its answer: the
-// replies in flight before it have come by then.
+// drain waits, up to drainWithin in all, until every event the node
+// sent before Stop is complete. A PING's answer comes after every reply
+// and notification sent before it, but a notification read just before
+// that answer may have sent its token read (GETRANGE) after the PING: so
+// while an event still waits for a reply, it pings again. Stopped after
+// one round trip, a CI run's last set was recorded without its token
+// ("the observer's connection ended before it read the token").
 func (o *observer) drain() {
-	answer := make(chan struct{})
-	o.mu.Lock()
-	if o.conn == nil {
+	deadline := time.NewTimer(drainWithin)
+	defer deadline.Stop()
+	for {
+		answer := make(chan struct{})
+		o.mu.Lock()
+		if o.conn == nil {
+			o.mu.Unlock()
+			return
+		}
+		o.sendLocked(pending{ping: true, sent: o.now(), answer: answer}, "PING")
 		o.mu.Unlock()
-		return
-	}
-	o.sendLocked(pending{ping: true, sent: o.now(), answer: answer}, "PING")
-	o.mu.Unlock()
-	select {
-	case <-answer:
-	case <-time.After(drainWithin):
+		select {
+		case <-answer:
+		case <-deadline.C:
+			return
+		}
+		o.mu.Lock()
+		waiting := len(o.queue) > 0
+		o.mu.Unlock()
+		if !waiting {
+			return
+		}
 	}
 }
 
