@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockjepsen/lockjepsen/internal/ctxsleep"
 )
 
 // Node is a Redis node to observe: its name in the run, and the address
@@ -423,31 +425,28 @@ func (o *observer) sendLocked(p pending, args ...string) {
 // heartbeat sends a PING every heartbeat while none is in flight, and
 // opens a gap when one stays unanswered for stallAfter.
 func (o *observer) heartbeat(done <-chan struct{}) {
-	t := time.NewTicker(heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
+	ctxsleep.Every(done, heartbeat, o.beat)
+}
+
+// beat is one heartbeat: a PING if none is in flight, or a gap if the
+// oldest has waited longer than stallAfter.
+func (o *observer) beat() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var oldest *pending
+	for i := range o.pending {
+		if o.pending[i].ping {
+			oldest = &o.pending[i]
+			break
 		}
-		o.mu.Lock()
-		var oldest *pending
-		for i := range o.pending {
-			if o.pending[i].ping {
-				oldest = &o.pending[i]
-				break
-			}
-		}
-		now := o.now()
-		switch {
-		case oldest == nil:
-			o.sendLocked(pending{ping: true, sent: now}, "PING")
-		case !o.stalled && !o.gapOpen && time.Duration(now-oldest.sent) > stallAfter:
-			o.stalled, o.gapOpen, o.gapStart = true, true, o.confirmed
-			o.gapWhy = fmt.Sprintf("the node did not answer a PING for %v (paused, or too loaded to tell)", stallAfter)
-		}
-		o.mu.Unlock()
+	}
+	now := o.now()
+	switch {
+	case oldest == nil:
+		o.sendLocked(pending{ping: true, sent: now}, "PING")
+	case !o.stalled && !o.gapOpen && time.Duration(now-oldest.sent) > stallAfter:
+		o.stalled, o.gapOpen, o.gapStart = true, true, o.confirmed
+		o.gapWhy = fmt.Sprintf("the node did not answer a PING for %v (paused, or too loaded to tell)", stallAfter)
 	}
 }
 
